@@ -1,0 +1,288 @@
+"""``KernelClientBackend``: the shared base of backends that run a real Jupyter kernel.
+
+A subclass only launches and stops the kernel (:meth:`_launch`, :meth:`_terminate`) and says
+when and why it died (:meth:`_wait_dead`). This class speaks the Jupyter messaging protocol
+through ``jupyter_client``'s async client: it relays the IOPub messages of each
+``execute_request`` (matched by the parent header's msg_id) as events, answers ``input_request``
+on the stdin channel, sends ``interrupt_request`` on the control channel, and passes completion,
+inspection and comm messages through.
+Spec: https://jupyter-client.readthedocs.io/en/latest/messaging.html
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_client.asynchronous import AsyncKernelClient
+from traitlets import Float
+
+from ..errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
+from ..events import ClearOutput, Comm, Display, Emit, Error, Event, Outcome, Stream
+from .base import Backend, StdinHandler
+
+COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
+
+
+def event_from_iopub(msg: dict[str, Any]) -> Event | None:
+    """The event for one IOPub message, or None for messages that carry no output
+    (``status``, ``execute_input``, ...)."""
+    kind, content = msg["header"]["msg_type"], msg["content"]
+    if kind == "stream":
+        return Stream(content["name"], content["text"])
+    if kind in ("display_data", "update_display_data", "execute_result"):
+        return Display(
+            data=content.get("data", {}),
+            metadata=content.get("metadata", {}),
+            display_id=content.get("transient", {}).get("display_id"),
+            update=kind == "update_display_data",
+            execution_count=content.get("execution_count") if kind == "execute_result" else None,
+        )
+    if kind == "clear_output":
+        return ClearOutput(wait=content.get("wait", False))
+    if kind == "error":
+        return Error(content["ename"], content["evalue"], list(content.get("traceback", [])))
+    if kind in COMM_TYPES:
+        return Comm(kind, content, msg.get("metadata", {}), tuple(bytes(b) for b in msg.get("buffers", [])))
+    return None
+
+
+@dataclass
+class _Request:
+    """Everything that comes back for one request we sent: its IOPub messages, its shell
+    reply, and (for execute_request) the handler for its input_requests."""
+
+    iopub: asyncio.Queue = field(default_factory=asyncio.Queue)
+    reply: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    stdin: StdinHandler | None = None
+
+
+class KernelClientBackend(Backend):
+    """A backend whose sandbox runs ipykernel, reached through ``jupyter_client``."""
+
+    ready_timeout = Float(60.0, help="Seconds to wait for the sandbox's kernel to become ready.").tag(config=True)
+    interrupt_grace = Float(
+        5.0, help="Seconds a timed-out cell gets to stop after the interrupt before the sandbox is restarted."
+    ).tag(config=True)
+    request_timeout = Float(30.0, help="Seconds to wait for a completion, inspection or comm_info reply.").tag(
+        config=True
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._client: AsyncKernelClient | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._death: asyncio.Task | None = None
+        self._requests: dict[str, _Request] = {}
+        self._comm_handler: Callable[[Comm], None] | None = None
+        self._lock = asyncio.Lock()
+
+    # -- what a subclass provides ------------------------------------------------------------
+    async def _launch(self) -> dict[str, Any]:
+        """Start the kernel; return its connection info (the connection file's dict).
+
+        Raises:
+            BackendUnavailable, SandboxStartError."""
+        raise NotImplementedError("The '_launch' method must be implemented.")
+
+    async def _terminate(self) -> None:
+        """Stop the kernel and remove what :meth:`_launch` made. Must not raise."""
+        raise NotImplementedError("The '_terminate' method must be implemented.")
+
+    async def _wait_dead(self) -> str:
+        """Return, with the reason as a phrase ("it ran out of memory (limit 1 GiB)"), once
+        the kernel's process has stopped. Cancelled at shutdown."""
+        raise NotImplementedError("The '_wait_dead' method must be implemented.")
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._client is not None
+
+    async def start(self) -> None:
+        async with self._lock:
+            if self._client is not None:
+                return
+            info = await self._launch()
+            try:
+                self._client = await self._connect(info)
+            except BaseException:
+                await self._terminate()
+                raise
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(reader()) for reader in (self._read_iopub, self._read_shell, self._read_stdin)]
+
+    async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
+        client = AsyncKernelClient()
+        client.load_connection_info(info)
+        client.start_channels()
+        self._death = asyncio.get_running_loop().create_task(self._wait_dead())
+        ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.ready_timeout))
+        await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            ready.cancel()
+            client.stop_channels()
+            raise SandboxStartError(f"The sandbox stopped while starting: {self._death.result()}.")
+        if ready.exception() is not None:
+            client.stop_channels()
+            raise SandboxStartError(
+                f"The sandbox's kernel did not become ready within {self.ready_timeout:g} s "
+                f"(raise --{type(self).__name__}.ready_timeout)."
+            ) from ready.exception()
+        return client
+
+    async def shutdown(self) -> None:
+        async with self._lock:
+            for task in [*self._tasks, *([self._death] if self._death else [])]:
+                task.cancel()
+            self._tasks, self._death = [], None
+            if self._client is not None:
+                self._client.stop_channels()
+                self._client = None
+            for request in self._requests.values():
+                if not request.reply.done():
+                    request.reply.cancel()
+            self._requests.clear()
+            await self._terminate()
+
+    # -- readers: route every message to the request it answers ------------------------------
+    async def _read_iopub(self) -> None:
+        while True:
+            msg = await self._client.get_iopub_msg()
+            request = self._requests.get(msg["parent_header"].get("msg_id"))
+            if request is not None:
+                request.iopub.put_nowait(msg)
+            elif msg["header"]["msg_type"] in COMM_TYPES and self._comm_handler is not None:
+                self._comm_handler(event_from_iopub(msg))
+
+    async def _read_shell(self) -> None:
+        while True:
+            msg = await self._client.get_shell_msg()
+            request = self._requests.get(msg["parent_header"].get("msg_id"))
+            if request is not None and not request.reply.done():
+                request.reply.set_result(msg)
+
+    async def _read_stdin(self) -> None:
+        while True:
+            msg = await self._client.get_stdin_msg()
+            request = self._requests.get(msg["parent_header"].get("msg_id"))
+            if msg["header"]["msg_type"] == "input_request" and request is not None and request.stdin:
+                asyncio.ensure_future(self._answer_input(request.stdin, msg["content"]))
+
+    async def _answer_input(self, stdin: StdinHandler, content: dict[str, Any]) -> None:
+        try:
+            value = await stdin(content.get("prompt", ""), content.get("password", False))
+        except Exception:  # the prompt was interrupted: end the input with EOF
+            value = "\x04"
+        if self._client is not None:
+            self._client.input(value)
+
+    # -- running code ------------------------------------------------------------------------
+    async def _ensure_alive(self, emit: Emit) -> None:
+        """Start the sandbox, or replace one that stopped between cells (saying so)."""
+        if self._death is not None and self._death.done():
+            reason = self._death.result()
+            await self.shutdown()
+            emit(Stream("stderr", f"The sandbox had stopped ({reason}); its state is lost. Starting a fresh one.\n"))
+        await self.start()
+
+    async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
+                      stdin: StdinHandler | None = None) -> Outcome:
+        await self._ensure_alive(emit)
+        msg_id = self._client.execute(code, allow_stdin=stdin is not None, stop_on_error=False)
+        request = self._requests[msg_id] = _Request(stdin=stdin)
+        relay = asyncio.ensure_future(self._relay(request, emit))
+        try:
+            await self._race(relay, timeout)
+            if relay.done():
+                return relay.result()
+            await self.interrupt()
+            await self._race(relay, self.interrupt_grace)
+            if not relay.done():  # the interrupt did not stop it: give up on this interpreter
+                await self.restart()
+            raise ExecutionTimeout(timeout)
+        finally:
+            relay.cancel()
+            self._requests.pop(msg_id, None)
+
+    async def _race(self, work: asyncio.Future, timeout: float | None) -> None:
+        """Wait for ``work`` up to ``timeout`` seconds; raise SandboxDied if the kernel dies first."""
+        death = self._death
+        await asyncio.wait({work, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not work.done() and death.done():
+            reason = death.result()
+            await self.shutdown()
+            raise SandboxDied(reason)
+
+    async def _relay(self, request: _Request, emit: Emit) -> Outcome:
+        """Emit the request's IOPub outputs until its ``status: idle``, then read the reply."""
+        while True:
+            msg = await request.iopub.get()
+            kind = msg["header"]["msg_type"]
+            if kind == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            event = event_from_iopub(msg)
+            if event is not None:
+                emit(event)
+        reply = (await request.reply)["content"]
+        error = None
+        if reply["status"] == "error":
+            error = Error(reply.get("ename", ""), reply.get("evalue", ""), list(reply.get("traceback", [])))
+        return Outcome(reply["status"], reply.get("execution_count"), error)
+
+    async def _call(self, msg_id: str) -> dict[str, Any]:
+        """The content of the shell reply to ``msg_id`` (completion, inspection, ...)."""
+        request = self._requests[msg_id] = _Request()
+        try:
+            work = asyncio.ensure_future(asyncio.shield(request.reply))
+            await self._race(work, self.request_timeout)
+            if not work.done():
+                raise SandboxError(f"The sandbox did not answer within {self.request_timeout:g} s.")
+            return work.result()["content"]
+        finally:
+            self._requests.pop(msg_id, None)
+
+    async def interrupt(self) -> None:
+        """Send ``interrupt_request`` on the control channel (ipykernel then raises
+        KeyboardInterrupt in the running code); wait up to 5 s for ``interrupt_reply``."""
+        client = self._client
+        if client is None:
+            return
+        client.control_channel.send(client.session.msg("interrupt_request", {}))
+        with contextlib.suppress(Exception):  # no reply in time: the relay's death watch decides
+            await client.get_control_msg(timeout=5)
+
+    async def complete(self, code: str, cursor_pos: int) -> dict[str, Any]:
+        await self.start()
+        return await self._call(self._client.complete(code, cursor_pos))
+
+    async def inspect(self, code: str, cursor_pos: int, detail_level: int = 0) -> dict[str, Any]:
+        await self.start()
+        return await self._call(self._client.inspect(code, cursor_pos, detail_level))
+
+    async def is_complete(self, code: str) -> dict[str, Any]:
+        await self.start()
+        return await self._call(self._client.is_complete(code))
+
+    # -- comms -------------------------------------------------------------------------------
+    supports_comms = True
+
+    def set_comm_handler(self, handler: Callable[[Comm], None] | None) -> None:
+        self._comm_handler = handler
+
+    async def send_comm(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None,
+                        buffers: list[bytes] | None = None) -> None:
+        await self.start()
+        client = self._client
+        msg = client.session.msg(msg_type, content, metadata=metadata or {})
+        client.session.send(client.shell_channel.socket, msg, buffers=buffers or [])
+
+    async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:
+        await self.start()
+        content = {"target_name": target_name} if target_name else {}
+        msg = self._client.session.msg("comm_info_request", content)
+        self._client.shell_channel.send(msg)
+        return await self._call(msg["header"]["msg_id"])

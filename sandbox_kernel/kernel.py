@@ -1,0 +1,201 @@
+"""``SandboxKernel``: a Jupyter wrapper kernel whose cells run in a sandbox backend.
+
+It overrides ipykernel's ``do_*`` methods and nothing of the wire protocol: each
+``execute_request`` becomes ``backend.execute(code, emit)`` and each event an IOPub message.
+Options are traitlets config: ``--SandboxKernel.backend=docker --DockerBackend.memory_limit=2g``
+on the kernelspec's argv, or in ``sandbox_kernel_config.py`` in a Jupyter config directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import Any
+
+import zmq
+from ipykernel.kernelbase import Kernel
+from traitlets import Bool, Float, TraitError, Unicode
+
+from . import __version__
+from .backends import get_backend_class
+from .backends.base import Backend
+from .errors import ConfigError, SandboxError
+from .events import Comm, Event
+from .outputs import OutputBudget, error_event, to_iopub
+from .traits import ByteSize
+
+
+class SandboxKernel(Kernel):
+    """The wrapper kernel. One backend per kernel process, started at the first cell."""
+
+    implementation = "sandbox_kernel"
+    implementation_version = __version__
+    language_info = {
+        "name": "python",
+        "version": "3",
+        "mimetype": "text/x-python",
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "pygments_lexer": "ipython3",
+        "nbconvert_exporter": "python",
+        "file_extension": ".py",
+    }
+
+    backend = Unicode("local", config=True, help="The sandbox backend: local, docker, e2b, or any "
+                           "name registered under the 'sandbox_kernel.backends' entry point.")
+    cell_timeout = Float(None, allow_none=True, config=True,
+                         help="Seconds a cell may run before it is interrupted; None: no limit.")
+    max_output_bytes = ByteSize(10 * 1024**2, config=True,
+                                help="Output (stdout, stderr, rich data) one cell may show, e.g. '10m'; "
+                                     "the rest is dropped with a marker. 0: no limit.")
+    start_sandbox_at_launch = Bool(False, config=True,
+                                   help="Start the sandbox when the kernel starts, not at the first cell.")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sandbox: Backend | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if self.start_sandbox_at_launch:
+            asyncio.get_event_loop().create_task(self._ensure_sandbox())
+
+    @property
+    def banner(self) -> str:
+        info = self.sandbox.describe() if self.sandbox else {"backend": self.backend}
+        details = ", ".join(f"{k}={v}" for k, v in info.items() if v and k != "backend")
+        return f"sandbox-kernel {__version__}: Python in a {info['backend']} sandbox" + (f" ({details})" if details else "")
+
+    # -- the backend -------------------------------------------------------------------------
+    async def _ensure_sandbox(self) -> Backend:
+        """The backend, created from config on first use and started.
+
+        Raises:
+            SandboxError: an unknown backend, a bad option value, or a start failure.
+        """
+        self._loop = asyncio.get_running_loop()
+        if self.sandbox is None:
+            cls = get_backend_class(self.backend)
+            try:
+                self.sandbox = cls(parent=self)
+            except (TraitError, ValueError) as exc:
+                raise ConfigError(f"Bad option for the {self.backend} backend: {exc}") from exc
+            self.sandbox.set_comm_handler(self._publish_comm)
+        await self.sandbox.start()
+        return self.sandbox
+
+    def _publish(self, event: Event) -> None:
+        msg_type, content = to_iopub(event)
+        buffers = list(event.buffers) if isinstance(event, Comm) else None
+        metadata = event.metadata if isinstance(event, Comm) else None
+        self.session.send(self.iopub_socket, msg_type, content, self.get_parent("shell"),
+                          ident=self._topic(msg_type), metadata=metadata, buffers=buffers)
+
+    def _publish_comm(self, event: Comm) -> None:
+        self._publish(event)
+
+    # -- execute_request ---------------------------------------------------------------------
+    async def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False,
+                         *, cell_meta=None, cell_id=None):
+        budget = OutputBudget(self.max_output_bytes)
+
+        def emit(event: Event) -> None:
+            if not silent:
+                for admitted in budget.admit(event):
+                    self._publish(admitted)
+
+        stdin = self._ask_frontend if allow_stdin else None
+        try:
+            sandbox = await self._ensure_sandbox()
+            with self._sigint_interrupts():
+                outcome = await sandbox.execute(code, emit, timeout=self.cell_timeout, stdin=stdin)
+        except SandboxError as exc:
+            error = error_event(exc)
+            emit(error)
+            return {"status": "error", "execution_count": self.execution_count, "ename": error.ename,
+                    "evalue": error.evalue, "traceback": error.traceback}
+        finally:
+            if (marker := budget.summary()) is not None and not silent:
+                self._publish(marker)
+        if outcome.execution_count is not None and not silent:
+            self.execution_count = outcome.execution_count
+        reply: dict[str, Any] = {"status": outcome.status, "execution_count": self.execution_count}
+        if outcome.status == "ok":
+            reply.update(payload=[], user_expressions={})
+        elif outcome.error is not None:
+            reply.update(ename=outcome.error.ename, evalue=outcome.error.evalue, traceback=outcome.error.traceback)
+        return reply
+
+    @contextlib.contextmanager
+    def _sigint_interrupts(self):
+        """While a cell runs, SIGINT to this process interrupts the sandbox (ipykernel's
+        ``_cancel_on_sigint`` pattern) instead of raising KeyboardInterrupt here."""
+        loop = asyncio.get_running_loop()
+
+        def on_sigint(signum, frame):
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.sandbox.interrupt()))
+
+        try:
+            saved = signal.signal(signal.SIGINT, on_sigint)
+        except ValueError:  # not the main thread
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, saved)
+
+    async def interrupt_request(self, stream, ident, parent):
+        """``interrupt_request`` (control channel; kernelspec ``interrupt_mode: message``):
+        interrupt the sandbox's running cell; the sandbox's state survives."""
+        content: dict[str, Any] = {"status": "ok"}
+        if self.sandbox is not None and self._loop is not None:
+            future = asyncio.run_coroutine_threadsafe(self.sandbox.interrupt(), self._loop)
+            try:
+                await asyncio.wait_for(asyncio.wrap_future(future), timeout=10)
+            except Exception as exc:
+                content = {"status": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
+        self.session.send(stream, "interrupt_reply", content, parent, ident=ident)
+
+    async def _ask_frontend(self, prompt: str, password: bool) -> str:
+        """Send ``input_request`` to the frontend on the stdin channel and await its
+        ``input_reply`` without blocking the event loop (cancellable, unlike ipykernel's
+        blocking ``_input_request``)."""
+        parent, ident = self.get_parent("shell"), self._parent_ident["shell"]
+        while True:  # drop stale replies
+            try:
+                self.stdin_socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.ZMQError:
+                break
+        self.session.send(self.stdin_socket, "input_request", {"prompt": prompt, "password": password},
+                          parent, ident=ident)
+        while True:
+            try:
+                _, reply = self.session.recv(self.stdin_socket, zmq.NOBLOCK)
+            except zmq.ZMQError:
+                reply = None
+            if reply is not None:
+                return reply["content"].get("value", "")
+            await asyncio.sleep(0.02)
+
+    # -- completion, inspection, is_complete ---------------------------------------------------
+    async def do_complete(self, code, cursor_pos):
+        with contextlib.suppress(SandboxError):
+            return await (await self._ensure_sandbox()).complete(code, cursor_pos)
+        return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
+
+    async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+        with contextlib.suppress(SandboxError):
+            return await (await self._ensure_sandbox()).inspect(code, cursor_pos, detail_level)
+        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+
+    async def do_is_complete(self, code):
+        with contextlib.suppress(SandboxError):
+            return await (await self._ensure_sandbox()).is_complete(code)
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        status, indent = TransformerManager().check_complete(code)
+        return {"status": status, **({"indent": " " * indent} if indent else {})}
+
+    async def do_shutdown(self, restart):
+        if self.sandbox is not None:
+            await self.sandbox.shutdown()
+        return {"status": "ok", "restart": restart}

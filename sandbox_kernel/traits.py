@@ -1,0 +1,51 @@
+"""Traits shared by backends' options."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from traitlets import Integer, TraitError
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_bytes(value: Any) -> int:
+    """Bytes from an int or a size such as ``"512m"``, ``"1g"``, ``"1GiB"``, ``"300MB"``
+    (binary units: k = 1024). Raises ValueError for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"not a size: {value!r} (use bytes or a number with k, m, g, e.g. '512m')")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def format_bytes(n: int) -> str:
+    """``1073741824`` → ``"1 GiB"``; ``536870912`` → ``"512 MiB"``."""
+    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} bytes"
+
+
+class ByteSize(Integer):
+    """A size in bytes, also settable as ``"512m"``/``"1g"`` from the command line or config.
+    0 means no limit."""
+
+    info_text = "a size in bytes, or a number with a unit such as '512m' or '1g'"
+
+    def validate(self, obj: Any, value: Any) -> int:
+        try:
+            value = parse_bytes(value)
+        except ValueError as exc:
+            raise TraitError(f"{self.name}: {exc}") from None
+        if value < 0:
+            raise TraitError(f"{self.name}: a size cannot be negative ({value})")
+        return value
+
+    def from_string(self, s: str) -> int:
+        return parse_bytes(s)
