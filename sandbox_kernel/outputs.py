@@ -58,8 +58,9 @@ class OutputBudget:
     clear_output always pass. ``summary()`` gives the closing marker, if anything was dropped.
     """
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, setting: str = "SandboxKernel.max_output_bytes") -> None:
         self.max_bytes = max_bytes
+        self.setting = setting  # the option named in the closing marker
         self.used = 0
         self.dropped = 0
 
@@ -81,4 +82,4 @@ class OutputBudget:
         if not self.dropped:
             return None
         return Stream("stderr", f"[{format_bytes(self.dropped)} of output dropped "
-                                f"({self.dropped} bytes); raise SandboxKernel.max_output_bytes to see more]\n")
+                                f"({self.dropped} bytes); raise {self.setting} to see more]\n")
