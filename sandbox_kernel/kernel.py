@@ -52,6 +52,7 @@ class SandboxKernel(Kernel):
                                    help="Start the sandbox when the kernel starts, not at the first cell.")
 
     def __init__(self, **kwargs: Any) -> None:
+        self._config_error: ConfigError | None = None
         super().__init__(**kwargs)
         self.sandbox: Backend | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -64,6 +65,14 @@ class SandboxKernel(Kernel):
         details = ", ".join(f"{k}={v}" for k, v in info.items() if v and k != "backend")
         return f"sandbox-kernel {__version__}: Python in a {info['backend']} sandbox" + (f" ({details})" if details else "")
 
+    def _load_config(self, cfg, section_names=None, traits=None):
+        """Keep a bad option value from killing the kernel process: the kernel starts, and
+        every cell reports the bad value (a frontend would only say "the kernel died")."""
+        try:
+            super()._load_config(cfg, section_names=section_names, traits=traits)
+        except (TraitError, ValueError) as exc:
+            self._config_error = ConfigError(f"Bad option for the sandbox kernel: {exc}")
+
     # -- the backend -------------------------------------------------------------------------
     async def _ensure_sandbox(self) -> Backend:
         """The backend, created from config on first use and started.
@@ -72,6 +81,8 @@ class SandboxKernel(Kernel):
             SandboxError: an unknown backend, a bad option value, or a start failure.
         """
         self._loop = asyncio.get_running_loop()
+        if self._config_error is not None:
+            raise self._config_error
         if self.sandbox is None:
             cls = get_backend_class(self.backend)
             try:

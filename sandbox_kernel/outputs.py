@@ -71,12 +71,20 @@ class OutputBudget:
         if self.dropped == 0 and self.used + size <= self.max_bytes:
             self.used += size
             return [event]
-        first = self.dropped == 0
-        self.dropped += size
-        if first:
-            return [Stream("stderr", f"\n[output limit of {format_bytes(self.max_bytes)} reached: "
-                                     "further output of this cell is dropped]\n")]
-        return []
+        if self.dropped:
+            self.dropped += size
+            return []
+        admitted: list[Event] = []
+        room = self.max_bytes - self.used
+        if isinstance(event, Stream) and room > 0:  # show the part that fits
+            head = event.text.encode("utf-8", "surrogatepass")[:room].decode("utf-8", "ignore")
+            admitted.append(Stream(event.name, head))
+            size -= len(head.encode("utf-8", "surrogatepass"))
+        self.used = self.max_bytes
+        self.dropped = size
+        admitted.append(Stream("stderr", f"\n[output limit of {format_bytes(self.max_bytes)} reached: "
+                                         "further output of this cell is dropped]\n"))
+        return admitted
 
     def summary(self) -> Stream | None:
         if not self.dropped:

@@ -28,7 +28,7 @@ def format_bytes(n: int) -> str:
     """``1073741824`` → ``"1 GiB"``; ``536870912`` → ``"512 MiB"``."""
     for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if n >= size:
-            return f"{n / size:g} {unit}"
+            return f"{n / size:.3g} {unit}"
     return f"{n} bytes"
 
 

@@ -58,6 +58,7 @@ class _Request:
     iopub: asyncio.Queue = field(default_factory=asyncio.Queue)
     reply: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     stdin: StdinHandler | None = None
+    timed_out: bool = False
 
 
 class KernelClientBackend(Backend):
@@ -199,6 +200,7 @@ class KernelClientBackend(Backend):
             await self._race(relay, timeout)
             if relay.done():
                 return relay.result()
+            request.timed_out = True  # the interrupt's KeyboardInterrupt output is ours to replace
             await self.interrupt()
             await self._race(relay, self.interrupt_grace)
             if not relay.done():  # the interrupt did not stop it: give up on this interpreter
@@ -225,6 +227,8 @@ class KernelClientBackend(Backend):
             if kind == "status" and msg["content"]["execution_state"] == "idle":
                 break
             event = event_from_iopub(msg)
+            if request.timed_out and isinstance(event, Error) and event.ename == "KeyboardInterrupt":
+                continue
             if event is not None:
                 emit(event)
         reply = (await request.reply)["content"]

@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, which in LIMITS.items():
         value = getattr(args, name)
         if value > 0:
-            resource.setrlimit(which, (value, value))
+            # CPU: SIGXCPU at the soft limit names the cause; SIGKILL one second later if ignored.
+            resource.setrlimit(which, (value, value + 1 if name == "cpu" else value))
     os.execvp(command[0], command)
 
 

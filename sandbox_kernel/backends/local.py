@@ -28,6 +28,25 @@ from ._jupyter import KernelClientBackend
 ALLOWED_ENV = ("PATH", "LANG")
 
 
+def remove_leftovers() -> None:
+    """Remove scratch directories whose owning kernel process is gone (killed before it could
+    clean up). Their names carry the owner's pid: ``sandbox-local-[conn-]PID-XXXX``."""
+    for path in Path(tempfile.gettempdir()).glob("sandbox-local-*"):
+        pid = path.name.removeprefix("sandbox-local-").removeprefix("conn-").split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class LocalBackend(KernelClientBackend):
     """A kernel process on this machine, in a scratch directory deleted at shutdown."""
 
@@ -72,8 +91,9 @@ class LocalBackend(KernelClientBackend):
         return [*wrapper, "--", self.python, "-m", "ipykernel_launcher", "-f", connection_file]
 
     async def _launch(self) -> dict[str, Any]:
-        self._scratch = Path(tempfile.mkdtemp(prefix="sandbox-local-"))
-        self._runtime = Path(tempfile.mkdtemp(prefix="sandbox-local-conn-"))
+        remove_leftovers()
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"sandbox-local-{os.getpid()}-"))
+        self._runtime = Path(tempfile.mkdtemp(prefix=f"sandbox-local-conn-{os.getpid()}-"))
         (self._scratch / "home").mkdir()
         connection_file, info = write_connection_file(
             str(self._runtime / "kernel.json"), transport="ipc", ip=str(self._runtime / "k")

@@ -1,0 +1,52 @@
+"""Fixtures shared by the suite: backends by name, kernels started from installed kernelspecs."""
+
+from __future__ import annotations
+
+import contextlib
+import pytest
+
+from tests import targets
+from tests.targets import NAMES, skip_or_fail
+
+_prepared: dict[str, targets.Prepared] = {}
+_stack = contextlib.ExitStack()
+
+
+def prepared(name: str) -> targets.Prepared:
+    """The session-wide set-up of backend ``name`` (skips or fails when it cannot run)."""
+    target = targets.get(name)
+    if (reason := target.unavailable()) is not None:
+        skip_or_fail(f"{name} backend unavailable: {reason}")
+    if name not in _prepared:
+        _prepared[name] = _stack.enter_context(target.prepare())
+    return _prepared[name]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _stack.close()
+
+
+@pytest.fixture(params=NAMES)
+def backend_name(request) -> str:
+    """Each backend's name in turn; a test using it runs once per backend."""
+    prepared(request.param)
+    return request.param
+
+
+@pytest.fixture
+async def make_backend(backend_name):
+    """``make_backend(**traits)`` → an unstarted backend of the current kind, configured for
+    this machine; every backend made is shut down after the test."""
+    from sandbox_kernel.backends import get_backend_class
+
+    made = []
+
+    def make(**traits):
+        with targets.env_vars(prepared(backend_name).kernel_env):
+            backend = get_backend_class(backend_name)(**{**prepared(backend_name).traits, **traits})
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        await backend.shutdown()

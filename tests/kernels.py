@@ -1,0 +1,51 @@
+"""Start installed sandbox kernelspecs the way a frontend does, and run cells on them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+from jupyter_client.manager import start_new_kernel
+
+
+@contextlib.contextmanager
+def kernel(name: str, *options: str, **env: str):
+    """A kernel started from the installed kernelspec ``sandbox-NAME`` through jupyter_client's
+    KernelManager (as JupyterLab and nbclient do); yields ``(km, kc)``."""
+    from tests.conftest import prepared
+    from tests.targets import NAMES, Prepared
+
+    setup = prepared(name) if name in NAMES else Prepared()
+    km, kc = start_new_kernel(kernel_name=f"sandbox-{name}", env={**os.environ, **setup.kernel_env, **env},
+                              extra_arguments=[*setup.kernel_options, *options], startup_timeout=120)
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+
+
+def run(kc, code: str, timeout: float = 60, **kwargs: Any) -> tuple[dict, list[dict]]:
+    """Execute ``code``; returns ``(execute_reply content, IOPub messages of the cell)``.
+    Each IOPub message gets ``"t"``: seconds since the request was sent."""
+    outputs: list[dict] = []
+    start = time.monotonic()
+
+    def hook(msg: dict) -> None:
+        msg["t"] = time.monotonic() - start
+        outputs.append(msg)
+
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook, **kwargs)
+    return reply["content"], outputs
+
+
+def kinds(outputs: list[dict]) -> list[str]:
+    """The msg_types of a cell's outputs, without status and execute_input."""
+    return [m["header"]["msg_type"] for m in outputs if m["header"]["msg_type"] not in ("status", "execute_input")]
+
+
+def stdout(outputs: list[dict], name: str = "stdout") -> str:
+    return "".join(m["content"]["text"] for m in outputs
+                   if m["header"]["msg_type"] == "stream" and m["content"]["name"] == name)

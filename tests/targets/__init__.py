@@ -1,0 +1,76 @@
+"""Test targets: one module per backend says whether it can run here and how to make it.
+
+Each module defines ``TARGET``, a :class:`Target`. The contract suite, the kernel tests and the
+magic tests are parametrized over ``NAMES``; a backend joins them by adding its module here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+NAMES = ["local", "docker", "e2b"]
+
+
+@dataclass
+class Prepared:
+    """A target ready for tests.
+
+    Attributes:
+        traits: keyword arguments for the backend class (``LocalBackend(**traits)``).
+        kernel_env: environment variables for a kernel process started by a test.
+        kernel_options: traitlets arguments appended to the kernelspec's argv.
+    """
+
+    traits: dict[str, Any] = field(default_factory=dict)
+    kernel_env: dict[str, str] = field(default_factory=dict)
+    kernel_options: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Target:
+    name: str
+    unavailable: Callable[[], str | None] = lambda: None
+    """None when the backend can run here, else the reason it cannot."""
+    prepare: Callable[[], contextlib.AbstractContextManager[Prepared]] = lambda: contextlib.nullcontext(Prepared())
+    """Session-wide set-up (e.g. a local E2B server); yields a :class:`Prepared`."""
+
+    @property
+    def kernel_name(self) -> str:
+        return f"sandbox-{self.name}"
+
+
+def get(name: str) -> Target:
+    try:
+        return importlib.import_module(f"tests.targets.{name}").TARGET
+    except ModuleNotFoundError:
+        return Target(name, unavailable=lambda: "no test target for it in tests/targets")
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with ``reason``; with SANDBOX_KERNEL_NO_SKIP=1 (set by CI) fail instead, so a
+    backend that should have been tested cannot pass silently."""
+    if os.environ.get("SANDBOX_KERNEL_NO_SKIP"):
+        pytest.fail(f"required backend test could not run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def env_vars(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,0 +1,3 @@
+from . import Target
+
+TARGET = Target("local")

@@ -1,0 +1,181 @@
+"""The wrapper kernel through jupyter_client, started from the installed kernelspec as a
+frontend starts it: the messages a notebook sees."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from tests.kernels import kernel, kinds, run, stdout
+
+
+@pytest.fixture(scope="module")
+def local_kernel():
+    with kernel("local") as (km, kc):
+        yield km, kc
+
+
+def test_kernel_info_names_the_sandbox(local_kernel):
+    _, kc = local_kernel
+    info = kc.kernel_info(reply=True)["content"]
+    assert info["implementation"] == "sandbox_kernel"
+    assert info["language_info"]["name"] == "python"
+    assert "local sandbox" in info["banner"]
+
+
+def test_state_stdout_and_execute_result(local_kernel):
+    _, kc = local_kernel
+    reply, _ = run(kc, "answer = 41")
+    reply, outputs = run(kc, "print('hi')\nanswer + 1")
+    assert reply["status"] == "ok"
+    assert stdout(outputs) == "hi\n"
+    [result] = [m for m in outputs if m["header"]["msg_type"] == "execute_result"]
+    assert result["content"]["data"]["text/plain"] == "42"
+    assert result["content"]["execution_count"] == reply["execution_count"]
+
+
+def test_stream_is_live(local_kernel):
+    _, kc = local_kernel
+    _, outputs = run(kc, "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.6)")
+    times = [m["t"] for m in outputs if m["header"]["msg_type"] == "stream"]
+    assert len(times) == 3 and times[-1] - times[0] > 1.0
+
+
+def test_error_reply_and_traceback(local_kernel):
+    _, kc = local_kernel
+    reply, outputs = run(kc, "def f():\n    raise ValueError('bad value')\nf()")
+    assert reply["status"] == "error" and reply["ename"] == "ValueError"
+    [error] = [m for m in outputs if m["header"]["msg_type"] == "error"]
+    assert any("bad value" in line for line in error["content"]["traceback"])
+    assert run(kc, "1 + 1")[0]["status"] == "ok"
+
+
+def test_display_kinds_and_matplotlib(local_kernel):
+    _, kc = local_kernel
+    _, outputs = run(kc, "from IPython.display import display, HTML\ndisplay(HTML('<i>x</i>'))\n"
+                         "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
+    bundles = [m["content"]["data"] for m in outputs if m["header"]["msg_type"] == "display_data"]
+    assert {"text/html"} <= set(bundles[0]) and "image/png" in bundles[1]
+
+
+def test_interrupt_button_stops_busy_loop_and_state_survives(local_kernel):
+    km, kc = local_kernel
+    run(kc, "survivor = 'alive'")
+    timer = threading.Timer(1.0, km.interrupt_kernel)
+    timer.start()
+    started = time.monotonic()
+    reply, _ = run(kc, "while True: pass", timeout=20)
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+    assert time.monotonic() - started < 3.0  # 1 s before the interrupt + under 2 s to stop
+    _, outputs = run(kc, "survivor")
+    assert outputs[-2]["content"]["data"]["text/plain"] == "'alive'"
+
+
+def test_completion_inspection_is_complete(local_kernel):
+    _, kc = local_kernel
+    run(kc, "only_in_sandbox = [1, 2]")
+    matches = kc.complete("only_in_s", 9, reply=True)["content"]["matches"]
+    assert "only_in_sandbox" in matches
+    found = kc.inspect("only_in_sandbox", 15, reply=True)["content"]
+    assert found["found"] and "list" in found["data"]["text/plain"]
+    kc.is_complete("if True:")
+    assert kc.get_shell_msg(timeout=10)["content"]["status"] == "incomplete"
+
+
+def test_input_and_getpass_prompt_the_notebook_user(local_kernel):
+    _, kc = local_kernel
+    prompts = []
+
+    def answer(msg):
+        prompts.append(msg["content"])
+        kc.input("hunter2" if msg["content"]["password"] else "Grace")
+
+    reply, outputs = run(kc, "import getpass\nwho = input('who? ')\npw = getpass.getpass()\nprint(who, pw)",
+                         allow_stdin=True, stdin_hook=answer)
+    assert reply["status"] == "ok"
+    assert [p["password"] for p in prompts] == [False, True] and prompts[0]["prompt"] == "who? "
+    assert stdout(outputs) == "Grace hunter2\n"
+
+
+def test_sandbox_environment_is_an_allowlist_in_a_scratch_dir(monkeypatch):
+    with kernel("local", CANARY_SECRET="do-not-leak", FORWARDED="yes") as (_, kc):
+        _, outputs = run(kc, "import os\nprint(os.environ.get('CANARY_SECRET'), os.getcwd(), os.environ['HOME'])")
+        canary, cwd, home = stdout(outputs).split()
+    assert canary == "None"
+    assert os.path.basename(cwd).startswith(f"sandbox-local-") and home.startswith(cwd)
+    assert not os.path.exists(cwd), "the scratch directory must be deleted at shutdown"
+
+
+def test_env_vars_option_forwards_named_variables():
+    with kernel("local", "--LocalBackend.env_vars=FORWARDED", FORWARDED="yes", OTHER="no") as (_, kc):
+        _, outputs = run(kc, "import os\nprint(os.environ.get('FORWARDED'), os.environ.get('OTHER'))")
+    assert stdout(outputs) == "yes None\n"
+
+
+def test_cell_timeout_interrupts_and_says_so():
+    with kernel("local", "--SandboxKernel.cell_timeout=1") as (_, kc):
+        run(kc, "kept = 5")
+        reply, outputs = run(kc, "import time\ntime.sleep(30)", timeout=20)
+        assert reply["status"] == "error" and reply["ename"] == "ExecutionTimeout"
+        [error] = [m for m in outputs if m["header"]["msg_type"] == "error"]
+        assert "longer than 1 s" in error["content"]["evalue"]
+        assert len(error["content"]["traceback"]) == 1  # one short message, not our internals
+        assert run(kc, "kept")[1][-2]["content"]["data"]["text/plain"] == "5"
+
+
+def test_sandbox_death_is_one_message_and_next_cell_is_fresh():
+    with kernel("local", "--LocalBackend.cpu_time_limit=1") as (_, kc):
+        run(kc, "kept = 1")
+        reply, outputs = run(kc, "while True: pass", timeout=30)
+        assert reply["status"] == "error" and reply["ename"] == "SandboxDied"
+        assert "CPU time limit (1 s)" in reply["evalue"] and "state is lost" in reply["evalue"]
+        assert kinds(outputs) == ["error"]
+        reply, outputs = run(kc, "'kept' in globals()")
+        assert reply["status"] == "ok" and outputs[-2]["content"]["data"]["text/plain"] == "False"
+
+
+def test_memory_limit_raises_memory_error_in_the_sandbox():
+    with kernel("local", "--LocalBackend.memory_limit=1g") as (_, kc):
+        reply, _ = run(kc, "block = bytearray(2 * 1024**3)")
+        assert reply["status"] == "error" and reply["ename"] == "MemoryError"
+        assert run(kc, "small = bytearray(10 * 1024**2)")[0]["status"] == "ok"
+
+
+def test_output_is_cut_at_the_limit_with_a_marker():
+    with kernel("local", "--SandboxKernel.max_output_bytes=100k") as (_, kc):
+        reply, outputs = run(kc, "for i in range(20000):\n    print('x' * 99)")
+        assert reply["status"] == "ok"
+        shown = stdout(outputs)
+        assert len(shown.encode()) <= 100 * 1024
+        markers = stdout(outputs, "stderr")
+        assert "output limit of 100 KiB reached" in markers and "1.81 MiB of output dropped" in markers
+        assert shown.startswith("x" * 99 + "\n") and len(shown.encode()) > 90 * 1024
+
+
+@pytest.mark.parametrize("option, message", [
+    ("--LocalBackend.memory_limit=lots", "Bad option for the local backend"),
+    ("--SandboxKernel.cell_timeout=soon", "Bad option for the sandbox kernel"),
+])
+def test_bad_configuration_is_one_short_message_and_kernel_keeps_answering(option, message):
+    with kernel("local", option) as (_, kc):
+        reply, outputs = run(kc, "1 + 1")
+        assert reply["status"] == "error" and message in reply["evalue"]
+        [error] = [m for m in outputs if m["header"]["msg_type"] == "error"]
+        assert len(error["content"]["traceback"]) == 1
+        assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
+
+
+def test_unknown_backend_is_one_short_message(tmp_path, monkeypatch):
+    from sandbox_kernel import kernelspec
+
+    kernelspec.install("nosuch", prefix=str(tmp_path))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))
+    with kernel("nosuch") as (_, kc):
+        reply, outputs = run(kc, "1 + 1")
+        assert reply["status"] == "error"
+        assert reply["evalue"].startswith("Unknown sandbox backend 'nosuch'. Known backends: ")
+        assert "local" in reply["evalue"]
+        assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
