@@ -1,8 +1,41 @@
-"""The ``%%sandbox`` IPython extension: ``%load_ext magics``.
+"""The ``%%sandbox`` IPython extension: run chosen cells of an ordinary Python kernel in a sandbox.
 
-Placeholder until the magic lands: loading it says so instead of failing obscurely.
+``%load_ext magics`` (or ``%load_ext sandbox_kernel``) registers ``%%sandbox`` and ``%sandbox``
+(:class:`~magics.magic.SandboxMagics`). The magic drives the same backend API and consumes the
+same events as the wrapper kernel:
+
+- :mod:`magics.session`: named sessions and the one loop thread their coroutines run on;
+- :mod:`magics.run`: one cell, with outputs drained on the main thread, Ctrl-C and ``input()``;
+- :mod:`magics.display`: events shown with IPython's display machinery, errors as failures;
+- :mod:`magics.options`: the magic's line, and backend options as traits;
+- :mod:`magics.status`: ``%sandbox status`` / ``list`` data and its text/HTML views.
 """
 
+from __future__ import annotations
 
-def load_ipython_extension(ipython):
-    raise ImportError("The %%sandbox magic is not available in this version of sandbox-kernel yet.")
+from .magic import SandboxMagics
+from .session import registry
+
+__all__ = ["SandboxMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython) -> None:
+    """Register ``%%sandbox`` and ``%sandbox`` with the IPython shell ``ipython``, and stop the
+    sessions when the shell is told to exit (a kernel's ``shutdown_request`` sets
+    ``exit_now``, before ipykernel signals its child processes)."""
+    ipython.register_magics(SandboxMagics(shell=ipython))
+    if "exit_now" in ipython.trait_names():
+        ipython.observe(_on_exit_now, names="exit_now")
+
+
+def unload_ipython_extension(ipython) -> None:
+    """``%unload_ext magics``: shut every sandbox session down (the magics stay registered
+    until the shell exits, as IPython cannot unregister them)."""
+    if "exit_now" in ipython.trait_names():
+        ipython.unobserve(_on_exit_now, names="exit_now")
+    registry.shutdown_all()
+
+
+def _on_exit_now(change) -> None:
+    if change["new"]:
+        registry.shutdown_all()

@@ -1,0 +1,198 @@
+"""``SandboxMagics``: the ``%%sandbox`` cell magic and the ``%sandbox`` line magic.
+
+Options of the magic itself are traitlets config of ``SandboxMagics``
+(``%config SandboxMagics.default_backend = 'docker'``, or ``c.SandboxMagics...`` in
+``ipython_config.py``); a backend made by the magic is its child, so ``c.DockerBackend...``
+in the host's config applies too (the line's options take precedence).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from traitlets import Float, TraitError, Unicode
+
+from sandbox_kernel.backends import get_backend_class
+from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.errors import ConfigError, SandboxError
+from sandbox_kernel.events import Error
+from sandbox_kernel.traits import ByteSize
+
+from . import session as sessions
+from .display import SandboxResult, cell_error, infrastructure_error
+from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
+from .run import run_cell, wait
+from .session import Session
+from .status import ListView, StatusView, status_info
+
+
+@magics_class
+class SandboxMagics(Magics):
+    """Run chosen cells in a sandbox; everything else stays on the host."""
+
+    default_backend = Unicode("local", help="The backend of sessions made without --backend.").tag(config=True)
+    default_timeout = Float(None, allow_none=True,
+                            help="Seconds a sandboxed cell may run when --timeout is not given; None: no limit."
+                            ).tag(config=True)
+    max_output_bytes = ByteSize(10 * 1024**2, help="Output one sandboxed cell may show, e.g. '10m'; the rest "
+                                                   "is dropped with a marker. 0: no limit.").tag(config=True)
+
+    def __init__(self, shell: Any = None, registry: sessions.Registry | None = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.registry = registry or sessions.registry
+
+    @line_cell_magic
+    def sandbox(self, line: str, cell: str | None = None) -> Any:
+        """Run a cell in a sandbox, or manage the sandbox sessions.
+
+        Cell magic::
+
+            %%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--OPTION VALUE ...]
+
+        runs the cell in the session SESSION (default: ``default``), made with backend NAME
+        (default: ``local``) on first use; ``--OPTION VALUE`` sets the backend's options (e.g.
+        ``--memory-limit 1g``) when the session is made. State persists across cells of a
+        session; the host's namespace is untouched.
+
+        Line magic::
+
+            %sandbox list                       the sessions
+            %sandbox status [SESSION]           backend, sandbox id, uptime, limits
+            %sandbox restart SESSION            a fresh interpreter (state is lost)
+            %sandbox stop SESSION | --all       shut sandboxes down
+            %sandbox upload LOCAL [REMOTE] [--name SESSION]
+            %sandbox download REMOTE [LOCAL] [--name SESSION]
+
+        Files move between the notebook's directory and the sandbox's working directory.
+        """
+        try:
+            return self._line(line) if cell is None else self._cell(line, cell)
+        except ConfigError as exc:
+            raise usage(str(exc).rstrip("."), CELL_USAGE if cell is not None else LINE_USAGE) from None
+        except SandboxError as exc:
+            raise infrastructure_error(exc) from None
+
+    # -- %%sandbox ---------------------------------------------------------------------------
+    def _cell(self, line: str, cell: str) -> SandboxResult | None:
+        args = parse_cell_line(line)
+        session = self._open(args.name, args.backend, args.options)
+        timeout = args.timeout if args.timeout is not None else self.default_timeout
+        return run_cell(self.registry.loop, session, cell, timeout=timeout, max_output_bytes=self.max_output_bytes)
+
+    def _open(self, name: str, backend_name: str | None = None, options: list[str] | tuple = ()) -> Session:
+        """The session ``name``, made (and its sandbox started) on first use."""
+        session = self.registry.get(name)
+        if session is not None:
+            if backend_name and backend_name != session.backend.name:
+                raise usage(f"session {name!r} runs the {session.backend.name} backend; to use {backend_name}, "
+                            f"stop it first (%sandbox stop {name}) or choose another --name", CELL_USAGE)
+            if options:
+                print(f"Note: backend options apply when a session is made; session {name!r} exists, so "
+                      f"{' '.join(options)} is ignored (%sandbox stop {name} first to change them).", file=sys.stderr)
+            return session
+        backend = self._make_backend(name, backend_name or self.default_backend, list(options))
+        try:
+            wait(self.registry.loop, backend.start())
+        except KeyboardInterrupt:
+            self.registry.loop.submit(backend.shutdown())
+            raise cell_error(Error("KeyboardInterrupt", "interrupted while the sandbox was starting")) from None
+        except BaseException:
+            self.registry.loop.submit(backend.shutdown())
+            raise
+        session = Session(name, backend)
+        self.registry.add(session)
+        return session
+
+    def _make_backend(self, name: str, backend_name: str, options: list[str]) -> Backend:
+        cls = get_backend_class(backend_name)
+        traits = backend_traits(cls, options)
+        try:
+            return cls(parent=self, session=name, **traits)
+        except (TraitError, ValueError) as exc:
+            raise usage(f"bad option for the {backend_name} backend: {exc}", CELL_USAGE) from None
+
+    def _existing(self, name: str) -> Session:
+        session = self.registry.get(name)
+        if session is None:
+            known = ", ".join(s.name for s in self.registry.sessions()) or "none yet"
+            raise usage(f"unknown session {name!r} (sessions: {known})", LINE_USAGE)
+        return session
+
+    # -- %sandbox ----------------------------------------------------------------------------
+    def _line(self, line: str) -> Any:
+        tokens = split(line, LINE_USAGE)
+        if not tokens:
+            raise usage("%sandbox needs a command", LINE_USAGE)
+        handler = getattr(self, f"_cmd_{tokens[0]}", None)
+        if handler is None:
+            raise usage(f"unknown command {tokens[0]!r}", LINE_USAGE)
+        return handler(tokens[1:])
+
+    @staticmethod
+    def _positional(command: str, args: list[str], least: int, most: int) -> list[str]:
+        for arg in args:
+            if arg.startswith("-"):
+                raise usage(f"unknown option {arg} for {command}", LINE_USAGE)
+        if not least <= len(args) <= most:
+            raise usage(f"{command} takes {least if least == most else f'{least} to {most}'} argument(s), "
+                        f"not {len(args)}", LINE_USAGE)
+        return args
+
+    def _cmd_list(self, args: list[str]) -> ListView | None:
+        self._positional("list", args, 0, 0)
+        if not self.registry.sessions():
+            print("No sandbox sessions yet: run a %%sandbox cell to start one.")
+            return None
+        return ListView([status_info(s) for s in self.registry.sessions()])
+
+    def _cmd_status(self, args: list[str]) -> StatusView | None:
+        names = self._positional("status", args, 0, 1)
+        chosen = [self._existing(names[0])] if names else self.registry.sessions()
+        if not chosen:
+            print("No sandbox sessions yet: run a %%sandbox cell to start one.")
+            return None
+        return StatusView([status_info(s) for s in chosen])
+
+    def _cmd_restart(self, args: list[str]) -> None:
+        session = self._existing(self._positional("restart", args, 1, 1)[0])
+        wait(self.registry.loop, session.backend.restart())
+        session.reset()
+        print(f"Restarted session {session.name!r} ({session.backend.name}): a fresh interpreter, state cleared.")
+
+    def _cmd_stop(self, args: list[str]) -> None:
+        if args == ["--all"]:
+            names = [s.name for s in self.registry.sessions()]
+        else:
+            names = [self._existing(self._positional("stop", args, 1, 1)[0]).name]
+        for name in names:
+            session = self.registry.remove(name)
+            wait(self.registry.loop, session.backend.shutdown())
+            print(f"Stopped session {name!r} ({session.backend.name}).")
+        if not names:
+            print("No sandbox sessions to stop.")
+
+    def _cmd_upload(self, args: list[str]) -> None:
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        paths = self._positional("upload", rest, 1, 2)
+        local = Path(paths[0]).expanduser()
+        remote = paths[1] if len(paths) > 1 else local.name
+        if not local.is_file():
+            raise usage(f"no such file on the host: {paths[0]} (in {os.getcwd()})", LINE_USAGE)
+        session = self._open(found.get("name", "default"))
+        wait(self.registry.loop, session.backend.upload(local, remote))
+        print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
+
+    def _cmd_download(self, args: list[str]) -> None:
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        paths = self._positional("download", rest, 1, 2)
+        session = self._existing(found.get("name", "default"))
+        local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
+        try:
+            wait(self.registry.loop, session.backend.download(paths[0], local))
+        except FileNotFoundError:
+            raise usage(f"no such file in session {session.name!r}: {paths[0]}", LINE_USAGE) from None
+        print(f"Downloaded {paths[0]} from session {session.name!r} to {local}.")

@@ -1,0 +1,130 @@
+"""Parsing the magic's lines; backend options become traits of the backend class.
+
+``%%sandbox --backend local --name etl --timeout 30 --memory-limit 1g --env-vars HOME``:
+``--backend``/``--name``/``--timeout`` are the magic's own; every other ``--some-option VALUE``
+(or ``--some-option=VALUE``) sets the backend class's configurable trait ``some_option``,
+converted from text the way traitlets converts command-line config
+(``--LocalBackend.memory_limit=1g`` on a kernel's argv). Bad input raises IPython's
+``UsageError`` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from IPython.core.error import UsageError
+from traitlets import Container, TraitError
+
+from sandbox_kernel.backends.base import Backend
+
+CELL_USAGE = "%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--backend-option VALUE ...]"
+LINE_USAGE = ("%sandbox list | status [SESSION] | restart SESSION | stop SESSION|--all | "
+              "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--name SESSION]")
+
+_OWN = {"--backend": "backend", "-b": "backend", "--name": "name", "-n": "name", "--timeout": "timeout",
+        "-t": "timeout"}
+
+
+def usage(message: str, usage_line: str) -> UsageError:
+    return UsageError(f"{message}. Usage: {usage_line}")
+
+
+def split(line: str, usage_line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise usage(f"cannot parse the line ({exc})", usage_line) from None
+
+
+def take_options(tokens: list[str], own: dict[str, str], usage_line: str) -> tuple[dict[str, str], list[str]]:
+    """Split ``tokens`` into the options named in ``own`` (``{flag: key}``; each takes a value,
+    as ``--flag VALUE`` or ``--flag=VALUE``) and the rest, in order."""
+    found: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(tokens):
+        flag, sep, value = tokens[i].partition("=")
+        if flag in own:
+            if not sep:
+                if i + 1 >= len(tokens):
+                    raise usage(f"{flag} needs a value", usage_line)
+                i, value = i + 1, tokens[i + 1]
+            found[own[flag]] = value
+        else:
+            rest.append(tokens[i])
+        i += 1
+    return found, rest
+
+
+@dataclass
+class CellArgs:
+    """The parsed ``%%sandbox`` line."""
+
+    name: str = "default"
+    backend: str | None = None
+    timeout: float | None = None
+    options: list[str] = field(default_factory=list)
+    """The backend options, as tokens (``["--memory-limit", "1g"]``)."""
+
+
+def parse_cell_line(line: str) -> CellArgs:
+    """Parse the ``%%sandbox`` line (see the module's docstring)."""
+    found, rest = take_options(split(line, CELL_USAGE), _OWN, CELL_USAGE)
+    args = CellArgs(name=found.get("name", "default"), backend=found.get("backend"), options=rest)
+    if not args.name:
+        raise usage("--name needs a session name", CELL_USAGE)
+    if "timeout" in found:
+        try:
+            args.timeout = float(found["timeout"])
+        except ValueError:
+            args.timeout = -1
+        if not args.timeout > 0:
+            raise usage(f"--timeout needs a positive number of seconds, not {found['timeout']!r}", CELL_USAGE)
+    if rest and not rest[0].startswith("--"):
+        raise usage(f"unexpected argument {rest[0]!r}", CELL_USAGE)
+    return args
+
+
+def option_names(cls: type[Backend]) -> list[str]:
+    """The ``--options`` the backend class accepts on the magic's line."""
+    return sorted(f"--{name.replace('_', '-')}" for name in cls.class_traits(config=True) if name != "session")
+
+
+def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
+    """``["--memory-limit", "1g"]`` → ``{"memory_limit": 1073741824}``, for ``cls(**traits)``.
+
+    Raises:
+        UsageError: an option ``cls`` does not have, a missing value, or a bad value.
+    """
+    traits = cls.class_traits(config=True)
+    strings: dict[str, list[str]] = {}
+    i = 0
+    while i < len(tokens):
+        if not tokens[i].startswith("--"):
+            raise usage(f"unexpected argument {tokens[i]!r}", CELL_USAGE)
+        key, sep, value = tokens[i][2:].partition("=")
+        name = key.replace("-", "_")
+        if name not in traits or name == "session":
+            known = ", ".join(option_names(cls)) or "none"
+            raise usage(f"unknown option --{key} for the {cls.name} backend (its options: {known})", CELL_USAGE)
+        if not sep:
+            if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
+                raise usage(f"--{key} needs a value", CELL_USAGE)
+            i, value = i + 1, tokens[i + 1]
+        strings.setdefault(name, []).append(value)
+        i += 1
+    return {name: _convert(traits[name], name, values) for name, values in strings.items()}
+
+
+def _convert(trait: Any, name: str, values: list[str]) -> Any:
+    flag = f"--{name.replace('_', '-')}"
+    try:
+        if isinstance(trait, Container):
+            return trait.from_string_list(values)
+        if len(values) > 1:
+            raise usage(f"{flag} is given more than once", CELL_USAGE)
+        return trait.from_string(values[0])
+    except (TraitError, ValueError, TypeError) as exc:
+        raise usage(f"bad value for {flag}: {exc}", CELL_USAGE) from None

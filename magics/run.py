@@ -1,0 +1,157 @@
+"""Running one sandboxed cell from the host's main thread.
+
+The backend's ``execute`` runs on the loop thread (:mod:`magics.session`) and its ``emit``
+puts each event on a thread-safe queue; the main thread drains that queue while it waits, so
+every output is shown live and in the calling cell. The same queue carries ``input()``
+prompts (the main thread asks the host kernel's ``builtins.input``, so the prompt reaches the
+notebook user). Ctrl-C (the notebook's interrupt button: SIGINT, a KeyboardInterrupt on the
+main thread) schedules ``backend.interrupt()`` and the draining goes on until the cell ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import concurrent.futures
+import getpass
+import queue
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.errors import SandboxError
+from sandbox_kernel.outputs import OutputBudget
+
+from .display import CellOutputs, SandboxCellError, SandboxResult, infrastructure_error, show
+from .session import LoopThread, Session
+
+GIVE_UP_AFTER = 3
+"""Ctrl-Cs after which the magic stops waiting for a sandbox that ignores interrupts."""
+
+_DONE = object()
+
+
+@dataclass(frozen=True)
+class _InputRequest:
+    """A prompt from the sandbox, to be answered on the main thread."""
+
+    prompt: str
+    password: bool
+    answer: concurrent.futures.Future
+
+
+class StillRunning(SandboxError):
+    """The sandbox ignored repeated interrupts; the magic stopped waiting for it."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(f"The sandbox did not stop after {GIVE_UP_AFTER} interrupts and is still running "
+                         f"the cell. Restart it with: %sandbox restart {session}")
+
+
+def wait(loop: LoopThread, coro: Coroutine[Any, Any, Any], *, inbox: queue.Queue | None = None,
+         handle: Callable[[Any], None] = show, on_interrupt: Callable[[], Coroutine] | None = None,
+         session: str = "NAME") -> Any:
+    """Run ``coro`` on the loop thread and wait for it on this (the main) thread.
+
+    While waiting, items put on ``inbox`` are handed to ``handle`` (``_InputRequest`` items are
+    answered here). On Ctrl-C, ``on_interrupt()`` is scheduled when given (and waiting goes on;
+    after :data:`GIVE_UP_AFTER` Ctrl-Cs :class:`StillRunning` is raised); without it, the
+    coroutine is cancelled and KeyboardInterrupt propagates.
+
+    Returns:
+        What ``coro`` returns; its exception is raised here.
+    """
+    inbox = inbox if inbox is not None else queue.Queue()
+    future = loop.submit(coro)
+    future.add_done_callback(lambda _: inbox.put(_DONE))
+    interrupts = 0
+    while True:
+        try:
+            item = inbox.get(timeout=0.5)
+            if item is _DONE:
+                return future.result()
+            if isinstance(item, _InputRequest):
+                _answer(item)
+            else:
+                handle(item)
+        except queue.Empty:
+            continue
+        except KeyboardInterrupt:
+            if on_interrupt is None:
+                future.cancel()
+                raise
+            interrupts += 1
+            if interrupts >= GIVE_UP_AFTER:
+                raise StillRunning(session) from None
+            loop.submit(on_interrupt())
+
+
+def _answer(request: _InputRequest) -> None:
+    """Ask the host's user (the host kernel patches ``builtins.input`` and ``getpass``)."""
+    try:
+        value = getpass.getpass(request.prompt) if request.password else builtins.input(request.prompt)
+    except BaseException as exc:  # noqa: BLE001 - the sandbox's prompt ends; a Ctrl-C goes on below
+        request.answer.set_exception(exc if isinstance(exc, Exception) else EOFError())
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return
+    request.answer.set_result(value)
+
+
+def host_allows_stdin() -> bool:
+    """Whether the host frontend accepts ``input()`` for the running cell (always True outside
+    a kernel, e.g. in terminal IPython)."""
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    return bool(getattr(kernel, "_allow_stdin", True))
+
+
+def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | None = None,
+             max_output_bytes: int = 0) -> SandboxResult | None:
+    """Run ``code`` in ``session``'s sandbox, showing its outputs live in the current cell.
+
+    Returns:
+        The cell's last expression as a :class:`SandboxResult`, or None.
+
+    Raises:
+        SandboxCellError: the sandboxed code raised (its traceback is the sandbox's), or the
+            sandbox failed (dead, timed out: a one-line message).
+    """
+    backend: Backend = session.backend
+    inbox: queue.Queue = queue.Queue()
+    outputs = CellOutputs()
+    budget = OutputBudget(max_output_bytes, setting="SandboxMagics.max_output_bytes")
+
+    def emit(event: Any) -> None:  # on the loop thread
+        for admitted in budget.admit(event):
+            inbox.put(admitted)
+
+    async def ask(prompt: str, password: bool) -> str:  # on the loop thread
+        answer: concurrent.futures.Future = concurrent.futures.Future()
+        inbox.put(_InputRequest(prompt, password, answer))
+        return await asyncio.wrap_future(answer)
+
+    stdin = ask if host_allows_stdin() else None
+    try:
+        outcome = wait(loop, backend.execute(code, emit, timeout=timeout, stdin=stdin), inbox=inbox,
+                       handle=outputs.take, on_interrupt=backend.interrupt, session=session.name)
+    except SandboxError as exc:
+        _flush_summary(budget)
+        raise infrastructure_error(exc) from None
+    finally:
+        session.after_cell()
+    _flush_summary(budget)
+    failure = outputs.finish(outcome)
+    if failure is not None:
+        raise failure
+    return outputs.result
+
+
+def _flush_summary(budget: OutputBudget) -> None:
+    if (marker := budget.summary()) is not None:
+        show(marker)
+    sys.stdout.flush()
+

@@ -1,0 +1,143 @@
+"""Sessions of the ``%%sandbox`` magic, and the one loop thread that runs their coroutines.
+
+An IPython kernel already runs an event loop on its main thread, and the cell that calls the
+magic blocks it. So every backend coroutine of the magic runs on ONE asyncio loop in a daemon
+thread (:class:`LoopThread`); the main thread submits work with
+:func:`asyncio.run_coroutine_threadsafe` and shows the events that come back
+(:mod:`magics.run`). A session is a named, started backend kept across cells
+(:class:`Session`); :class:`Registry` holds them and shuts them all down when the host
+process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import concurrent.futures.thread  # registers its exit hook before ours: ours then runs first
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox_kernel.backends.base import Backend
+
+SHUTDOWN_TIMEOUT = 10.0
+"""Seconds each session may take to shut down when the host process exits."""
+
+
+class LoopThread:
+    """An asyncio event loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="sandbox-magic-loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
+        """Schedule ``coro`` on the loop (from any thread); returns its concurrent future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+
+@dataclass
+class Session:
+    """A named sandbox kept across cells.
+
+    Attributes:
+        name: the session's name (``--name``).
+        backend: its started backend.
+        started_at: wall-clock time (``time.time()``) the current sandbox started.
+        cells: cells run in the current sandbox.
+    """
+
+    name: str
+    backend: Backend
+    started_at: float = field(default_factory=time.time)
+    cells: int = 0
+    _sandbox_id: Any = None
+
+    def __post_init__(self) -> None:
+        self._sandbox_id = self.sandbox_id()
+
+    def sandbox_id(self) -> Any:
+        return self.backend.describe().get("sandbox_id")
+
+    def reset(self) -> None:
+        """The sandbox was replaced (restart): its uptime and cell count start again."""
+        self.started_at, self.cells, self._sandbox_id = time.time(), 0, self.sandbox_id()
+
+    def after_cell(self) -> None:
+        """Count a cell; notice when the backend replaced a sandbox that had died."""
+        if self.sandbox_id() != self._sandbox_id:
+            self.reset()
+        self.cells += 1
+
+    def uptime(self) -> float | None:
+        """Seconds since the current sandbox started, or None while it is stopped."""
+        return time.time() - self.started_at if self.backend.started else None
+
+
+def at_exit(func) -> None:
+    """Call ``func`` when the interpreter exits, while thread pools still work.
+
+    Backends shut down through thread pools (``run_in_executor``: a process's wait, docker-py
+    calls), which refuse work once :mod:`atexit` handlers run. ``threading._register_atexit``
+    (what :mod:`concurrent.futures` itself uses) runs hooks earlier, in reverse order of
+    registration; plain :mod:`atexit` is the fallback.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        register(func)
+    except (TypeError, RuntimeError):
+        atexit.register(func)
+
+
+class Registry:
+    """The magic's sessions by name, and the loop thread they run on (made on first use).
+
+    A registry shuts every sandbox down when the interpreter exits (:func:`at_exit`); the
+    extension also does so when the host kernel is asked to shut down.
+    """
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._loop: LoopThread | None = None
+        self._lock = threading.Lock()
+        at_exit(self.shutdown_all)
+
+    @property
+    def loop(self) -> LoopThread:
+        with self._lock:
+            if self._loop is None:
+                self._loop = LoopThread()
+            return self._loop
+
+    def get(self, name: str) -> Session | None:
+        return self._sessions.get(name)
+
+    def add(self, session: Session) -> None:
+        self._sessions[session.name] = session
+
+    def remove(self, name: str) -> Session | None:
+        return self._sessions.pop(name, None)
+
+    def sessions(self) -> list[Session]:
+        """Every session, in the order they were made."""
+        return list(self._sessions.values())
+
+    def shutdown_all(self, timeout: float = SHUTDOWN_TIMEOUT) -> None:
+        """Shut every session's sandbox down and forget the sessions. Never raises."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        if not sessions or self._loop is None:
+            return
+        futures = [self._loop.submit(s.backend.shutdown()) for s in sessions]
+        concurrent.futures.wait(futures, timeout=timeout)
+
+
+registry = Registry()
+"""The process-wide registry used by the magic."""

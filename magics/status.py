@@ -1,0 +1,95 @@
+"""What ``%sandbox status`` and ``%sandbox list`` show.
+
+The data (:func:`status_info`: plain, JSON-able dicts) is kept apart from its views
+(:class:`StatusView`, :class:`ListView`: text and HTML), so another view (an ipywidgets panel)
+can be built on the same dicts.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from .session import Session
+
+
+def format_uptime(seconds: float | None) -> str:
+    """``3725.2`` → ``"1:02:05"``; None (stopped) → ``"-"``."""
+    if seconds is None:
+        return "-"
+    total = int(seconds)
+    return f"{total // 3600}:{total // 60 % 60:02d}:{total % 60:02d}"
+
+
+def status_info(session: Session) -> dict[str, Any]:
+    """One session's status: ``backend.describe()`` (backend, sandbox_id, limits, ...) plus the
+    session's name, state (running/stopped), uptime in seconds and cells run."""
+    info = dict(session.backend.describe())
+    info.update(session=session.name, state="running" if session.backend.started else "stopped",
+                uptime_s=session.uptime(), cells=session.cells)
+    return info
+
+
+def _value(key: str, value: Any) -> str:
+    if key == "uptime_s":
+        return format_uptime(value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "none"
+    return "-" if value is None else str(value)
+
+
+_LABELS = {"session": "session", "backend": "backend", "state": "state", "sandbox_id": "sandbox id",
+           "uptime_s": "uptime", "cells": "cells", "limits": "limits"}
+
+
+def _rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) rows: the known keys first, in a fixed order, then the backend's others."""
+    keys = [k for k in _LABELS if k in info] + [k for k in info if k not in _LABELS]
+    return [(_LABELS.get(k, k.replace("_", " ")), _value(k, info[k])) for k in keys]
+
+
+class StatusView:
+    """Text and HTML of one or more sessions' :func:`status_info`."""
+
+    def __init__(self, infos: list[dict[str, Any]]) -> None:
+        self.infos = infos
+
+    def text(self) -> str:
+        blocks = []
+        for info in self.infos:
+            rows = _rows(info)
+            width = max(len(label) for label, _ in rows)
+            blocks.append("\n".join(f"{label:<{width}}  {value}" for label, value in rows))
+        return "\n\n".join(blocks)
+
+    def _repr_html_(self) -> str:
+        tables = []
+        for info in self.infos:
+            body = "".join(f"<tr><th style='text-align:left'>{html.escape(label)}</th><td style='text-align:left'>"
+                           f"{html.escape(value)}</td></tr>" for label, value in _rows(info))
+            tables.append(f"<table>{body}</table>")
+        return "".join(tables)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+
+LIST_COLUMNS = ("session", "backend", "state", "uptime_s", "cells")
+
+
+class ListView(StatusView):
+    """``%sandbox list``: one line per session."""
+
+    def _table(self) -> list[list[str]]:
+        return [[_value(key, info.get(key)) for key in LIST_COLUMNS] for info in self.infos]
+
+    def text(self) -> str:
+        rows = [[_LABELS[key] for key in LIST_COLUMNS], *self._table()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(LIST_COLUMNS))]
+        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th style='text-align:left'>{_LABELS[key]}</th>" for key in LIST_COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in row) + "</tr>"
+                       for row in self._table())
+        return f"<table><tr>{head}</tr>{body}</table>"

@@ -1,0 +1,305 @@
+"""The ``%%sandbox`` magic inside a real ``python3`` (ipykernel) host kernel.
+
+Notebook-level behaviour runs through nbclient, as nbval and CI run notebooks: one notebook
+per backend (:data:`SCENARIO`) executed once, each test checking the outputs of its cells.
+Timing, interrupts and ``input()`` drive the host kernel directly with jupyter_client.
+The host kernel gets a backend's test set-up as ``--Class.trait=value`` config on its argv
+(the magic's backends are children of ``SandboxMagics``, so host config reaches them) and
+``prepared(name).kernel_env`` in its environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client.manager import start_new_kernel
+from nbclient import NotebookClient
+
+from tests.conftest import prepared
+from tests.kernels import run, stdout
+from tests.targets import env_vars
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def host_arguments(backend_name: str) -> list[str]:
+    """The backend's test traits as host-kernel config: ``--LocalBackend.x=y``."""
+    from sandbox_kernel.backends import get_backend_class
+
+    cls = get_backend_class(backend_name).__name__
+    return [f"--{cls}.{key}={value}" for key, value in prepared(backend_name).traits.items()]
+
+
+@contextlib.contextmanager
+def host_kernel(backend_name: str, cwd: Path | None = None):
+    """A plain ``python3`` kernel with the extension loaded; yields ``(km, kc)``."""
+    km, kc = start_new_kernel(kernel_name="python3", env={**os.environ, **prepared(backend_name).kernel_env},
+                              extra_arguments=host_arguments(backend_name), cwd=str(cwd) if cwd else None,
+                              startup_timeout=60)
+    try:
+        assert run(kc, "%load_ext magics")[0]["status"] == "ok"
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+# -- one notebook per backend, run with nbclient ------------------------------------------------
+SCENARIO = {
+    "load": "%load_ext magics",
+    "state": "%%sandbox --backend {backend}\nx = 41\nsecret = 'sandbox only'",
+    "result": "%%sandbox\nx + 1",
+    "other": "%%sandbox --backend {backend} --name other\n'x' in globals()",
+    "host": "print('x' in globals(), 'secret' in globals())",
+    "streams": "%%sandbox\nimport sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)",
+    "display": ("%%sandbox\nfrom IPython.display import display\n"
+                "display({'application/x-custom+json': {'a': 1}, 'text/plain': 'custom'}, raw=True,\n"
+                "        metadata={'application/x-custom+json': {'expanded': True}})"),
+    "matplotlib": "%%sandbox\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
+    "clear": ("%%sandbox\nfrom IPython.display import clear_output\nprint('gone')\nclear_output()\n"
+              "print('kept')"),
+    "update": "%%sandbox\nfrom IPython.display import display\nh = display('first', display_id=True)\nh.update('second')",
+    "update_later": "%%sandbox\nh.update('third')",
+    "error": "%%sandbox\ndef f():\n    return 1 / 0\nf()",
+    "after_error": "%%sandbox\nx",
+    "timeout": "%%sandbox --timeout 1\nimport time\ntime.sleep(60)",
+    "after_timeout": "%%sandbox\nx",
+    "list": "%sandbox list",
+    "status": "%sandbox status default",
+    "upload_file": "open('up.txt', 'w').write('from the host')",
+    "upload": "%sandbox upload up.txt",
+    "in_sandbox": "%%sandbox\nprint(open('up.txt').read())\nopen('down.txt', 'w').write('from the sandbox')",
+    "download": "%sandbox download down.txt",
+    "downloaded": "print(open('down.txt').read())",
+    "options_existing": "%%sandbox --memory-limit 1g\n'still here'",
+    "bad_option": "%%sandbox --name fresh --no-such-option 1\n1",
+    "bad_backend": "%%sandbox --backend no-such-backend --name fresh\n1",
+    "bad_command": "%sandbox frobnicate",
+    "bad_session": "%sandbox status nobody",
+    "restart": "%sandbox restart default",
+    "after_restart": "%%sandbox\n'x' in globals()",
+    "stop": "%sandbox stop other",
+    "list_after_stop": "%sandbox list",
+    "stop_all": "%sandbox stop --all",
+}
+
+_runs: dict[str, tuple[dict, dict]] = {}
+
+
+def scenario(backend_name: str, tmp_path_factory) -> tuple[dict, dict]:
+    """``(cells, replies)`` by key: each cell of :data:`SCENARIO` after an nbclient run."""
+    if backend_name not in _runs:
+        keys = list(SCENARIO)
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SCENARIO[k].replace("{backend}", backend_name))
+                                             for k in keys])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        replies: dict[int, dict] = {}
+        client = NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120,
+                                extra_arguments=host_arguments(backend_name),
+                                resources={"metadata": {"path": str(tmp_path_factory.mktemp("magic"))}},
+                                on_cell_executed=lambda cell, cell_index, execute_reply: replies.update(
+                                    {cell_index: execute_reply["content"]}))
+        with env_vars(prepared(backend_name).kernel_env):
+            client.execute()
+        _runs[backend_name] = ({k: nb.cells[i] for i, k in enumerate(keys)},
+                               {k: replies.get(i, {}) for i, k in enumerate(keys)})
+    return _runs[backend_name]
+
+
+@pytest.fixture
+def cells(backend_name, tmp_path_factory):
+    return scenario(backend_name, tmp_path_factory)[0]
+
+
+@pytest.fixture
+def replies(backend_name, tmp_path_factory):
+    return scenario(backend_name, tmp_path_factory)[1]
+
+
+def text(cell, name: str = "stdout") -> str:
+    return "".join(o["text"] for o in cell.outputs if o["output_type"] == "stream" and o["name"] == name)
+
+
+def bundles(cell, kind: str = "display_data") -> list[dict]:
+    return [o["data"] for o in cell.outputs if o["output_type"] == kind]
+
+
+def plain(cell) -> str:
+    return "".join(b.get("text/plain", "") for b in bundles(cell, "execute_result"))
+
+
+def usage_line(cell) -> str:
+    """The one-line UsageError IPython prints to stderr."""
+    lines = text(cell, "stderr").strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("UsageError: "), lines
+    return lines[0]
+
+
+def test_state_persists_per_session_and_host_is_untouched(cells, replies):
+    assert all(reply.get("status") == "ok" for key, reply in replies.items() if key in ("load", "state", "result"))
+    assert plain(cells["result"]) == "42"
+    assert plain(cells["other"]) == "False"
+    assert text(cells["host"]) == "False False\n"
+
+
+def test_streams_reach_the_cell(cells):
+    assert text(cells["streams"]) == "to stdout\n"
+    assert text(cells["streams"], "stderr") == "to stderr\n"
+
+
+def test_any_mime_type_with_metadata(cells):
+    [output] = [o for o in cells["display"].outputs if o["output_type"] == "display_data"]
+    assert output["data"]["application/x-custom+json"] == {"a": 1}
+    assert output["metadata"]["application/x-custom+json"] == {"expanded": True}
+
+
+def test_matplotlib_figure_is_a_png(cells):
+    [bundle] = bundles(cells["matplotlib"])
+    assert bundle["image/png"] and "text/plain" in bundle
+
+
+def test_clear_output_and_display_updates(cells):
+    assert text(cells["clear"]) == "kept\n"
+    [updated] = bundles(cells["update"])  # updated in place, also from a later cell
+    assert updated["text/plain"] == "'third'"
+    assert cells["update_later"].outputs == []
+
+
+def test_error_fails_the_cell_with_the_sandbox_traceback(cells, replies):
+    reply = replies["error"]
+    assert reply["status"] == "error" and reply["ename"] == "ZeroDivisionError"
+    [error] = [o for o in cells["error"].outputs if o["output_type"] == "error"]
+    assert error["ename"] == "ZeroDivisionError" and error["evalue"] == "division by zero"
+    tb = ANSI.sub("", "\n".join(error["traceback"]))
+    assert "return 1 / 0" in tb and "f()" in tb
+    assert "magics" not in tb and "run_cell_magic" not in tb  # nothing of the host or our internals
+    assert plain(cells["after_error"]) == "41"
+
+
+def test_timeout_gives_one_short_message_and_keeps_state(cells, replies):
+    assert replies["timeout"]["status"] == "error"
+    [error] = [o for o in cells["timeout"].outputs if o["output_type"] == "error"]
+    assert error["ename"] == "ExecutionTimeout" and "longer than 1 s" in error["evalue"]
+    assert len(error["traceback"]) == 1
+    assert plain(cells["after_timeout"]) == "41"
+
+
+def test_list_and_status(cells, backend_name):
+    listing = plain(cells["list"])
+    assert re.search(rf"default\s+{backend_name}\s+running", listing)
+    assert re.search(rf"other\s+{backend_name}\s+running", listing)
+    status = plain(cells["status"])
+    for label in ("backend", "sandbox id", "uptime", "limits"):
+        assert re.search(rf"^{label}\s+\S", status, re.M), (label, status)
+    assert "<table>" in bundles(cells["status"], "execute_result")[0]["text/html"]
+
+
+def test_upload_and_download(cells):
+    assert text(cells["upload"]) == "Uploaded up.txt to up.txt in session 'default'.\n"
+    assert text(cells["in_sandbox"]) == "from the host\n"
+    assert "Downloaded down.txt" in text(cells["download"])
+    assert text(cells["downloaded"]) == "from the sandbox\n"
+
+
+def test_backend_options_only_apply_when_a_session_is_made(cells):
+    assert plain(cells["options_existing"]) == "'still here'"
+    assert "--memory-limit 1g is ignored" in text(cells["options_existing"], "stderr")
+
+
+def test_bad_input_gives_one_line_usage(cells):
+    assert "unknown option --no-such-option" in usage_line(cells["bad_option"])
+    assert "Unknown sandbox backend 'no-such-backend'" in usage_line(cells["bad_backend"])
+    assert "unknown command 'frobnicate'" in usage_line(cells["bad_command"])
+    assert "unknown session 'nobody'" in usage_line(cells["bad_session"])
+
+
+def test_restart_and_stop(cells, backend_name):
+    assert "Restarted session 'default'" in text(cells["restart"])
+    assert plain(cells["after_restart"]) == "False"
+    assert text(cells["stop"]) == f"Stopped session 'other' ({backend_name}).\n"
+    assert "other" not in plain(cells["list_after_stop"])
+    assert "Stopped session 'default'" in text(cells["stop_all"])
+
+
+# -- timing, interrupt, input: jupyter_client ---------------------------------------------------
+def test_stdout_is_live(backend_name):
+    with host_kernel(backend_name) as (_, kc):
+        run(kc, f"%%sandbox --backend {backend_name}\nimport time")
+        reply, outputs = run(kc, "%%sandbox\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.8)")
+    assert reply["status"] == "ok" and stdout(outputs) == "0\n1\n2\n"
+    times = [m["t"] for m in outputs if m["header"]["msg_type"] == "stream"]
+    assert len(times) == 3 and times[-1] - times[0] > 1.2
+
+
+def test_interrupt_reaches_the_sandbox_and_the_session_survives(backend_name):
+    with host_kernel(backend_name) as (km, kc):
+        run(kc, f"%%sandbox --backend {backend_name}\nx = 41")
+        msg_id = kc.execute("%%sandbox\nprint('spinning', flush=True)\nwhile True:\n    pass")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # wait until the loop runs in the sandbox
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["header"]["msg_type"] == "stream":
+                break
+        time.sleep(0.5)
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=30)["content"]
+        assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+        reply, outputs = run(kc, "%%sandbox\nx + 1")
+        assert reply["status"] == "ok"
+        [result] = [m for m in outputs if m["header"]["msg_type"] == "execute_result"]
+        assert result["content"]["data"]["text/plain"] == "42"
+
+
+def test_input_reaches_the_notebook_user(backend_name):
+    prompts = []
+    with host_kernel(backend_name) as (_, kc):
+
+        def answer(msg):
+            prompts.append((msg["content"]["prompt"], msg["content"]["password"]))
+            kc.input("Ada" if not msg["content"]["password"] else "s3cret")
+
+        code = (f"%%sandbox --backend {backend_name}\nimport getpass\nname = input('Name? ')\n"
+                "word = getpass.getpass('Password? ')\nprint('hello', name, len(word))")
+        reply, outputs = run(kc, code, allow_stdin=True, stdin_hook=answer)
+        assert reply["status"] == "ok", reply
+        assert prompts == [("Name? ", False), ("Password? ", True)]
+        assert "hello Ada 6" in stdout(outputs)
+        # a frontend without stdin: the sandbox's input() raises, as in a plain kernel
+        reply, _ = run(kc, "%%sandbox\ninput()", allow_stdin=False)
+        assert reply["status"] == "error" and reply["ename"] == "StdinNotImplementedError"
+
+
+def test_dead_sandbox_gives_one_short_message(backend_name):
+    with host_kernel(backend_name) as (_, kc):
+        run(kc, f"%%sandbox --backend {backend_name}\nx = 1")
+        reply, outputs = run(kc, "%%sandbox\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+        assert reply["status"] == "error" and reply["ename"] == "SandboxDied"
+        [error] = [m["content"] for m in outputs if m["header"]["msg_type"] == "error"]
+        assert len(error["traceback"]) == 1 and "state is lost" in error["evalue"]
+        reply, outputs = run(kc, "%%sandbox\n'x' in globals()")  # a fresh sandbox
+        assert reply["status"] == "ok"
+
+
+def test_sessions_stop_when_the_host_kernel_exits(tmp_path):
+    """Local only: the sandbox's process and scratch directory are gone after a normal exit."""
+    with host_kernel("local") as (km, kc):
+        run(kc, "%%sandbox --name a\n1")
+        _, outputs = run(kc, "%sandbox status a")
+        status = next(m for m in outputs if m["header"]["msg_type"] == "execute_result")["content"]["data"]
+        pid = int(re.search(r"^sandbox id\s+(\d+)", status["text/plain"], re.M).group(1))
+        workdir = Path(re.search(r"^workdir\s+(\S+)", status["text/plain"], re.M).group(1))
+        assert workdir.is_dir()
+        km.shutdown_kernel(now=False)  # a shutdown_request, as a notebook server sends
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and workdir.exists():
+            time.sleep(0.2)
+        assert not workdir.exists()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
