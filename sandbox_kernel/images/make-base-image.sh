@@ -44,7 +44,7 @@ build_base_image() (
     echo "debootstrap bookworm from $mirror into $rootfs" >&2
     debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates \
         bookworm "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
-        || { tail -n 20 "$rootfs.log" >&2; echo "debootstrap failed: log in $rootfs.log" >&2; exit 1; }
+        || { tail -n 20 "$rootfs.log" >&2; echo "debootstrap failed: see $rootfs.log" >&2; exit 1; }
     rm -f "$rootfs.log"
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
     tar -C "$rootfs" -c . | docker import --change 'ENV LANG=C.UTF-8' \

@@ -1,0 +1,73 @@
+"""Command line of the image builder (until ``sandbox-kernel image ...`` is wired to it).
+
+    python -m sandbox_kernel.images download --wheelhouse DIR
+    python -m sandbox_kernel.images build [--base IMAGE] [--tag TAG] [--wheelhouse DIR]
+    python -m sandbox_kernel.images check IMAGE
+
+Exit status: 0 on success, 1 when the build or the check fails, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from sandbox_kernel.images.build import (
+    DEFAULT_BASE,
+    DEFAULT_TAG,
+    ImageBuildError,
+    build_image,
+    download_wheelhouse,
+    image_has_ipykernel,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sandbox_kernel.images",
+                                     description="Build and check sandbox-kernel images.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    download = commands.add_parser("download", help="download the image's wheels (host pip)")
+    download.add_argument("--wheelhouse", type=Path, required=True)
+    download.add_argument("--requirements", type=Path)
+    build = commands.add_parser("build", help="build the default sandbox image")
+    build.add_argument("--base", default=DEFAULT_BASE, help=f"base image (default {DEFAULT_BASE})")
+    build.add_argument("--tag", default=DEFAULT_TAG, help=f"image name (default {DEFAULT_TAG})")
+    build.add_argument("--wheelhouse", type=Path,
+                       help="wheel directory, completed if needed (default: a temporary one)")
+    build.add_argument("--requirements", type=Path)
+    check = commands.add_parser("check", help="tell whether IMAGE can import ipykernel")
+    check.add_argument("image")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "download":
+            download_wheelhouse(args.wheelhouse, args.requirements)
+            print(f"wheelhouse complete: {args.wheelhouse}")
+            return 0
+        import docker
+
+        client = docker.from_env()
+        if args.command == "check":
+            ok = image_has_ipykernel(client, args.image)
+            print(f"{args.image}: ipykernel {'found' if ok else 'missing'}")
+            return 0 if ok else 1
+        started = time.monotonic()
+        image_id = build_image(client, base=args.base, tag=args.tag, wheelhouse=args.wheelhouse,
+                               requirements=args.requirements,
+                               progress=lambda line: print(line, flush=True))
+        size = client.api.inspect_image(image_id)["Size"]
+        print(f"built {args.tag} ({image_id[:19]}, {size / 1e6:.0f} MB) "
+              f"in {time.monotonic() - started:.0f} s")
+        return 0
+    except ImageBuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
