@@ -50,3 +50,18 @@ async def make_backend(backend_name):
     yield make
     for backend in made:
         await backend.shutdown()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """nbval cells of a notebook whose kernel is ``sandbox-NAME``: make sure backend NAME can
+    run here (skip, or fail in CI) and give the kernel nbval starts the backend's test
+    environment (e.g. the local E2B server's address)."""
+    notebook = getattr(item.parent, "nb", None)
+    if notebook is None:
+        return
+    kernel_name = notebook.metadata.get("kernelspec", {}).get("name", "")
+    if kernel_name.startswith("sandbox-") and kernel_name[len("sandbox-"):] in NAMES:
+        import os
+
+        os.environ.update(prepared(kernel_name[len("sandbox-"):]).kernel_env)

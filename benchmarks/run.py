@@ -1,0 +1,89 @@
+"""Latency and throughput of sandbox kernels against a plain ipykernel, in one run.
+
+    .venv/bin/python benchmarks/run.py [--rounds 300] [--kernels python3,sandbox-local,...]
+
+For each kernel, started from its installed kernelspec through jupyter_client exactly as a
+frontend starts it:
+  start      seconds from start_kernel() to the first cell's result (`1+1`), new kernel each time
+  rt p50/p95 warm round trip of `1+1` (execute_request to idle), milliseconds
+  20MB out   seconds to stream 20 MB of stdout through the kernel
+Ratios are against the first kernel (the plain ipykernel baseline), measured in the same
+process: these machines are noisy, so compare ratios rather than absolutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from jupyter_client.manager import start_new_kernel
+
+# kernel name -> extra argv (the output cap is lifted so the throughput test sees all 20 MB)
+OPTIONS = {"sandbox-local": ["--SandboxKernel.max_output_bytes=0"],
+           "sandbox-docker": ["--SandboxKernel.max_output_bytes=0"]}
+
+
+def run_cell(kc, code: str, timeout: float = 300) -> None:
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=lambda msg: None)
+    if reply["content"]["status"] != "ok":
+        raise RuntimeError(f"benchmark cell failed: {reply['content']}")
+
+
+def start_to_first_result(name: str, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        km, kc = start_new_kernel(kernel_name=name, extra_arguments=OPTIONS.get(name, []), startup_timeout=300)
+        try:
+            run_cell(kc, "1+1")
+            times.append(time.perf_counter() - started)
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel()
+    return statistics.median(times)
+
+
+def warm_and_bulk(name: str, rounds: int) -> tuple[float, float, float]:
+    km, kc = start_new_kernel(kernel_name=name, extra_arguments=OPTIONS.get(name, []), startup_timeout=300)
+    try:
+        for _ in range(10):
+            run_cell(kc, "1+1")
+        samples = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            run_cell(kc, "1+1")
+            samples.append((time.perf_counter() - started) * 1000)
+        samples.sort()
+        p50, p95 = samples[len(samples) // 2], samples[int(len(samples) * 0.95)]
+        started = time.perf_counter()
+        run_cell(kc, "import sys\nchunk = 'x' * 1023 + '\\n'\nfor _ in range(20 * 1024): sys.stdout.write(chunk)")
+        bulk = time.perf_counter() - started
+        return p50, p95, bulk
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--kernels", default="python3,sandbox-local")
+    args = parser.parse_args()
+    rows = []
+    for name in args.kernels.split(","):
+        start = start_to_first_result(name, args.starts)
+        p50, p95, bulk = warm_and_bulk(name, args.rounds)
+        rows.append((name, start, p50, p95, bulk))
+    base = rows[0]
+    print(f"| kernel | start→first result (s) | warm 1+1 p50 (ms) | p95 (ms) | 20 MB stdout (s) | "
+          f"ratio vs {base[0]}: start / p50 / 20 MB |")
+    print("|---|---|---|---|---|---|")
+    for name, start, p50, p95, bulk in rows:
+        print(f"| {name} | {start:.2f} | {p50:.2f} | {p95:.2f} | {bulk:.2f} | "
+              f"{start / base[1]:.2f} / {p50 / base[2]:.2f} / {bulk / base[4]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
