@@ -51,6 +51,10 @@ class SandboxKernel(Kernel):
     start_sandbox_at_launch = Bool(False, config=True,
                                    help="Start the sandbox when the kernel starts, not at the first cell.")
 
+    # ipykernel sleeps 0.5 ms before each execute_reply to let output flush; our outputs are
+    # published before do_execute returns, so that sleep is pure latency.
+    _execute_sleep = 0.0
+
     def __init__(self, **kwargs: Any) -> None:
         self._config_error: ConfigError | None = None
         super().__init__(**kwargs)

@@ -26,6 +26,8 @@ from ..traits import ByteSize, format_bytes
 from ._jupyter import KernelClientBackend
 
 ALLOWED_ENV = ("PATH", "LANG")
+# ipykernel sleeps 0.5 ms before every execute_reply; our relay waits for IOPub idle anyway.
+KERNEL_ARGS = ("--Kernel._execute_sleep=0",)
 
 
 def remove_leftovers() -> None:
@@ -88,7 +90,7 @@ class LocalBackend(KernelClientBackend):
                   "fsize": self.max_file_size}
         wrapper = [sys.executable, "-m", "sandbox_kernel.backends._rlimits"]
         wrapper += [f"--{name}={value}" for name, value in limits.items() if value]
-        return [*wrapper, "--", self.python, "-m", "ipykernel_launcher", "-f", connection_file]
+        return [*wrapper, "--", self.python, "-m", "ipykernel_launcher", "-f", connection_file, *KERNEL_ARGS]
 
     async def _launch(self) -> dict[str, Any]:
         remove_leftovers()
