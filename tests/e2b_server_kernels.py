@@ -1,0 +1,364 @@
+"""Code contexts of the E2B test server (``tests/e2b_server.py``): kernels and events.
+
+A Python context is a real ipykernel started through ``jupyter_client``'s
+``AsyncKernelManager`` (IPC transport) with the context's cwd; a bash context runs
+each execution as ``bash -c`` in a subprocess. All kernels, ZMQ sockets and
+subprocesses live on one asyncio loop in a daemon thread (:class:`KernelLoop`); the
+HTTP handler threads talk to it through ``run_coroutine_threadsafe`` and receive
+execution events through a queue.
+
+Events are the newline-delimited JSON objects of the code interpreter's
+``POST /execute`` stream, as ``e2b_code_interpreter.models._parse_output`` reads
+them: ``number_of_executions``, ``stdout``/``stderr``, ``result``, ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import concurrent.futures
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+
+Emit = Callable[[dict], None]
+"""Receives one execution event (a JSON-able dict); must be thread-safe."""
+
+KERNEL_NAME = "e2b-test-python"
+POLL_SECONDS = 0.2
+"""How often a waiting execution checks that its kernel is still alive."""
+
+# Jupyter MIME type -> field of the code interpreter's `Result` model.
+MIME_FIELDS = {
+    "text/plain": "text",
+    "text/html": "html",
+    "text/markdown": "markdown",
+    "image/svg+xml": "svg",
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "application/pdf": "pdf",
+    "text/latex": "latex",
+    "application/json": "json",
+    "application/javascript": "javascript",
+}
+
+
+def stream_event(name: str, text: str) -> dict:
+    """A ``stdout``/``stderr`` event; ``timestamp`` is Unix epoch in nanoseconds."""
+    return {"type": name, "text": text, "timestamp": time.time_ns()}
+
+
+def error_event(name: str, value: str, traceback: str = "") -> dict:
+    """An ``error`` event; E2B sends the traceback as one newline-joined string."""
+    return {"type": "error", "name": name, "value": value, "traceback": traceback}
+
+
+def result_event(bundle: dict, is_main_result: bool) -> dict:
+    """A ``result`` event from a Jupyter MIME bundle (display_data/execute_result).
+
+    Known MIME types become fields (``image/png`` stays base64, as Jupyter sends it);
+    any other MIME type goes into ``extra`` under its MIME type.
+    """
+    event: dict[str, Any] = {"type": "result"}
+    extra = {}
+    for mime, value in bundle.items():
+        field = MIME_FIELDS.get(mime)
+        if field:
+            event[field] = value
+        else:
+            extra[mime] = value
+    event["extra"] = extra
+    event["is_main_result"] = is_main_result
+    return event
+
+
+def iopub_to_event(msg_type: str, content: dict) -> dict | None:
+    """Map one IOPub message (Jupyter messaging spec) to an E2B event, or None."""
+    if msg_type == "stream":
+        return stream_event(content["name"], content["text"])
+    if msg_type in ("display_data", "execute_result"):
+        return result_event(content["data"], msg_type == "execute_result")
+    if msg_type == "error":
+        return error_event(content["ename"], content["evalue"], "\n".join(content["traceback"]))
+    if msg_type == "execute_input":
+        return {"type": "number_of_executions", "execution_count": content["execution_count"]}
+    return None  # status, clear_output, update_display_data, comm_*: not forwarded
+
+
+class KernelLoop:
+    """An asyncio loop in a daemon thread that owns every kernel client and subprocess."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="e2b-kernels", daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Coroutine) -> concurrent.futures.Future:
+        """Schedule ``coro`` on the loop; cancelling the future cancels the task."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call(self, coro: Coroutine, timeout: float | None = 120) -> Any:
+        """Run ``coro`` on the loop and wait for its result (seconds)."""
+        return self.submit(coro).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()
+
+
+class KernelFactory:
+    """Starts ipykernels of this interpreter over IPC sockets under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        spec_dir = root / "kernels" / KERNEL_NAME
+        spec_dir.mkdir(parents=True)
+        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        spec = {"argv": argv, "display_name": "E2B test server", "language": "python"}
+        (spec_dir / "kernel.json").write_text(json.dumps(spec))
+        self._spec_manager = KernelSpecManager(kernel_dirs=[str(root / "kernels")])
+        self._ipc_dir = root / "ipc"
+        self._ipc_dir.mkdir()
+
+    async def start(self, cwd: Path, env: dict[str, str]) -> tuple[AsyncKernelManager, Any]:
+        """Start a kernel with ``cwd`` and ``env``; return its manager and a ready client."""
+        km = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=self._spec_manager,
+                                transport="ipc", ip=str(self._ipc_dir / uuid.uuid4().hex[:12]))
+        await km.start_kernel(cwd=str(cwd), env=env)
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)  # also waits for IOPub to connect
+        except BaseException:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+            raise
+        return km, kc
+
+
+class Context:
+    """A code context (``POST /contexts``): id, language, cwd and one execution at a time."""
+
+    language = ""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.id = str(uuid.uuid4())
+        self.cwd = cwd
+        self.env = env
+        self._lock: asyncio.Lock | None = None  # created on the loop
+        self._task: asyncio.Task | None = None
+        self._stop_reason: str | None = None
+
+    def to_json(self) -> dict:
+        """The code interpreter's ``Context`` model: ``{"id", "language", "cwd"}``."""
+        return {"id": self.id, "language": self.language, "cwd": str(self.cwd)}
+
+    @property
+    def started(self) -> bool:
+        """Whether an execution can begin without starting a process first."""
+        return True
+
+    async def execute(self, code: str, env_vars: dict[str, str], emit: Emit) -> None:
+        """Run ``code``, emitting events; serialised per context like a Jupyter kernel."""
+        async with self._guard():
+            self._task = asyncio.current_task()
+            try:
+                await self._execute(code, env_vars, emit)
+            except asyncio.CancelledError:
+                if self._stop_reason:  # stopped by restart/remove/kill, not by the client
+                    emit(error_event("ContextStopped", self._stop_reason))
+                raise
+            finally:
+                self._task = None
+
+    async def stop(self, reason: str) -> None:
+        """Cancel the running execution (if any) and release the context's resources."""
+        self._stop_reason = reason
+        if self._task is not None:
+            self._task.cancel()
+        async with self._guard():
+            await self._shutdown()
+        self._stop_reason = None
+
+    async def start(self) -> None:
+        """Start the context's process (kernel) if it is not running."""
+        async with self._guard():
+            await self._start()
+
+    def _guard(self) -> asyncio.Lock:
+        if self._lock is None:  # an asyncio.Lock must be created on the loop
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def _start(self) -> None:
+        """Start the process if needed; called with the context's lock held."""
+
+    async def _execute(self, code: str, env_vars: dict[str, str], emit: Emit) -> None:
+        raise NotImplementedError("The '_execute' method must be implemented.")
+
+    async def _shutdown(self) -> None:
+        """Release resources; the next execution starts afresh."""
+
+
+class PythonContext(Context):
+    """A Python context: one ipykernel, cwd = the context's cwd."""
+
+    language = "python"
+
+    def __init__(self, cwd: Path, env: dict[str, str], kernels: KernelFactory) -> None:
+        super().__init__(cwd, env)
+        self._kernels = kernels
+        self.km: AsyncKernelManager | None = None
+        self.kc = None
+
+    @property
+    def started(self) -> bool:
+        return self.km is not None
+
+    async def _start(self) -> None:
+        if self.km is not None and await self.km.is_alive():
+            return
+        await self._shutdown()
+        self.km, self.kc = await self._kernels.start(self.cwd, self.env)
+
+    async def _shutdown(self) -> None:
+        km, kc, self.km, self.kc = self.km, self.kc, None, None
+        if kc is not None:
+            kc.stop_channels()
+        if km is not None:
+            await km.shutdown_kernel(now=True)
+
+    async def _execute(self, code: str, env_vars: dict[str, str], emit: Emit) -> None:
+        await self._start()
+        if env_vars:
+            await self._run(_SET_ENV % (sorted(env_vars), env_vars), None)
+        try:
+            await self._run(code, emit)
+        finally:
+            if env_vars and self.kc is not None and not self._stop_reason:
+                await self._run(_RESTORE_ENV, None)
+
+    async def _run(self, code: str, emit: Emit | None) -> None:
+        """Send an execute_request and forward its IOPub messages until status idle."""
+        await self._drain_shell_replies()
+        msg_id = self.kc.execute(code, silent=emit is None, store_history=emit is not None)
+        try:
+            while True:
+                try:
+                    msg = await self.kc.get_iopub_msg(timeout=POLL_SECONDS)
+                except queue.Empty:
+                    if not await self.km.is_alive():
+                        if emit:
+                            emit(error_event("DeadKernelError", "The kernel died unexpectedly."))
+                        await self._shutdown()
+                        return
+                    continue
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                msg_type, content = msg["msg_type"], msg["content"]
+                if msg_type == "status" and content["execution_state"] == "idle":
+                    return
+                event = iopub_to_event(msg_type, content)
+                if emit and event:
+                    emit(event)
+        except asyncio.CancelledError:
+            if not self._stop_reason:  # the client went away: interrupt, as E2B does
+                await self._interrupt_and_drain(msg_id)
+            raise
+
+    async def _drain_shell_replies(self) -> None:
+        """Discard earlier execute_replies: outputs come from IOPub, the status from ``error``."""
+        try:
+            while True:
+                await self.kc.get_shell_msg(timeout=0)
+        except queue.Empty:
+            pass
+
+    async def _interrupt_and_drain(self, msg_id: str, timeout: float = 10) -> None:
+        """Best effort: interrupt the kernel and wait for the request's status idle."""
+        try:
+            await self.km.interrupt_kernel()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                msg = await self.kc.get_iopub_msg(timeout=deadline - time.monotonic())
+                content = msg["content"]
+                if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                        and content["execution_state"] == "idle"):
+                    return
+        except Exception:  # noqa: BLE001 - best effort; the next execute restarts a dead kernel
+            pass
+
+
+# Per-execution env_vars: set before the user's code, restored after it (silently).
+_SET_ENV = (
+    "_e2b_saved_env = {k: __import__('os').environ.get(k) for k in %r}\n"
+    "__import__('os').environ.update(%r)\n"
+)
+_RESTORE_ENV = (
+    "[__import__('os').environ.pop(k, None) if v is None else __import__('os').environ.update({k: v})\n"
+    " for k, v in _e2b_saved_env.items()]\n"
+    "del _e2b_saved_env\n"
+)
+
+
+class BashContext(Context):
+    """A bash context: each execution is ``bash -c CODE`` in the context's cwd.
+
+    Unlike E2B's bash kernel, shell state (variables, ``cd``) does not persist
+    between executions. A non-zero exit status is reported as an error event.
+    """
+
+    language = "bash"
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        super().__init__(cwd, env)
+        self._count = 0
+
+    async def _execute(self, code: str, env_vars: dict[str, str], emit: Emit) -> None:
+        self._count += 1
+        emit({"type": "number_of_executions", "execution_count": self._count})
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", code, cwd=self.cwd, env={**self.env, **env_vars},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )
+        try:
+            await asyncio.gather(_pump(proc.stdout, "stdout", emit), _pump(proc.stderr, "stderr", emit))
+            status = await proc.wait()
+        except asyncio.CancelledError:
+            await _terminate(proc)
+            raise
+        if status != 0:
+            emit(error_event("CalledProcessError", f"Command returned non-zero exit status {status}."))
+
+
+async def _pump(stream: asyncio.StreamReader, name: str, emit: Emit) -> None:
+    """Forward a subprocess pipe as it is produced (not line-buffered)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while chunk := await stream.read(65536):
+        if text := decoder.decode(chunk):
+            emit(stream_event(name, text))
+    if tail := decoder.decode(b"", final=True):
+        emit(stream_event(name, tail))
+
+
+async def _terminate(proc: asyncio.subprocess.Process) -> None:
+    """SIGINT the process group, SIGKILL it after 2 s."""
+    for sig, grace in ((signal.SIGINT, 2), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+            await asyncio.wait_for(proc.wait(), grace)
+            return
+        except (TimeoutError, ProcessLookupError):
+            continue

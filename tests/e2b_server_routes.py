@@ -1,0 +1,264 @@
+"""The E2B endpoints of the test server: one handler method per endpoint.
+
+Which plane a request is for comes from the ``E2b-Sandbox-Port`` header the SDK
+sends to ``E2B_SANDBOX_URL`` (or a ``{port}-{sandbox id}.{domain}`` Host, as in the
+cloud): none → control plane, 49999 → code interpreter, 49983 → envd. The sandbox
+is named by the ``E2b-Sandbox-Id`` header (or that Host).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import queue
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+try:
+    from .e2b_server_http import HandlerBase, HTTPError
+    from .e2b_server_kernels import Context, error_event
+    from .e2b_server_sandbox import ContextError, Sandbox
+except ImportError:  # tests/ itself is on sys.path
+    from e2b_server_http import HandlerBase, HTTPError
+    from e2b_server_kernels import Context, error_event
+    from e2b_server_sandbox import ContextError, Sandbox
+
+if TYPE_CHECKING:
+    from e2b_server import E2BTestServer
+
+JUPYTER_PORT = "49999"
+ENVD_PORT = "49983"
+T = TypeVar("T")
+
+# (method, path pattern, handler method name)
+API_ROUTES = [
+    ("POST", r"/v2/sandboxes", "api_create"),
+    ("GET", r"/v2/sandboxes|/sandboxes", "api_list"),
+    ("GET", r"/sandboxes/([^/]+)", "api_get"),
+    ("DELETE", r"/sandboxes/([^/]+)", "api_kill"),
+    ("POST", r"/sandboxes/([^/]+)/timeout", "api_set_timeout"),
+    ("POST", r"(?:/v2)?/sandboxes/([^/]+)/connect", "api_connect"),
+]
+SANDBOX_ROUTES = {
+    JUPYTER_PORT: [
+        ("POST", r"/execute", "ci_execute"),
+        ("GET", r"/contexts", "ci_list_contexts"),
+        ("POST", r"/contexts", "ci_create_context"),
+        ("DELETE", r"/contexts/([^/]+)", "ci_remove_context"),
+        ("POST", r"/contexts/([^/]+)/restart", "ci_restart_context"),
+        ("GET", r"/health", "envd_health"),
+    ],
+    ENVD_PORT: [
+        ("GET", r"/health", "envd_health"),
+        ("GET", r"/files", "envd_read"),
+        ("POST", r"/files", "envd_write"),
+    ],
+}
+_HOST = re.compile(r"^(\d+)-([^.]+)\.")  # {port}-{sandbox id}.{domain}
+
+
+def sandbox_model(sandbox: Sandbox, envd_version: str, detail: bool = False) -> dict:
+    """The API's ``Sandbox`` model; ``SandboxDetail``/``ListedSandbox`` when ``detail``."""
+    data = {"templateID": sandbox.template_id, "sandboxID": sandbox.id, "clientID": "e2b-test",
+            "envdVersion": envd_version, "envdAccessToken": sandbox.access_token}
+    if detail:
+        data.update(startedAt=_iso(sandbox.started_at), endAt=_iso(sandbox.end_at), cpuCount=2,
+                    memoryMB=512, diskSizeMB=1024, state="running", metadata=sandbox.metadata)
+    return data
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+class Handler(HandlerBase):
+    """Routes to ``api_*`` (control plane), ``ci_*`` (code interpreter) or ``envd_*`` methods."""
+
+    sandbox: Sandbox
+
+    @property
+    def app(self) -> E2BTestServer:
+        return self.server.app  # type: ignore[attr-defined]
+
+    def route(self, method: str, path: str) -> None:
+        port = self.headers.get("E2b-Sandbox-Port")
+        sandbox_id = self.headers.get("E2b-Sandbox-Id")
+        if host := _HOST.match(self.headers.get("Host", "")):
+            port, sandbox_id = port or host[1], sandbox_id or host[2]
+        if port is None:
+            key = self.headers.get("X-API-KEY")
+            if not key or key in self.app.invalid_keys:
+                raise HTTPError(401, "Invalid API key, please check your credentials")
+            return self.dispatch(API_ROUTES, method, path)
+        sandbox = self.app.get(sandbox_id or "")
+        if sandbox is None:  # what E2B's proxy answers for a killed/expired sandbox
+            raise HTTPError(502, f"The sandbox {sandbox_id} was not found", sandboxId=sandbox_id)
+        if port not in SANDBOX_ROUTES:
+            raise HTTPError(502, "The sandbox is running but port is not open", sandboxId=sandbox_id)
+        self.sandbox = sandbox
+        return self.dispatch(SANDBOX_ROUTES[port], method, path)
+
+    def check_access_token(self) -> None:
+        """envd and ``/execute`` want the ``envdAccessToken`` of create/connect (``X-Access-Token``)."""
+        if self.headers.get("X-Access-Token") != self.sandbox.access_token:
+            raise HTTPError(401, "invalid access token")
+
+    # -- control plane (E2B REST API) ------------------------------------------------------
+    def api_create(self) -> None:
+        """``POST /v2/sandboxes`` (NewSandboxV2) → 201 ``Sandbox``."""
+        body = self.json_body()
+        sandbox = self.app.create_sandbox(body.get("templateID", "base"), body.get("timeout"),
+                                          body.get("envVars") or {}, body.get("metadata") or {})
+        self.send_json(201, sandbox_model(sandbox, self.app.envd_version))
+
+    def api_list(self) -> None:
+        """``GET /v2/sandboxes`` → 200 ``[ListedSandbox]``, one page (no ``x-next-token``)."""
+        sandboxes = [self.app.get(i) for i in self.app.sandboxes]
+        self.send_json(200, [sandbox_model(s, self.app.envd_version, detail=True) for s in sandboxes if s])
+
+    def api_get(self, sandbox_id: str) -> None:
+        """``GET /sandboxes/{id}`` (``get_info``) → 200 ``SandboxDetail``."""
+        self.send_json(200, sandbox_model(self._live(sandbox_id), self.app.envd_version, detail=True))
+
+    def api_kill(self, sandbox_id: str) -> None:
+        """``DELETE /sandboxes/{id}`` → 204; 404 when unknown or already killed."""
+        self._live(sandbox_id)
+        self.app.kill_sandbox(sandbox_id)
+        self.send_bytes(204, b"")
+
+    def api_set_timeout(self, sandbox_id: str) -> None:
+        """``POST /sandboxes/{id}/timeout`` ``{"timeout": seconds}`` → 204."""
+        sandbox = self._live(sandbox_id)
+        sandbox.end_at = time.time() + self.json_body()["timeout"]
+        self.send_bytes(204, b"")
+
+    def api_connect(self, sandbox_id: str) -> None:
+        """``POST /v2/sandboxes/{id}/connect`` → 200 ``Sandbox``; a timeout only ever extends."""
+        sandbox = self._live(sandbox_id)
+        if timeout := self.json_body().get("timeout"):
+            sandbox.end_at = max(sandbox.end_at, time.time() + timeout)
+        self.send_json(200, sandbox_model(sandbox, self.app.envd_version))
+
+    def _live(self, sandbox_id: str) -> Sandbox:
+        sandbox = self.app.get(sandbox_id)
+        if sandbox is None:
+            raise HTTPError(404, f"sandbox \"{sandbox_id}\" doesn't exist or you don't have access to it")
+        return sandbox
+
+    # -- code interpreter (port 49999) -----------------------------------------------------
+    def ci_execute(self) -> None:
+        """``POST /execute`` ``{"code", "context_id", "language", "env_vars"}`` → NDJSON stream."""
+        self.check_access_token()
+        body = self.json_body()
+        ctx = _context_call(lambda: self.sandbox.context(body.get("context_id"), body.get("language")))
+        if not ctx.started:  # a failed kernel start is a 500, not an event
+            self.app.loop.call(ctx.start())
+        self.stream_execution(ctx, body.get("code", ""), body.get("env_vars") or {})
+
+    def ci_list_contexts(self) -> None:
+        """``GET /contexts`` → ``[{"id", "language", "cwd"}]``."""
+        self.send_json(200, [c.to_json() for c in self.sandbox.contexts()])
+
+    def ci_create_context(self) -> None:
+        """``POST /contexts`` ``{"language", "cwd"}`` → ``{"id", "language", "cwd"}``."""
+        body = self.json_body()
+        ctx = _context_call(lambda: self.sandbox.create_context(body.get("language"), body.get("cwd")))
+        self.send_json(200, ctx.to_json())
+
+    def ci_remove_context(self, context_id: str) -> None:
+        """``DELETE /contexts/{id}`` → 204; 404 when unknown."""
+        _context_call(lambda: self.sandbox.remove_context(context_id))
+        self.send_bytes(204, b"")
+
+    def ci_restart_context(self, context_id: str) -> None:
+        """``POST /contexts/{id}/restart`` → 204: a fresh kernel under the same context id."""
+        _context_call(lambda: self.sandbox.restart_context(context_id))
+        self.send_bytes(204, b"")
+
+    def stream_execution(self, ctx: Context, code: str, env_vars: dict) -> None:
+        """Stream one execution's events as chunked NDJSON, one flushed line per event.
+
+        After ``keepalive_interval`` seconds without output a keepalive line goes out.
+        If the client disconnects, the execution is cancelled (the kernel interrupted);
+        if the sandbox is killed meanwhile, the connection is cut as E2B's proxy does.
+        """
+        events: queue.Queue = queue.Queue()
+        future = self.app.loop.submit(ctx.execute(code, env_vars, events.put))
+        self.start_stream("application/x-ndjson")
+        last_write = time.monotonic()
+        try:
+            while not (future.done() and events.empty()):
+                if self.sandbox.killed or self.client_gone():
+                    future.cancel()
+                    return self.abort_connection()
+                try:
+                    event = events.get(timeout=0.05)
+                except queue.Empty:
+                    if future.done() or time.monotonic() - last_write < self.app.keepalive_interval:
+                        continue
+                    event = {"type": "keepalive"}
+                self.write_chunk(json.dumps(event).encode() + b"\n")
+                last_write = time.monotonic()
+            if not future.cancelled() and (exc := future.exception()) is not None:
+                self.write_chunk(json.dumps(error_event(type(exc).__name__, str(exc))).encode() + b"\n")
+            self.write_chunk(b'{"type": "end_of_execution"}\n')
+            self.end_stream()
+        except OSError:  # the client went away while we wrote
+            future.cancel()
+            self.close_connection = True
+
+    # -- envd (port 49983) -----------------------------------------------------------------
+    def envd_health(self) -> None:
+        """``GET /health`` → 204."""
+        self.send_bytes(204, b"")
+
+    def envd_read(self) -> None:
+        """``GET /files?path=P[&username=U]`` → the file's bytes; 404 when missing."""
+        self.check_access_token()
+        path = self._file_path()
+        if path.is_dir():
+            raise HTTPError(400, f"path '{path}' is a directory")
+        if not path.is_file():
+            raise HTTPError(404, f"path '{path}' does not exist")
+        self.send_bytes(200, path.read_bytes(), "application/octet-stream")
+
+    def envd_write(self) -> None:
+        """``POST /files?path=P`` (multipart ``file`` fields or octet-stream) → ``[{"name","type","path"}]``.
+
+        Without ``path``, each multipart filename is the path (``write_files``).
+        """
+        self.check_access_token()
+        body = self.body()
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        ctype = self.headers.get("Content-Type", "")
+        if ctype.startswith("multipart/form-data"):
+            files = [(self._file_path(name), data) for name, data in self.multipart_files(ctype)]
+            if len(files) == 1 and self.query.get("path"):
+                files = [(self._file_path(), files[0][1])]
+        else:
+            files = [(self._file_path(), body)]
+        written = []
+        for path, data in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            written.append({"name": path.name, "type": "file", "path": str(path)})
+        self.send_json(200, written)
+
+    def _file_path(self, name: str | None = None) -> Path:
+        """The ``path`` parameter (or a multipart filename), relative to the work dir."""
+        name = name or self.query.get("path")
+        if not name:
+            raise HTTPError(400, "missing 'path'")
+        return self.sandbox.workdir / name  # an absolute path replaces the work dir
+
+
+def _context_call(action: Callable[[], T]) -> T:
+    try:
+        return action()
+    except ContextError as exc:
+        raise HTTPError(exc.status, str(exc)) from exc
