@@ -21,7 +21,7 @@ from . import __version__
 from .backends import get_backend_class
 from .backends.base import Backend
 from .errors import ConfigError, SandboxError
-from .events import Comm, Event
+from .events import Comm, Event, Stream
 from .outputs import OutputBudget, error_event, to_iopub
 from .traits import ByteSize
 
@@ -60,6 +60,8 @@ class SandboxKernel(Kernel):
         super().__init__(**kwargs)
         self.sandbox: Backend | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        for msg_type in ("comm_open", "comm_msg", "comm_close"):
+            self.shell_handlers[msg_type] = self._forward_comm
         if self.start_sandbox_at_launch:
             asyncio.get_event_loop().create_task(self._ensure_sandbox())
 
@@ -106,6 +108,28 @@ class SandboxKernel(Kernel):
 
     def _publish_comm(self, event: Comm) -> None:
         self._publish(event)
+
+    # -- comms (ipywidgets) -------------------------------------------------------------------
+    async def _forward_comm(self, stream, ident, msg) -> None:
+        """A frontend's ``comm_open``/``comm_msg``/``comm_close``: pass it into the sandbox.
+        (No reply: comm messages have none.) A backend without comms says so once."""
+        try:
+            sandbox = await self._ensure_sandbox()
+            await sandbox.send_comm(msg["header"]["msg_type"], msg["content"], msg.get("metadata"),
+                                   [bytes(b) for b in msg.get("buffers", [])])
+        except SandboxError as exc:
+            if not getattr(self, "_comm_warned", False):
+                self._comm_warned = True
+                self._publish(Stream("stderr", f"Widgets cannot work here: {exc}\n"))
+
+    async def comm_info_request(self, stream, ident, parent):
+        """``comm_info_request``: the comms open in the sandbox's kernel."""
+        content: dict[str, Any] = {"status": "ok", "comms": {}}
+        with contextlib.suppress(SandboxError):
+            if self.sandbox is not None and self.sandbox.started and self.sandbox.supports_comms:
+                reply = await self.sandbox.comm_info(parent["content"].get("target_name"))
+                content["comms"] = reply.get("comms", {})
+        self.session.send(stream, "comm_info_reply", content, parent, ident)
 
     # -- execute_request ---------------------------------------------------------------------
     async def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False,
