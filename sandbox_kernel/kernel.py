@@ -62,8 +62,10 @@ class SandboxKernel(Kernel):
         self._loop: asyncio.AbstractEventLoop | None = None
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
-        if self.start_sandbox_at_launch:
-            asyncio.get_event_loop().create_task(self._ensure_sandbox())
+        if self.start_sandbox_at_launch:  # a failure here is reported again by the first cell
+            task = asyncio.get_event_loop().create_task(self._ensure_sandbox())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
+                "The sandbox did not start: %s", t.exception()))
 
     @property
     def banner(self) -> str:
