@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-f", "--help-all") or argv[0].startswith("--SandboxKernel") or argv[0].startswith("-f="):
+    if _is_kernel_launch(argv):
         from .app import launch
 
         launch(argv)
@@ -53,6 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     except SandboxError as exc:
         print(f"sandbox-kernel: {exc}", file=sys.stderr)
         return 1
+
+
+def _is_kernel_launch(argv: list[str]) -> bool:
+    """A kernelspec's argv (``-f CONNECTION_FILE`` and ``--Class.trait=value`` options), as
+    opposed to a subcommand."""
+    return bool(argv) and all(a == "-f" or a.startswith(("-f=", "--f=", "--help-all")) or
+                              (a.startswith("--") and "." in a.split("=")[0]) or not a.startswith("-")
+                              for a in argv) and argv[0].startswith("-")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -179,3 +179,19 @@ def test_unknown_backend_is_one_short_message(tmp_path, monkeypatch):
         assert reply["evalue"].startswith("Unknown sandbox backend 'nosuch'. Known backends: ")
         assert "local" in reply["evalue"]
         assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
+
+
+def test_options_from_a_jupyter_config_file(tmp_path):
+    (tmp_path / "sandbox_kernel_config.py").write_text("c.SandboxKernel.cell_timeout = 1.5\n")
+    with kernel("local", JUPYTER_CONFIG_DIR=str(tmp_path)) as (_, kc):
+        reply, _ = run(kc, "import time\ntime.sleep(20)", timeout=20)
+    assert reply["ename"] == "ExecutionTimeout" and "longer than 1.5 s" in reply["evalue"]
+
+
+def test_sandbox_at_launch_then_first_cell_is_warm():
+    with kernel("local", "--SandboxKernel.start_sandbox_at_launch=True") as (_, kc):
+        banner_deadline = time.monotonic() + 20
+        while "sandbox_id=" not in kc.kernel_info(reply=True)["content"]["banner"]:
+            assert time.monotonic() < banner_deadline, "the sandbox did not start with the kernel"
+            time.sleep(0.2)
+        assert run(kc, "1 + 1")[0]["status"] == "ok"
