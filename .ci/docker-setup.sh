@@ -44,7 +44,8 @@ install_packages
 start_engine
 echo "engine $(docker version --format '{{.Server.Version}}') answers"
 has_image "$BASE_IMAGE" || build_base_image "$BASE_IMAGE"
-has_image "$SANDBOX_IMAGE" || "$PYTHON" -m sandbox_kernel.images build \
+# --if-needed: also rebuilds an image made from an older recipe (label org.sandbox-kernel.recipe)
+"$PYTHON" -m sandbox_kernel.images build --if-needed \
     --base "$BASE_IMAGE" --wheelhouse "$WHEELHOUSE" --tag "$SANDBOX_IMAGE"
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' \
     | grep -F -e "$BASE_IMAGE" -e "$SANDBOX_IMAGE"

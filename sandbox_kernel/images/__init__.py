@@ -6,19 +6,29 @@ air-gapped path and the base image made from Debian packages.
 """
 
 from sandbox_kernel.images.build import (
+    BASE_LABEL,
+    DEFAULT_TAG,
     DOCKERFILE,
+    RECIPE_LABEL,
     REQUIREMENTS,
     ImageBuildError,
     build_image,
     download_wheelhouse,
     image_has_ipykernel,
+    image_is_current,
+    recipe_digest,
 )
 
 __all__ = [
+    "BASE_LABEL",
+    "DEFAULT_TAG",
     "DOCKERFILE",
+    "RECIPE_LABEL",
     "REQUIREMENTS",
     "ImageBuildError",
     "build_image",
     "download_wheelhouse",
     "image_has_ipykernel",
+    "image_is_current",
+    "recipe_digest",
 ]

@@ -11,6 +11,7 @@ docker-py is imported lazily: callers pass a ``docker.DockerClient``.
 from __future__ import annotations
 
 import collections
+import hashlib
 import re
 import subprocess
 import sys
@@ -29,6 +30,10 @@ REQUIREMENTS = resources.files(__package__) / "requirements.txt"
 DEFAULT_BASE = "python:3.11-slim-bookworm"
 DEFAULT_TAG = "sandbox-kernel:latest"
 LOG_TAIL_LINES = 20
+RECIPE_LABEL = "org.sandbox-kernel.recipe"
+"""Image label holding :func:`recipe_digest` of the recipe an image was built from."""
+BASE_LABEL = "org.sandbox-kernel.base"
+"""Image label holding the base image an image was built from (a rebuild uses it again)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the engine colours RUN stderr red
 
 # pip matches --platform tags literally (no manylinux expansion when a platform is given), so
@@ -57,6 +62,23 @@ class ImageBuildError(Exception):
         if self.log_tail:
             text += "\nlast build log lines:\n" + "\n".join(self.log_tail)
         super().__init__(text)
+
+
+def recipe_digest(requirements: Path | None = None) -> str:
+    """A short hash of the image recipe (the Dockerfile and the requirements): images built
+    by :func:`build_image` carry it as the :data:`RECIPE_LABEL` label, so an image built from
+    an older recipe can be told apart and rebuilt.
+
+    Args:
+        requirements: A requirements file; default: the image's ``requirements.txt``.
+
+    Returns:
+        16 hex digits.
+    """
+    digest = hashlib.sha256(DOCKERFILE.read_bytes())
+    digest.update(b"\0")
+    digest.update(Path(requirements).read_bytes() if requirements else REQUIREMENTS.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _pip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -148,9 +170,10 @@ def build_image(
     """Build the default sandbox image (``Dockerfile`` in this package) and tag it.
 
     Uses the engine's classic builder through ``client.api.build`` (no BuildKit needed), with
-    ``BASE`` as build argument. ``base`` must be present locally when no registry is reachable
-    (make it with ``make-base-image.sh``). Measured here (2 cores): 40-60 s including the wheel
-    download, image 545 MB.
+    ``BASE`` as build argument; the image is labelled with :func:`recipe_digest` and ``base``
+    (:data:`RECIPE_LABEL`, :data:`BASE_LABEL`). ``base`` must
+    be present locally when no registry is reachable (make it with ``make-base-image.sh``).
+    Measured here (2 cores): 40-60 s including the wheel download, image 545 MB.
 
     Args:
         client: A docker-py client, e.g. ``docker.from_env()``.
@@ -183,6 +206,7 @@ def build_image(
                 chunks = client.api.build(
                     fileobj=context, custom_context=True, encoding=None, tag=tag,
                     buildargs={"BASE": base}, rm=True, forcerm=True, decode=True,
+                    labels={RECIPE_LABEL: recipe_digest(requirements), BASE_LABEL: base},
                 )
                 error = _follow(chunks, tail, progress)
         except docker.errors.APIError as exc:
@@ -218,6 +242,27 @@ def _emit(line: str, tail: collections.deque[str], progress: Callable[[str], Non
     tail.append(line)
     if progress is not None:
         progress(line)
+
+
+def image_is_current(client: docker.DockerClient, tag: str = DEFAULT_TAG,
+                     requirements: Path | None = None) -> bool | None:
+    """Tell whether ``tag`` was built from this package's recipe (its :data:`RECIPE_LABEL`
+    equals :func:`recipe_digest`).
+
+    Returns:
+        None when ``tag`` is not present locally; False when it was built from another recipe
+        (or by hand, without the label); True otherwise.
+
+    Raises:
+        docker.errors.APIError: The engine failed.
+    """
+    import docker.errors
+
+    try:
+        labels = client.api.inspect_image(tag)["Config"].get("Labels") or {}
+    except docker.errors.ImageNotFound:
+        return None
+    return labels.get(RECIPE_LABEL) == recipe_digest(requirements)
 
 
 def image_has_ipykernel(client: docker.DockerClient, image: str, timeout: float = 60.0) -> bool:
