@@ -252,7 +252,9 @@ class PythonContext(Context):
     async def _run(self, code: str, emit: Emit | None) -> None:
         """Send an execute_request and forward its IOPub messages until status idle."""
         await self._drain_shell_replies()
-        msg_id = self.kc.execute(code, silent=emit is None, store_history=emit is not None)
+        # E2B's code interpreter sends execute_request with allow_stdin=False, so input() raises
+        # StdinNotImplementedError; jupyter_client's default (True) would hang on an input_request.
+        msg_id = self.kc.execute(code, silent=emit is None, store_history=emit is not None, allow_stdin=False)
         try:
             while True:
                 try:
