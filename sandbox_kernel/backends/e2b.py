@@ -1,0 +1,309 @@
+"""The ``e2b`` backend: cells run in an E2B sandbox through the ``e2b-code-interpreter`` SDK.
+
+One sandbox per backend (created, or attached to by id) and one code context in it (the
+session's state; ``restart`` restarts it). Works with E2B-compatible services (``domain``,
+``api_url``), e.g. ``tests/e2b_server.py``. The SDK is imported at start, not at import.
+
+E2B endpoints used: ``POST /v2/sandboxes`` (create), ``POST /v2/sandboxes/{id}/connect``
+(attach), ``POST /sandboxes/{id}/timeout`` (lifetime renewal), ``DELETE /sandboxes/{id}``
+(kill); in the sandbox ``POST /contexts``, ``POST /contexts/{id}/restart``, ``POST /execute``
+(streamed), and envd's ``GET|POST /files``.
+What E2B cannot carry (stdin, completion, display updates, clear_output, metadata, comms) and
+what we do instead: ``docs/e2b.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode
+
+from ..errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
+from ..events import Emit, Outcome, Stream
+from ._e2b_results import Relay
+from ._e2b_sdk import ENV, Connection, SandboxGone, sdk, translate
+from .base import Backend, StdinHandler
+
+CONTEXT_RECORD = ".sandbox-kernel/context-{language}"
+"""File in the sandbox (relative to its home) naming the code context a later kernel
+re-attaches to, so the state survives ``keep_alive`` + ``sandbox_id``."""
+
+
+class E2BBackend(Backend):
+    """An E2B cloud sandbox (or one of an E2B-compatible service), driven by the async SDK."""
+
+    name = "e2b"
+
+    template = Unicode("", help="E2B template (name or id) of new sandboxes; empty: the SDK's "
+                                "code-interpreter template.").tag(config=True)
+    api_key = Unicode("", help="E2B API key; empty: the E2B_API_KEY environment variable. Prefer the "
+                               "variable: an option may end up in a kernelspec's argv.").tag(config=True)
+    domain = Unicode("", help="E2B domain, for E2B-compatible services; empty: E2B_DOMAIN, else e2b.app.").tag(
+        config=True)
+    api_url = Unicode("", help="URL of the E2B API; empty: E2B_API_URL, else https://api.<domain>.").tag(config=True)
+    lifetime = Integer(300, min=1, help="Seconds the sandbox lives unused; renewed while the kernel is in "
+                                         "use (E2B's sandbox timeout).").tag(config=True)
+    request_timeout = Float(60.0, help="Seconds to wait for E2B to answer a request (connecting, "
+                                       "creating the sandbox, files); cells have their own timeout.").tag(config=True)
+    env_vars = List(Unicode(), help="Names of host environment variables to pass to the sandbox.").tag(config=True)
+    envs = Dict(value_trait=Unicode(), help="Environment variables of the sandbox, NAME=value.").tag(config=True)
+    sandbox_id = Unicode("", help="Attach to this running sandbox instead of creating one.").tag(config=True)
+    on_lost = Enum(["recreate", "fail"], "recreate", help="When the sandbox is found gone (expired, killed, "
+                   "or the sandbox_id to attach to does not exist): 'recreate' starts a fresh one and says "
+                   "in the cell that the state is lost; 'fail' reports an error and makes none.").tag(config=True)
+    keep_alive = Bool(False, help="Leave the sandbox running at shutdown (a later kernel can attach with "
+                                  "sandbox_id); the default kills it.").tag(config=True)
+    language = Unicode("python", help="Language of the code context: python, bash, or any the template "
+                                      "supports (javascript, r, java, ...).").tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._env = {name: os.environ.get(name, "") for name in ENV}
+        self._host_env = {name: os.environ[name] for name in self.env_vars if name in os.environ}
+        self._sandbox: Any = None  # e2b_code_interpreter.AsyncSandbox
+        self._context: Any = None  # e2b_code_interpreter.Context
+        self._attach_to = self.sandbox_id
+        self._attached = False
+        self._gone: str | None = None  # set when on_lost='fail' refused to replace a lost sandbox
+        self._notices: list[str] = []
+        self._renewed = 0.0
+        self._running: asyncio.Task | None = None
+        self._interrupted = False
+        self._lock = asyncio.Lock()
+
+    # -- connection ----------------------------------------------------------------------------
+    @property
+    def _connection(self) -> Connection:
+        return Connection.resolve(self._env, api_key=self.api_key, domain=self.domain, api_url=self.api_url,
+                                  request_timeout=self.request_timeout)
+
+    def _boundary(self, failure: type[SandboxError] = SandboxError):
+        """The SDK-exception boundary (:meth:`Connection.boundary`) for this sandbox."""
+        sandbox_id = self._sandbox.sandbox_id if self._sandbox is not None else self._attach_to or None
+        return self._connection.boundary(sandbox_id, failure)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._sandbox is not None
+
+    async def start(self) -> None:
+        """Create the sandbox (or attach to ``sandbox_id``) and its code context. Idempotent.
+
+        Raises:
+            BackendUnavailable: the SDK is not installed, no API key, or E2B rejected the key.
+            SandboxStartError: E2B cannot be reached, or the sandbox is gone and ``on_lost``
+                is 'fail'.
+        """
+        async with self._lock:
+            if self._sandbox is not None:
+                return
+            if self._gone is not None:
+                raise SandboxStartError(self._gone)
+            cls = sdk().AsyncSandbox
+            options = self._connection.sdk_options()
+            sandbox, self._attached = None, False
+            try:
+                with self._boundary(SandboxStartError):
+                    if self._attach_to:
+                        sandbox = await self._attach(cls, options)
+                    if sandbox is None:
+                        sandbox = await cls.create(template=self.template or None, timeout=self.lifetime,
+                                                   envs={**self._host_env, **self.envs} or None,
+                                                   metadata={"sandbox-kernel-session": self.session}, **options)
+                    self._context = await self._open_context(sandbox)
+            except BaseException:
+                if sandbox is not None and not self._attached:
+                    with contextlib.suppress(Exception):
+                        await sandbox.kill()
+                raise
+            self._sandbox, self._renewed = sandbox, time.monotonic()
+
+    async def _attach(self, cls: Any, options: dict[str, Any]) -> Any:
+        """Connect to ``sandbox_id``; None when it is gone and ``on_lost`` is 'recreate'."""
+        try:
+            sandbox = await cls.connect(self._attach_to, timeout=self.lifetime, **options)
+        except Exception as exc:
+            if not isinstance(translate(exc, self._connection), SandboxGone):
+                raise
+            gone, self._attach_to = self._attach_to, ""
+            self._lost(f"The E2B sandbox {gone} to attach to does not exist (it expired or was killed)",
+                       "attach to a running sandbox (E2BBackend.sandbox_id), or leave sandbox_id empty to create one")
+            return None
+        self._attached, self._attach_to = True, ""  # a later loss makes a fresh sandbox
+        return sandbox
+
+    def _lost(self, what: str, fix: str = "restart to start a fresh sandbox") -> None:
+        """Say that the sandbox is gone: a notice for the next cell ('recreate'), or raise ('fail')."""
+        if self.on_lost == "fail":
+            self._gone = f"{what}; its state is lost. With on_lost='fail' no new sandbox is made: {fix}, or set " \
+                         "E2BBackend.on_lost='recreate'."
+            raise SandboxStartError(self._gone)
+        self._notices.append(f"{what}; its state is lost. Starting a fresh sandbox.\n")
+
+    async def _open_context(self, sandbox: Any) -> Any:
+        """The code context of this backend: the recorded one of an attached sandbox (its state
+        lives on), else a new one (recorded when a later kernel may attach)."""
+        record = CONTEXT_RECORD.format(language=self.language)
+        if self._attached:
+            with contextlib.suppress(Exception):
+                recorded = (await sandbox.files.read(record)).strip()
+                for context in await sandbox.list_code_contexts():
+                    if context.id == recorded:
+                        return context
+        context = await sandbox.create_code_context(language=self.language)
+        if self.keep_alive or self._attached:
+            await sandbox.files.write(record, context.id)
+        return context
+
+    async def shutdown(self) -> None:
+        """Cancel a running cell; kill the sandbox unless ``keep_alive`` (then renew its
+        lifetime so a later kernel has ``lifetime`` seconds to attach). Never raises."""
+        async with self._lock:
+            await self.interrupt()
+            sandbox, self._sandbox, self._context = self._sandbox, None, None
+            if sandbox is None:
+                return
+            with contextlib.suppress(Exception):
+                if self.keep_alive:
+                    await sandbox.set_timeout(self.lifetime)
+                else:
+                    await sandbox.kill()
+
+    async def restart(self) -> None:
+        """Restart the code context (``POST /contexts/{id}/restart``): a fresh interpreter in
+        the same sandbox; files stay. A sandbox found gone is replaced."""
+        self._gone = None
+        if self._sandbox is None:
+            await self.start()
+        else:
+            await self._use(self._restart_context)
+
+    async def _restart_context(self) -> None:
+        with self._boundary():
+            await self._sandbox.restart_code_context(self._context)
+
+    async def _use(self, operation: Any) -> Any:
+        """``await operation()`` on a started sandbox whose lifetime is renewed when due; if the
+        sandbox turns out to be gone before the operation ran, replace it once (per ``on_lost``)."""
+        await self.start()
+        try:
+            if time.monotonic() - self._renewed > self.lifetime / 2:
+                await self._renew()
+            return await operation()
+        except SandboxGone:
+            gone, self._sandbox, self._context = self._sandbox.sandbox_id, None, None
+            self._lost(f"The E2B sandbox {gone} is gone (unused for over {self.lifetime} s, or killed)")
+            await self.start()
+            return await operation()
+
+    async def _renew(self) -> None:
+        """Extend the sandbox's lifetime to ``lifetime`` seconds from now (``set_timeout``)."""
+        with self._boundary():
+            await self._sandbox.set_timeout(self.lifetime)
+        self._renewed = time.monotonic()
+
+    async def _renew_while_running(self) -> None:
+        """Keep a long cell's sandbox alive: renew every ``lifetime / 2`` seconds."""
+        while True:
+            await asyncio.sleep(self.lifetime / 2)
+            with contextlib.suppress(SandboxError):  # a dead sandbox shows in the cell's own request
+                await self._renew()
+
+    # -- running code --------------------------------------------------------------------------
+    async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
+                      stdin: StdinHandler | None = None) -> Outcome:
+        """Run ``code`` in the session's code context (``POST /execute``), emitting its output live.
+
+        ``stdin`` is not used: E2B runs code without stdin, so ``input()`` raises
+        StdinNotImplementedError in the sandbox. An :meth:`interrupt` makes the outcome an
+        error ``KeyboardInterrupt``. The cell ``timeout`` is enforced here (the SDK's own fires
+        late): past it the request is cancelled, the sandbox interrupts its kernel, and
+        ExecutionTimeout is raised.
+        """
+        return await self._use(lambda: self._run(code, emit, timeout))
+
+    async def _run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
+        while self._notices:
+            emit(Stream("stderr", self._notices.pop(0)))
+        relay = Relay(emit)
+        self._interrupted = False
+        task = self._running = asyncio.ensure_future(self._sandbox.run_code(
+            code, context=self._context, timeout=0, request_timeout=self.request_timeout, **relay.callbacks()))
+        renewal = asyncio.ensure_future(self._renew_while_running())
+        try:
+            await asyncio.wait({task}, timeout=timeout)
+            if not task.done():
+                task.cancel()  # the SDK closes the connection; the sandbox interrupts its kernel
+                await asyncio.wait({task})
+                relay.flush()
+                raise ExecutionTimeout(timeout)
+            if task.cancelled() and self._interrupted:
+                return relay.interrupted()
+            try:
+                with self._boundary():
+                    execution = task.result()
+            except SandboxDied as exc:
+                if not isinstance(exc, SandboxGone):  # it died during the cell: the next one makes a new one
+                    self._sandbox = self._context = None
+                raise
+        finally:
+            renewal.cancel()
+            self._running = None
+            if not task.done():
+                task.cancel()
+        if relay.died is not None:  # E2B starts a new kernel in the same sandbox
+            relay.flush()
+            raise SandboxDied(f"the {self.language} kernel in E2B sandbox {self._sandbox.sandbox_id} died "
+                              f"({relay.died.value.strip().rstrip('.') or relay.died.name}: out of memory, "
+                              "or its process was killed or exited)")
+        return relay.outcome(execution)
+
+    async def interrupt(self) -> None:
+        """Cancel the running execution: the SDK closes its ``/execute`` connection and the
+        sandbox interrupts its kernel (best effort: E2B has no interrupt endpoint). The state
+        survives. Does nothing when no cell runs."""
+        task = self._running
+        if task is not None and not task.done():
+            self._interrupted = True
+            task.cancel()
+
+    # -- files ---------------------------------------------------------------------------------
+    async def upload(self, local: str | Path, remote: str) -> str:
+        """Copy ``local`` to ``remote`` in the sandbox (envd ``POST /files``; relative paths:
+        the sandbox user's home, the code context's working directory)."""
+        if not Path(local).is_file():
+            raise FileNotFoundError(f"No such file: {local}")
+
+        async def write() -> str:
+            with open(local, "rb") as data, self._boundary():
+                return (await self._sandbox.files.write(remote, data)).path
+
+        return await self._use(write)
+
+    async def download(self, remote: str, local: str | Path) -> Path:
+        """Copy the sandbox's ``remote`` to ``local`` (envd ``GET /files``)."""
+
+        async def read() -> bytes:
+            with self._boundary():
+                return bytes(await self._sandbox.files.read(remote, format="bytes"))
+
+        data = await self._use(read)
+        Path(local).write_bytes(data)
+        return Path(local)
+
+    # -- description ---------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """Backend, session, sandbox id, template, service, language, lifetime; never the key."""
+        sandbox = self._sandbox
+        return {**super().describe(), "sandbox_id": sandbox.sandbox_id if sandbox is not None else None,
+                "template": self.template or "code-interpreter-v1", "service": self._connection.service,
+                "language": self.language, "context_id": self._context.id if self._context is not None else None,
+                "attached": self._attached, "keep_alive": self.keep_alive,
+                "env_vars": sorted({*self._host_env, *self.envs}) or None,
+                "limits": {"lifetime_s": self.lifetime}}
