@@ -1,0 +1,42 @@
+"""The e2b backend against the local E2B-compatible server (``tests/e2b_server.py``): the real
+SDK over real HTTP on 127.0.0.1, no cloud and no mocks. One server for the whole test session;
+:func:`server` gives it to tests that kill or inspect sandboxes."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Iterator
+
+from . import Prepared, Target
+
+_server = None
+
+
+def server():
+    """The running :class:`tests.e2b_server.E2BTestServer` (after ``prepared("e2b")``)."""
+    if _server is None:
+        raise RuntimeError("the e2b target is not prepared: call tests.conftest.prepared('e2b') first")
+    return _server
+
+
+def _unavailable() -> str | None:
+    if importlib.util.find_spec("e2b_code_interpreter") is None:
+        return "the E2B SDK is not installed (pip install 'sandbox-kernel[e2b]')"
+    return None
+
+
+@contextlib.contextmanager
+def _prepare() -> Iterator[Prepared]:
+    global _server
+    from tests.e2b_server import E2BTestServer
+
+    with E2BTestServer(keepalive_interval=0.5) as srv:
+        _server = srv
+        try:
+            yield Prepared(kernel_env=srv.env())
+        finally:
+            _server = None
+
+
+TARGET = Target("e2b", unavailable=_unavailable, prepare=_prepare)

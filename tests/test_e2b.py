@@ -1,0 +1,291 @@
+"""The e2b backend beyond the contract suite: configuration, errors, lifetime, attach, formats.
+
+Everything runs the real ``e2b-code-interpreter`` SDK over HTTP against the local
+E2B-compatible server of ``tests/e2b_server.py`` (one per test session, from the ``e2b`` test
+target); nothing of the SDK is mocked. Sandboxes are killed from the server's side to play
+"expired" and "killed".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from sandbox_kernel.backends.e2b import E2BBackend
+from sandbox_kernel.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
+from sandbox_kernel.events import Display, Error, Stream
+from tests.conftest import prepared
+from tests.kernels import kernel, kinds, run, stdout
+from tests.targets import e2b as target
+from tests.test_contract import Recorder
+
+pytestmark = [pytest.mark.e2b, pytest.mark.timeout(120)]
+CANARY = "e2b_canary_key_7f3a9c"  # a key the test server accepts; must never show anywhere
+
+
+@pytest.fixture
+def srv():
+    prepared("e2b")
+    return target.server()
+
+
+@pytest.fixture
+async def make(srv, monkeypatch):
+    """``make(env={...}, drop=(...), **traits)``: an E2BBackend made with the server's environment
+    (plus ``env``, minus ``drop``); shut down after the test."""
+    made = []
+
+    def make(env=None, drop=(), **traits):
+        with monkeypatch.context() as patch:
+            for key, value in {**srv.env(), **(env or {})}.items():
+                patch.setenv(key, value)
+            for key in drop:
+                patch.delenv(key, raising=False)
+            backend = E2BBackend(**traits)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        await backend.shutdown()
+
+
+def result(rec: Recorder) -> str:
+    return next(d.data["text/plain"] for d in rec.of(Display) if d.execution_count is not None)
+
+
+# -- configuration and errors ---------------------------------------------------------------------
+def test_importing_the_backend_does_not_import_the_sdk():
+    code = "import sys, sandbox_kernel.backends.e2b\nprint(sorted(m for m in sys.modules if m.startswith('e2b')))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+async def test_missing_sdk_gives_the_install_hint(make, monkeypatch):
+    monkeypatch.setitem(sys.modules, "e2b_code_interpreter", None)
+    with pytest.raises(BackendUnavailable, match=r"pip install 'sandbox-kernel\[e2b\]'"):
+        await make().start()
+
+
+async def test_missing_api_key_names_the_variable(make):
+    with pytest.raises(BackendUnavailable, match="E2B_API_KEY"):
+        await make(drop=["E2B_API_KEY"]).start()
+
+
+async def test_bad_api_key_is_a_401_with_the_fix(make):
+    with pytest.raises(BackendUnavailable, match=r"rejected the API key \(401") as info:
+        await make(env={"E2B_API_KEY": "bad-key"}).start()
+    assert "E2B_API_KEY" in str(info.value) and "bad-key" not in str(info.value)
+
+
+async def test_api_key_option_wins_over_the_environment(make):
+    async with make(env={"E2B_API_KEY": "bad-key"}, api_key=CANARY) as backend:
+        assert (await backend.execute("1", Recorder())).status == "ok"
+
+
+async def test_network_failure_is_one_short_message(make):
+    backend = make(api_url="http://127.0.0.1:9", request_timeout=5)
+    with pytest.raises(SandboxStartError) as info:
+        await backend.start()
+    assert str(info.value).startswith("Could not reach E2B at http://127.0.0.1:9: Connection refused.")
+
+
+async def test_the_api_key_never_shows(make, caplog):
+    caplog.set_level(logging.DEBUG)
+    async with make(env={"E2B_API_KEY": CANARY}, envs={"VISIBLE": "yes"}) as backend:
+        rec = Recorder()
+        await backend.execute("import os\nprint(os.environ['VISIBLE'])\n1/0", rec)
+        shown = json.dumps(backend.describe()) + repr(rec.events)
+    with pytest.raises(SandboxStartError) as info:
+        await make(env={"E2B_API_KEY": CANARY}, api_url="http://127.0.0.1:9").start()
+    assert "VISIBLE" in shown
+    for text in (shown, str(info.value), repr(info.value.__cause__), caplog.text):
+        assert CANARY not in text
+
+
+async def test_environment_variables_reach_the_sandbox(make):
+    async with make(env={"FORWARDED": "from host"}, env_vars=["FORWARDED", "NOT_SET"], envs={"OWN": "1"}) as backend:
+        rec = Recorder()
+        await backend.execute("import os\nprint(os.environ['FORWARDED'], os.environ['OWN'])", rec)
+        assert backend.describe()["env_vars"] == ["FORWARDED", "OWN"]
+    assert rec.text() == "from host 1\n"
+
+
+# -- outputs ----------------------------------------------------------------------------------
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake").decode()
+BUNDLE = {
+    "text/plain": "plain", "text/html": "<i>html</i>", "text/markdown": "*md*", "image/svg+xml": "<svg/>",
+    "image/png": PNG, "image/jpeg": base64.b64encode(b"\xff\xd8 jpeg").decode(),
+    "application/pdf": base64.b64encode(b"%PDF-1.4").decode(), "text/latex": "$x^2$",
+    "application/json": {"k": [1, 2]}, "application/javascript": "console.log(1)",
+    "application/vnd.custom+json": {"a": 1}, "text/x-custom": "custom",
+}
+
+
+async def test_every_result_format_maps_back_to_its_mime_type(make):
+    async with make() as backend:
+        rec = Recorder()
+        outcome = await backend.execute(f"from IPython.display import display\ndisplay({BUNDLE!r}, raw=True)\n7", rec)
+    [shown, main] = rec.of(Display)
+    assert shown.data == BUNDLE and shown.execution_count is None
+    assert main.data == {"text/plain": "7"} and main.execution_count == outcome.execution_count
+
+
+async def test_traceback_lines_and_bash_language(make):
+    async with make() as backend:
+        rec = Recorder()
+        await backend.execute("def f():\n    raise ValueError('bad')\nf()", rec)
+    [error] = rec.of(Error)
+    assert error.ename == "ValueError" and len(error.traceback) > 3 and "\n".join(error.traceback).count("f()")
+    async with make(language="bash") as backend:
+        rec = Recorder()
+        ok = await backend.execute("echo hello; echo oops >&2", rec)
+        failed = await backend.execute("exit 3", Recorder())
+        assert backend.describe()["language"] == "bash"
+    assert ok.status == "ok" and rec.text() == "hello\n" and rec.text("stderr") == "oops\n"
+    assert failed.status == "error" and failed.error.ename == "CalledProcessError"
+    assert failed.error.traceback == [f"CalledProcessError: {failed.error.evalue}"]
+
+
+async def test_missing_remote_file_is_file_not_found(make, tmp_path):
+    async with make() as backend:
+        with pytest.raises(FileNotFoundError):
+            await backend.download("no/such/file", tmp_path / "x")
+        with pytest.raises(FileNotFoundError):
+            await backend.upload(tmp_path / "absent", "x")
+
+
+# -- timeout ----------------------------------------------------------------------------------
+async def test_cell_timeout_fires_on_time_not_at_twice_the_limit(make):
+    async with make() as backend:
+        await backend.execute("kept = 3", Recorder())
+        started = time.monotonic()
+        with pytest.raises(ExecutionTimeout, match="longer than 1.5 s"):
+            await backend.execute("import time\ntime.sleep(30)", Recorder(), timeout=1.5)
+        assert time.monotonic() - started < 2.5
+        rec = Recorder()
+        await backend.execute("kept", rec)
+    assert result(rec) == "3"
+
+
+# -- a sandbox that is gone -----------------------------------------------------------------------
+async def test_killed_between_cells_is_recreated_with_a_notice(make, srv):
+    async with make() as backend:
+        await backend.execute("kept = 1", Recorder())
+        first = backend.describe()["sandbox_id"]
+        await asyncio.to_thread(srv.kill_sandbox, first)
+        rec = Recorder()
+        outcome = await backend.execute("'kept' in globals()", rec)
+        assert backend.describe()["sandbox_id"] not in (None, first)
+    assert outcome.status == "ok" and result(rec) == "False"
+    assert isinstance(rec.events[0], Stream) and rec.events[0].name == "stderr"
+    assert f"The E2B sandbox {first} is gone" in rec.events[0].text and "state is lost" in rec.events[0].text
+
+
+async def test_on_lost_fail_reports_and_makes_nothing_until_restart(make, srv):
+    async with make(on_lost="fail") as backend:
+        first = backend.describe()["sandbox_id"]
+        await asyncio.to_thread(srv.kill_sandbox, first)
+        for _ in range(2):
+            with pytest.raises(SandboxStartError, match="on_lost='fail'"):
+                await backend.execute("1", Recorder())
+        assert len(srv.sandboxes) == len(set(srv.sandboxes) - {first})
+        await backend.restart()
+        assert (await backend.execute("1", Recorder())).status == "ok"
+
+
+async def test_killed_during_a_cell_is_sandbox_died_and_next_cell_is_fresh(make, srv):
+    async with make() as backend:
+        await backend.execute("kept = 1", Recorder())
+        first = backend.describe()["sandbox_id"]
+        asyncio.get_running_loop().call_later(1, lambda: asyncio.ensure_future(
+            asyncio.to_thread(srv.kill_sandbox, first)))
+        started = time.monotonic()
+        with pytest.raises(SandboxDied, match="state is lost"):
+            await backend.execute("import time\ntime.sleep(30)", Recorder())
+        assert time.monotonic() - started < 10
+        rec = Recorder()
+        await backend.execute("'kept' in globals()", rec)
+    assert result(rec) == "False"
+
+
+async def test_lifetime_is_renewed_while_in_use_and_an_idle_sandbox_expires(make, srv):
+    async with make(lifetime=2) as backend:
+        first = backend.describe()["sandbox_id"]
+        assert (await backend.execute("import time\ntime.sleep(3)\nkept = 1", Recorder())).status == "ok"
+        for _ in range(4):
+            await asyncio.sleep(0.7)
+            await backend.execute("kept", Recorder())
+        assert backend.describe()["sandbox_id"] == first and first in srv.sandboxes
+        await asyncio.sleep(2.5)  # idle past its lifetime: the server expires it
+        rec = Recorder()
+        await backend.execute("'kept' in globals()", rec)
+    assert result(rec) == "False" and "is gone (unused for over 2 s" in rec.text("stderr")
+
+
+# -- attach and keep_alive ------------------------------------------------------------------------
+async def test_keep_alive_then_attach_continues_the_state(make, srv):
+    async with make(keep_alive=True) as first:
+        await first.execute("kept = 'from the first kernel'", Recorder())
+        sandbox_id = first.describe()["sandbox_id"]
+    assert sandbox_id in srv.sandboxes, "keep_alive leaves the sandbox running"
+    async with make(sandbox_id=sandbox_id) as second:
+        rec = Recorder()
+        await second.execute("kept", rec)
+        assert second.describe()["sandbox_id"] == sandbox_id and second.describe()["attached"]
+    assert result(rec) == "'from the first kernel'"
+    assert sandbox_id not in srv.sandboxes, "without keep_alive, shutdown kills even an attached sandbox"
+
+
+async def test_attaching_to_a_missing_sandbox_recreates_or_fails(make):
+    async with make(sandbox_id="no-such-sandbox") as backend:
+        rec = Recorder()
+        assert (await backend.execute("1", rec)).status == "ok"
+    assert "The E2B sandbox no-such-sandbox to attach to does not exist" in rec.text("stderr")
+    with pytest.raises(SandboxStartError, match="no-such-sandbox to attach to does not exist.*on_lost"):
+        await make(sandbox_id="no-such-sandbox", on_lost="fail").start()
+
+
+# -- through the kernel, as a notebook sees it ------------------------------------------------------
+def test_kernel_banner_interrupt_timeout_and_shutdown(srv):
+    with kernel("e2b", "--SandboxKernel.cell_timeout=2") as (km, kc):
+        run(kc, "kept = 41")
+        banner = kc.kernel_info(reply=True)["content"]["banner"]
+        sandbox_id = banner.split("sandbox_id=")[1].split(",")[0]
+        assert "e2b sandbox" in banner and sandbox_id in srv.sandboxes
+        threading.Timer(1.0, km.interrupt_kernel).start()
+        reply, _ = run(kc, "while True: pass", timeout=20)
+        assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+        reply, outputs = run(kc, "import time\ntime.sleep(30)", timeout=20)
+        assert reply["ename"] == "ExecutionTimeout" and kinds(outputs) == ["error"]
+        reply, outputs = run(kc, "kept + 1")
+        assert outputs[-2]["content"]["data"]["text/plain"] == "42"
+    assert sandbox_id not in srv.sandboxes
+
+
+def test_kernel_bad_key_is_one_short_message_and_the_kernel_keeps_answering(srv):
+    with kernel("e2b", E2B_API_KEY="bad-key") as (_, kc):
+        reply, outputs = run(kc, "1 + 1")
+        assert reply["status"] == "error" and reply["ename"] == "BackendUnavailable"
+        assert "E2B_API_KEY" in reply["evalue"] and "bad-key" not in reply["evalue"]
+        [error] = [m["content"] for m in outputs if m["header"]["msg_type"] == "error"]
+        assert len(error["traceback"]) == 1
+        assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
+
+
+def test_kernel_says_when_the_sandbox_was_replaced(srv):
+    with kernel("e2b") as (_, kc):
+        run(kc, "kept = 1")
+        sandbox_id = kc.kernel_info(reply=True)["content"]["banner"].split("sandbox_id=")[1].split(",")[0]
+        srv.kill_sandbox(sandbox_id)
+        reply, outputs = run(kc, "print('kept' in globals())")
+    assert reply["status"] == "ok" and stdout(outputs) == "False\n"
+    assert "state is lost" in stdout(outputs, "stderr")
