@@ -1,0 +1,309 @@
+"""The ``docker`` backend: one hardened container per session runs ipykernel, reached over ZMQ
+``ipc`` sockets in a per-session host directory, so it works with no network at all.
+
+Secure by default, each an option: no network, a read-only root filesystem, a tmpfs ``/tmp``,
+a size-limited working directory (a tmpfs volume, the kernel's cwd), all capabilities dropped,
+no-new-privileges, a non-root uid, 256 pids, 1 GiB of memory without swap, 1 CPU, an init
+process. Only the host variables named in ``env_vars`` enter the container; the Docker socket
+is never mounted. Death (out of memory, exit, killed from outside, the engine gone) is learned
+from the engine (``POST /containers/{id}/wait`` and the container's state), not the heartbeat.
+Options and messages: docs/docker.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import posixpath
+import re
+import secrets
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.asynchronous import AsyncKernelClient
+from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
+
+from ..errors import SandboxStartError
+from ..events import Emit, Outcome, Stream
+from ..images import DEFAULT_TAG
+from ..traits import ByteSize, format_bytes
+from . import _docker_engine as engine
+from ._docker_image import BuildProgress, ensure_image
+from ._docker_spec import PIDS_HEADROOM, REAPER, container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
+from ._jupyter import KernelClientBackend
+from .base import StdinHandler
+
+def _run_blocking(fn, *args, **kwargs) -> asyncio.Future:
+    return asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kwargs))
+
+
+class DockerBackend(KernelClientBackend):
+    """A kernel in a hardened container, one per session (see the module docstring)."""
+
+    name = "docker"
+
+    image = Unicode(DEFAULT_TAG, help="Image with `python -m ipykernel_launcher`. sandbox-kernel[:TAG] images are "
+                                      "built from the packaged recipe when missing; others are never pulled.").tag(config=True)
+    network = Unicode("none", help="Docker network mode: 'none' (no network) or a network such as 'bridge' to opt in.").tag(
+        config=True)
+    read_only = Bool(True, help="Mount the container's root filesystem read-only.").tag(config=True)
+    tmp_size = ByteSize(256 * 1024**2, help="Size of the tmpfs at /tmp (counts toward memory_limit).").tag(config=True)
+    workdir = Unicode("/home/sandbox/work", help="The kernel's working directory: a tmpfs volume, the target of uploads.").tag(
+        config=True)
+    workdir_size = ByteSize(512 * 1024**2, help="Size limit of the working directory (counts toward memory_limit); "
+                                                "0: none.").tag(config=True)
+    user = Unicode("", help="Numeric uid:gid of the kernel. Default: 1000:1000 when this process runs as root, "
+                            "else this process's own uid:gid (so it can reach the kernel's sockets).").tag(config=True)
+    cap_drop = List(Unicode(), ["ALL"], help="Linux capabilities to drop.").tag(config=True)
+    no_new_privileges = Bool(True, help="Forbid gaining privileges (setuid binaries) in the container.").tag(config=True)
+    pids_limit = Integer(256, help="Most processes and threads in the container (a fork bomb stops there); 0: none.").tag(
+        config=True)
+    memory_limit = ByteSize(1024**3, help="Memory of the container, e.g. '2g'; past it the kernel is killed. 0: none.").tag(
+        config=True)
+    swap = ByteSize(0, help="Swap the container may use beyond memory_limit; 0: none.").tag(config=True)
+    cpus = Float(1.0, help="CPUs the container may use (fractions allowed); 0: no limit.").tag(config=True)
+    init = Bool(True, help="Run an init process as PID 1 (signals, zombies, fast stop).").tag(config=True)
+    env_vars = List(Unicode(), help="Names of host environment variables to pass into the container; "
+                                    "nothing else from the host environment enters it.").tag(config=True)
+    runtime = Unicode("", help="OCI runtime, e.g. 'runsc' (gVisor) if the engine has it; empty: the engine's default.").tag(
+        config=True)
+    auto_build = Bool(True, help="Build a missing or outdated sandbox-kernel[:TAG] image at the first cell.").tag(config=True)
+    build_base = Unicode("", help="Base image for automatic builds; empty: python:3.11-slim-bookworm or "
+                                  "sandbox-kernel-base:bookworm, whichever is present.").tag(config=True)
+    build_wheelhouse = Unicode("", help="Wheel directory for automatic builds; empty: "
+                                        "~/.cache/sandbox-kernel/wheelhouse.").tag(config=True)
+
+    @validate("user")
+    def _check_user(self, proposal: dict) -> str:
+        if proposal["value"] and not re.fullmatch(r"\d+(:\d+)?", proposal["value"]):
+            raise TraitError(f"user must be a numeric uid or uid:gid, not {proposal['value']!r}")
+        return proposal["value"]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._docker: Any = None
+        self._container: Any = None
+        self._volume: str | None = None
+        self._hostdir: Path | None = None
+        self._info: dict[str, Any] = {}
+        self._created = 0
+        self._ready = False
+        self._pids_file: Path | None = None
+        self._orphans: list[tuple[str, str]] = []  # ("container" | "volume", id) to remove when possible
+
+    def _uid_gid(self) -> tuple[int, int]:
+        return uid_gid(self.user)
+
+    # -- launch and stop -----------------------------------------------------------------------
+    async def _engine(self) -> Any:
+        if self._docker is None:
+            self._docker = await _run_blocking(engine.connect)
+        return self._docker
+
+    async def _ensure_image(self, emit: Emit | None) -> None:
+        """Check the image (an inspect), building it first if needed, with progress in the cell."""
+        client = await self._engine()
+        loop = asyncio.get_running_loop()
+        progress = BuildProgress(emit, self.image, loop) if emit is not None else None
+        log = progress or (lambda line: self.log.info("image build: %s", line))
+        ok = False
+        try:
+            await _run_blocking(ensure_image, client, self.image, auto_build=self.auto_build, base=self.build_base,
+                                wheelhouse=self.build_wheelhouse, progress=log)
+            ok = True
+        finally:
+            if progress is not None:
+                progress.done(ok)
+
+    def _create(self, client: Any, spec: dict[str, Any], volume_labels: dict[str, str]) -> Any:
+        with engine.engine_errors("create the sandbox's working directory volume"):
+            client.api.create_volume(self._volume, driver="local", labels=volume_labels,
+                                     driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
+        with engine.engine_errors(f"start a sandbox container from {self.image}"):
+            container = client.containers.create(**spec)
+            self._container = container
+            try:
+                container.start()
+            except engine.load_docker().errors.APIError as exc:
+                if "executable file not found" not in str(exc):
+                    raise
+                raise SandboxStartError(
+                    f"The image {self.image!r} has no `python` on its PATH, so it cannot run the kernel. Fix: use an "
+                    f"image with python and ipykernel, e.g. build the default recipe on top of yours: "
+                    f"`sandbox-kernel image build --base {self.image} --tag sandbox-kernel:custom` (needs python3 3.11), "
+                    f"then --DockerBackend.image=sandbox-kernel:custom.") from exc
+        return container
+
+    async def _launch(self) -> dict[str, Any]:
+        client = await self._engine()
+        await _run_blocking(self._remove_leftovers, client)
+        await self._ensure_image(None)
+        uid, _ = self._uid_gid()
+        self._hostdir = Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-", dir=engine.HOSTDIR_ROOT))
+        try:
+            self._info = prepare_hostdir(self._hostdir, uid)
+            labels = engine.labels(self.session, self._hostdir)
+            name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
+            self._volume = f"{name}-work"
+            spec = container_spec(self, name, self._hostdir, self._volume, labels)
+            self._created, self._ready = int(time.time()), False
+            await _run_blocking(self._create, client, spec, labels)
+        except BaseException:
+            await self._terminate()
+            raise
+        return dict(self._info)
+
+    async def start(self) -> None:
+        await super().start()
+        self._ready = True
+        self._pids_file = engine.pids_file(self._container.id) if self._container is not None else None
+        if self._hostdir is not None:
+            seal_hostdir(self._hostdir)
+
+    def _remove_leftovers(self, client: Any) -> None:
+        for kind, ident in list(self._orphans):
+            with contextlib.suppress(Exception):
+                if kind == "container":
+                    client.api.remove_container(ident, force=True)
+                else:
+                    client.api.remove_volume(ident, force=True)
+                self._orphans.remove((kind, ident))
+        removed = engine.remove_leftovers(client)
+        if removed:
+            self.log.info("removed sandboxes left by kernels that are gone: %s", ", ".join(removed))
+
+    def _remove(self, client: Any, container: Any, volume: str | None) -> None:
+        docker = engine.load_docker()
+        for kind, ident, remove in (("container", container and container.id, client.api.remove_container),
+                                    ("volume", volume, client.api.remove_volume)):
+            if ident is None:
+                continue
+            try:
+                remove(ident, force=True)
+            except docker.errors.NotFound:
+                pass
+            except Exception:  # the engine is gone: try again at the next start
+                self._orphans.append((kind, ident))
+
+    async def _terminate(self) -> None:
+        container, volume, hostdir = self._container, self._volume, self._hostdir
+        self._container = self._volume = self._hostdir = None
+        self._ready = False
+        if self._docker is not None:
+            await _run_blocking(self._remove, self._docker, container, volume)
+        engine.remove_hostdir(hostdir)
+
+    # -- death -----------------------------------------------------------------------------------
+    async def _wait_dead(self) -> str:
+        client, container_id = self._docker, self._container.id
+        loop = asyncio.get_running_loop()
+        stopped: asyncio.Future = loop.create_future()
+
+        def settle(result: BaseException | None) -> None:
+            if not stopped.done():
+                stopped.set_result(result)
+
+        def watch() -> None:
+            try:
+                engine.wait_for_exit(client, container_id)
+                result = None
+            except engine.EngineLost as exc:
+                result = exc
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(settle, result)
+
+        threading.Thread(target=watch, name=f"sandbox-kernel-wait-{container_id[:12]}", daemon=True).start()
+        lost = await stopped
+        if lost is not None:
+            await self._shutdown_kernel_by_message()
+            return "the Docker engine stopped answering (is dockerd running?)"
+        return await _run_blocking(engine.death_reason, client, container_id, memory_limit=self.memory_limit,
+                                   image=self.image, created=self._created, starting=not self._ready)
+
+    async def _shutdown_kernel_by_message(self) -> None:
+        """With the engine gone the container cannot be removed: ask the kernel itself to exit
+        (``interrupt_request`` to end a running cell, which a busy kernel needs before it
+        honours ``shutdown_request``, both on the control channel), so nothing keeps running."""
+        client = AsyncKernelClient()
+        client.load_connection_info(self._info)
+        client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
+        try:
+            for request in ("interrupt_request", "shutdown_request"):
+                client.control_channel.send(client.session.msg(request, {"restart": False}))
+                with contextlib.suppress(Exception):
+                    await client.get_control_msg(timeout=2)
+        finally:
+            client.stop_channels()
+
+    # -- running code ------------------------------------------------------------------------------
+    async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
+                      stdin: StdinHandler | None = None) -> Outcome:
+        if not self.started:  # the first cell builds a missing image and shows the progress
+            await self._ensure_image(emit)
+        outcome = None
+        try:
+            outcome = await super().execute(code, emit, timeout=timeout, stdin=stdin)
+            return outcome
+        finally:
+            await self._free_process_slots(emit, failed=outcome is None or outcome.status == "error")
+
+    def _pids_in_use(self, container: Any) -> int:
+        """Processes and threads in the container: its cgroup file (microseconds) when this host
+        has it, else the engine's one-shot stats (milliseconds). Blocking."""
+        if self._pids_file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                return int(self._pids_file.read_text())
+        return container.stats(stream=False, one_shot=True).get("pids_stats", {}).get("current", 0)
+
+    async def _free_process_slots(self, emit: Emit, failed: bool) -> None:
+        """After a cell, if the container is at its pids limit (a fork bomb's children, alive or
+        zombies the kernel never reaps), stop every process but the kernel and init and reap
+        them, so the next cell can start its threads; the state survives. Checked after every
+        cell when the cgroup file is readable, else only after failed cells."""
+        container = self._container
+        if not self.pids_limit or container is None or self._client is None or not (failed or self._pids_file):
+            return
+        try:
+            if self._pids_file is not None:
+                in_use = self._pids_in_use(container)
+            else:
+                in_use = await _run_blocking(self._pids_in_use, container)
+        except Exception:  # gone meanwhile: the death watch reports it
+            return
+        if in_use < self.pids_limit - PIDS_HEADROOM:
+            return
+        await self._call(self._client.execute(REAPER, silent=True, store_history=False))
+        emit(Stream("stderr", f"[the sandbox reached its process limit ({self.pids_limit}); its other processes "
+                              "were stopped]\n"))
+
+    # -- files -------------------------------------------------------------------------------------
+    def _sandbox_path(self, remote: str) -> str:
+        return posixpath.normpath(posixpath.join(self.workdir, remote))
+
+    async def upload(self, local: str | Path, remote: str) -> str:
+        await self.start()
+        target = self._sandbox_path(remote)
+        if posixpath.commonpath([target, self.workdir]) != self.workdir:
+            raise PermissionError(f"Uploads go into the sandbox's working directory {self.workdir} "
+                                  f"(its root filesystem is read-only), not {target}.")
+        if not Path(local).is_file():
+            raise FileNotFoundError(f"{local} is not a file")
+        await _run_blocking(engine.put_file, self._container, Path(local), self.workdir,
+                            posixpath.relpath(target, self.workdir), *self._uid_gid())
+        return target
+
+    async def download(self, remote: str, local: str | Path) -> Path:
+        await self.start()
+        return await _run_blocking(engine.get_file, self._container, self._sandbox_path(remote), Path(local))
+
+    def describe(self) -> dict[str, Any]:
+        sizes = {"memory": self.memory_limit, "swap": self.swap, "workdir": self.workdir_size, "tmp": self.tmp_size}
+        limits = {**{k: format_bytes(v) for k, v in sizes.items() if v}, "cpus": self.cpus, "pids": self.pids_limit}
+        return {**super().describe(), "sandbox_id": self._container.short_id if self._container else None,
+                "image": self.image, "network": self.network, "workdir": self.workdir,
+                "limits": {k: v for k, v in limits.items() if v}}
