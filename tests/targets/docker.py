@@ -1,0 +1,123 @@
+"""The docker backend against the real engine (``.ci/docker-setup.sh`` provides it in CI), and
+helpers of its tests: what this host holds of a sandbox owner, a Docker socket proxy that can
+be cut (the engine "gone" without stopping the real one), an event recorder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from sandbox_kernel.backends import _docker_engine as engine
+from sandbox_kernel.events import Display, Stream
+
+from . import Prepared, Target
+
+IMAGE = "sandbox-kernel:latest"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def unavailable() -> str | None:
+    try:
+        import docker
+    except ImportError:
+        return "docker-py is not installed (pip install 'sandbox-kernel[docker]')"
+    try:
+        client = docker.from_env(timeout=5)
+        client.ping()
+    except Exception as exc:  # any failure to reach the engine
+        return f"no Docker engine answers ({type(exc).__name__}); run `bash .ci/docker-setup.sh` as root"
+    try:
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        return f"the image {IMAGE} is missing; run `bash .ci/docker-setup.sh` as root"
+    finally:
+        client.close()
+    return None
+
+
+@contextlib.contextmanager
+def prepare() -> Iterator[Prepared]:
+    """Automatic image builds in tests use the CI's offline inputs when they are there."""
+    traits = {}
+    if (ROOT / "build" / "wheelhouse").is_dir():
+        traits.update(build_base="sandbox-kernel-base:bookworm", build_wheelhouse=str(ROOT / "build" / "wheelhouse"))
+    yield Prepared(traits=traits)
+
+
+TARGET = Target("docker", unavailable=unavailable, prepare=prepare)
+
+
+class Recorder:
+    """An ``emit`` that keeps the events."""
+
+    def __init__(self):
+        self.events = []
+
+    def __call__(self, event):
+        self.events.append(event)
+
+    def text(self, name="stdout"):
+        return "".join(e.text for e in self.events if isinstance(e, Stream) and e.name == name)
+
+    def result(self):
+        return next(e.data["text/plain"] for e in self.events if isinstance(e, Display) and e.execution_count)
+
+
+def held_by(client, pid: int) -> dict[str, list[str]]:
+    """The containers, volumes and host directories whose owner is process ``pid`` of this host."""
+    prefix = f"{socket.gethostname()}/{pid}/"
+    label = engine.OWNER_LABEL
+    containers = [c["Names"][0] for c in client.api.containers(all=True, filters={"label": label})
+                  if c["Labels"][label].startswith(prefix)]
+    volumes = [v["Name"] for v in client.api.volumes(filters={"label": label}).get("Volumes") or []
+               if v["Labels"][label].startswith(prefix)]
+    dirs = [str(p) for p in engine.HOSTDIR_ROOT.glob(f"{engine.HOSTDIR_PREFIX}{pid}-*")]
+    return {"containers": containers, "volumes": volumes, "hostdirs": dirs}
+
+
+NOTHING = {"containers": [], "volumes": [], "hostdirs": []}
+
+
+class SocketProxy:
+    """A unix socket at ``path`` that forwards to the engine's socket until :meth:`cut`, which
+    closes it and every connection through it: to a client, the engine is gone."""
+
+    def __init__(self, path: Path, target: str = "/var/run/docker.sock") -> None:
+        self.path, self.target = path, target
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(path))
+        self.server.listen(64)
+        self.open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.target)
+            self.open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def cut(self) -> None:
+        self.server.close()
+        os.unlink(self.path)
+        for sock in self.open:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()

@@ -1,0 +1,297 @@
+"""The docker backend against the real engine: hardening, hostile cells, death, files, leftovers.
+
+Every test leaves nothing of its sandboxes on the host (``held_by`` this process is empty
+afterwards) and, where a cell is hostile, the backend answers the next cell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sandbox_kernel.backends import _docker_engine as engine
+from sandbox_kernel.errors import SandboxDied
+from tests.conftest import prepared
+from tests.targets.docker import NOTHING, Recorder, SocketProxy, held_by
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def client():
+    prepared("docker")
+    import docker
+
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def make(client):
+    """``make(**traits)`` → an unstarted DockerBackend; after the test, all are shut down and
+    nothing of theirs is left on the host."""
+    from sandbox_kernel.backends.docker import DockerBackend
+
+    made = []
+
+    def factory(**traits):
+        made.append(DockerBackend(**{**prepared("docker").traits, **traits}))
+        return made[-1]
+
+    yield factory
+    for backend in made:
+        await backend.shutdown()
+    assert held_by(client, os.getpid()) == NOTHING
+
+
+async def run(backend, code, **kwargs):
+    rec = Recorder()
+    outcome = await backend.execute(code, rec, **kwargs)
+    return outcome, rec
+
+
+# -- hardening -------------------------------------------------------------------------------------
+async def test_container_is_hardened_as_documented(make, client):
+    async with make() as backend:
+        attrs = client.api.inspect_container(backend._container.id)
+    host = attrs["HostConfig"]
+    assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["Init"]
+    assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["PidsLimit"] == 256 and host["NanoCpus"] == 10**9
+    assert host["Memory"] == host["MemorySwap"] == 1024**3
+    assert host["Tmpfs"] == {"/tmp": "mode=1777,size=268435456"}
+    assert attrs["Config"]["User"] == "1000:1000"
+    assert all("docker.sock" not in (m.get("Source") or "") for m in attrs["Mounts"])
+    labels = attrs["Config"]["Labels"]
+    assert labels[engine.OWNER_LABEL] == engine.owner() and labels[engine.SESSION_LABEL] == "default"
+    assert abs(int(labels[engine.CREATED_LABEL]) - time.time()) < 120
+
+
+async def test_nothing_inside_is_privileged(make):
+    code = """
+import os
+status = dict(line.split(':', 1) for line in open('/proc/self/status'))
+print(os.getuid(), os.getgid(), status['CapEff'].strip(), status['CapBnd'].strip(), status['NoNewPrivs'].strip())
+print(sorted(os.listdir('/sys/class/net')), os.path.exists('/var/run/docker.sock'), os.getcwd())
+"""
+    async with make() as backend:
+        _, rec = await run(backend, code)
+    ids, net = rec.text().splitlines()
+    assert ids == "1000 1000 0000000000000000 0000000000000000 1"
+    assert net == "['lo'] False /home/sandbox/work"
+
+
+async def test_network_connect_and_dns_fail(make):
+    code = """
+import socket
+for target in [('1.1.1.1', 53), ('10.0.0.1', 80)]:
+    try:
+        socket.create_connection(target, timeout=3)
+        print('connected')
+    except OSError as exc:
+        print(type(exc).__name__)
+try:
+    socket.getaddrinfo('pypi.org', 443)
+    print('resolved')
+except socket.gaierror:
+    print('gaierror')
+"""
+    async with make() as backend:
+        outcome, rec = await run(backend, code)
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+    assert outcome.status == "ok" and "connected" not in rec.text() and "resolved" not in rec.text()
+    assert rec.text().splitlines()[-1] == "gaierror"
+
+
+async def test_network_option_opts_in(make):
+    async with make(network="bridge") as backend:
+        _, rec = await run(backend, "import os\nprint(sorted(os.listdir('/sys/class/net')))")
+    assert rec.text().strip() == "['eth0', 'lo']"
+
+
+async def test_root_is_read_only_tmp_and_workdir_are_writable(make):
+    code = """
+import errno
+for path in ['/probe', '/etc/probe', '/opt/probe', '/opt/venv/probe', '/home/sandbox/probe']:
+    try:
+        open(path, 'w').write('x')
+        print(path, 'written')
+    except OSError as exc:
+        print(path, errno.errorcode[exc.errno])
+open('/tmp/t', 'w').write('ok'); open('w', 'w').write('ok'); print('tmp and workdir ok')
+"""
+    async with make() as backend:
+        _, rec = await run(backend, code)
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+    lines = rec.text().splitlines()
+    assert all(line.split()[1] in ("EROFS", "EACCES") for line in lines[:-1]), lines
+    assert lines[-1] == "tmp and workdir ok"
+    assert not any(os.path.exists(p) for p in ("/probe", "/etc/probe", "/opt/probe"))  # the host's
+
+
+async def test_workdir_has_a_size_limit(make):
+    async with make(workdir_size="8m") as backend:
+        outcome, _ = await run(backend, "open('big', 'wb').write(b'x' * 16 * 1024**2)")
+        assert outcome.status == "error" and "No space left" in outcome.error.evalue
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+
+
+# -- hostile cells -----------------------------------------------------------------------------------
+async def test_fork_bomb_stops_at_the_pids_limit_and_the_kernel_survives(make):
+    code = """
+import os, time
+forked = failed = 0
+for _ in range(2000):
+    try:
+        if os.fork() == 0:
+            time.sleep(600)  # each child holds its pid
+            os._exit(0)
+        forked += 1
+    except BlockingIOError:
+        failed += 1
+print(forked < 256, failed > 0)
+"""
+    async with make() as backend:
+        await run(backend, "kept = 'yes'")
+        outcome, rec = await run(backend, code)
+        _, after = await run(backend, "kept")
+    assert outcome.status == "ok" and rec.text() == "True True\n"
+    assert "reached its process limit (256); its other processes were stopped" in rec.text("stderr")
+    assert after.result() == "'yes'"
+
+
+async def test_classic_fork_bomb_is_contained(make):
+    """Every copy forks again: the pids limit holds, then memory runs out (each copy is a kernel)."""
+    async with make() as backend:
+        try:
+            outcome, rec = await run(backend, "import os\nwhile True: os.fork()", timeout=60)
+        except SandboxDied as exc:
+            assert "ran out of memory" in str(exc)
+        else:
+            assert outcome.status == "error" and "process limit" in rec.text("stderr")
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+
+
+async def test_memory_bomb_is_reported_as_out_of_memory(make, client):
+    async with make(memory_limit="256m") as backend:
+        await run(backend, "kept = 1")
+        old = backend._container.id
+        started = time.monotonic()
+        with pytest.raises(SandboxDied, match=r"it ran out of memory \(limit 256 MiB\)\. Its state is lost"):
+            await run(backend, "hog = []\nwhile True: hog.append(bytearray(16 * 1024**2))")
+        elapsed = time.monotonic() - started
+        _, rec = await run(backend, "'kept' in globals()")
+        assert rec.result() == "False"
+        assert not client.api.containers(all=True, filters={"id": old})
+    assert elapsed < 10, f"OOM noticed after {elapsed:.1f} s"
+
+
+async def test_os_exit_says_the_exit_code(make):
+    async with make() as backend:
+        with pytest.raises(SandboxDied, match="its kernel exited with code 7"):
+            await run(backend, "import os\nos._exit(7)")
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+
+
+@pytest.mark.parametrize("how, reason", [
+    ("kill", r"stopped from outside the notebook \(SIGKILL: docker kill"),
+    ("remove", "stopped from outside the notebook|removed from outside the notebook"),
+])
+async def test_container_stopped_from_outside(make, client, how, reason):
+    async with make() as backend:
+        await run(backend, "kept = 1")
+        running = asyncio.ensure_future(run(backend, "import time\nwhile True: time.sleep(0.1)"))
+        await asyncio.sleep(1)
+        started = time.monotonic()
+        if how == "kill":
+            client.api.kill(backend._container.id)
+        else:
+            client.api.remove_container(backend._container.id, force=True)
+        with pytest.raises(SandboxDied, match=reason):
+            await running
+        assert time.monotonic() - started < 5
+        assert (await run(backend, "'kept' in globals()"))[1].result() == "False"
+
+
+async def test_engine_gone_ends_the_cell_and_the_kernel(make, client, tmp_path, monkeypatch):
+    proxy_path = tmp_path / "docker.sock"
+    proxy = SocketProxy(proxy_path)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{proxy_path}")
+    backend = make()
+    await backend.start()
+    container = backend._container.id
+    running = asyncio.ensure_future(run(backend, "import time\nwhile True: time.sleep(0.1)"))
+    await asyncio.sleep(1)
+    started = time.monotonic()
+    proxy.cut()
+    with pytest.raises(SandboxDied, match="the Docker engine stopped answering"):
+        await running
+    assert time.monotonic() - started < 8
+    for _ in range(50):  # the kernel was told to exit, so the container stops by itself
+        if client.api.inspect_container(container)["State"]["Status"] == "exited":
+            break
+        await asyncio.sleep(0.1)
+    assert client.api.inspect_container(container)["State"]["Status"] == "exited"
+    SocketProxy(proxy_path)  # the engine is back: the next cell gets a fresh sandbox, the old one goes
+    assert (await run(backend, "1 + 1"))[1].result() == "2"
+    assert not client.api.containers(all=True, filters={"id": container})
+
+
+# -- lifecycle ---------------------------------------------------------------------------------------
+async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, client):
+    backend = make()
+    await backend.start()
+    first = backend._container.id
+    hostdir = backend._hostdir
+    assert (hostdir.stat().st_uid, hostdir.stat().st_mode & 0o777) == (0, 0o755)  # sealed once ready
+    outcome, _ = await run(backend, "open('/kernel/extra', 'w')")
+    assert outcome.error.ename == "PermissionError"
+    await backend.restart()
+    assert backend._container.id != first and not client.api.containers(all=True, filters={"id": first})
+    assert not hostdir.exists()
+    await backend.shutdown()
+    assert held_by(client, os.getpid()) == NOTHING
+
+
+def test_leftovers_of_a_killed_owner_are_removed_at_next_start_and_by_gc(client):
+    script = ("import asyncio, sys\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
+              "async def main():\n    await DockerBackend(session='orphan').start()\n"
+              "    print('up', flush=True)\n    await asyncio.sleep(600)\nasyncio.run(main())")
+    for cleaner in ("start", "gc"):
+        owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        assert owner.stdout.readline() == "up\n"
+        owner.kill()
+        owner.wait()
+        assert held_by(client, owner.pid)["containers"]
+        if cleaner == "start":
+            subprocess.run([sys.executable, "-c", "import asyncio\nfrom sandbox_kernel.backends.docker import "
+                            "DockerBackend\nasync def main():\n    async with DockerBackend(): pass\n"
+                            "asyncio.run(main())"], check=True)
+        else:
+            gc = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc"], capture_output=True, text=True)
+            assert gc.returncode == 0 and "sandbox-kernel-orphan-" in gc.stdout
+        assert held_by(client, owner.pid) == NOTHING
+
+
+# -- files -------------------------------------------------------------------------------------------
+async def test_upload_and_download_through_the_archive_api(make, tmp_path):
+    (tmp_path / "in.bin").write_bytes(bytes(range(256)) * 100)
+    async with make() as backend:
+        assert await backend.upload(tmp_path / "in.bin", "data/in.bin") == "/home/sandbox/work/data/in.bin"
+        _, rec = await run(backend, "import os\nb = open('data/in.bin', 'rb').read()\n"
+                                    "print(len(b), os.stat('data/in.bin').st_uid)\nopen('out.bin', 'wb').write(b[::-1])")
+        assert rec.text() == "25600 1000\n"
+        out = await backend.download("out.bin", tmp_path / "out.bin")
+        assert out.read_bytes() == (bytes(range(256)) * 100)[::-1]
+        with pytest.raises(FileNotFoundError):
+            await backend.download("missing.txt", tmp_path / "x")
+        with pytest.raises(PermissionError, match="working directory"):
+            await backend.upload(tmp_path / "in.bin", "/etc/in.bin")
+        with pytest.raises(FileNotFoundError):
+            await backend.upload(tmp_path / "nope", "nope")

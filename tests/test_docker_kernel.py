@@ -1,0 +1,131 @@
+"""The ``sandbox-docker`` kernel, started from its kernelspec as a notebook starts it: hostile
+cells against the real engine. After each, the kernel answers the next cell, and once it is shut
+down nothing of its sandboxes is left on the host."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.conftest import prepared
+from tests.kernels import kernel, kinds, run, stdout
+from tests.targets.docker import NOTHING, held_by
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def client():
+    prepared("docker")
+    import docker
+
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def docker_kernel(client):
+    """One sandbox-docker kernel for the tests that leave it usable; checked clean at the end."""
+    with kernel("docker", CANARY_SECRET="do-not-leak") as (km, kc):
+        yield km, kc
+        pid = km.provisioner.pid
+    assert held_by(client, pid) == NOTHING
+
+
+def result(outputs: list[dict]) -> str:
+    return next(m["content"]["data"]["text/plain"] for m in outputs if m["header"]["msg_type"] == "execute_result")
+
+
+def test_banner_and_state(docker_kernel):
+    _, kc = docker_kernel
+    assert "docker sandbox" in kc.kernel_info(reply=True)["content"]["banner"]
+    run(kc, "answer = 41")
+    assert result(run(kc, "answer + 1")[1]) == "42"
+
+
+def test_host_environment_stays_out(docker_kernel):
+    _, kc = docker_kernel
+    _, outputs = run(kc, "import os\nprint(os.environ.get('CANARY_SECRET'), 'CANARY' in str(dict(os.environ)))")
+    assert stdout(outputs) == "None False\n"
+
+
+def test_env_vars_option_forwards_only_named_variables(client):
+    with kernel("docker", "--DockerBackend.env_vars=FORWARDED", FORWARDED="yes", OTHER="no") as (km, kc):
+        _, outputs = run(kc, "import os\nprint(os.environ.get('FORWARDED'), os.environ.get('OTHER'))")
+        pid = km.provisioner.pid
+    assert stdout(outputs) == "yes None\n"
+    assert held_by(client, pid) == NOTHING
+
+
+def test_interrupt_button_stops_an_endless_loop_and_state_survives(docker_kernel):
+    km, kc = docker_kernel
+    run(kc, "survivor = 'alive'")
+    timer = threading.Timer(1.5, km.interrupt_kernel)
+    timer.start()
+    started = time.monotonic()
+    reply, _ = run(kc, "while True: pass", timeout=30)
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+    assert time.monotonic() - started < 3.5  # 1.5 s before the interrupt + under 2 s to stop
+    assert result(run(kc, "survivor")[1]) == "'alive'"
+
+
+def test_cell_timeout_interrupts_and_keeps_state():
+    with kernel("docker", "--SandboxKernel.cell_timeout=1") as (_, kc):
+        run(kc, "kept = 5")
+        reply, outputs = run(kc, "import time\ntime.sleep(30)", timeout=30)
+        assert reply["status"] == "error" and reply["ename"] == "ExecutionTimeout"
+        assert kinds(outputs) == ["error"]
+        assert result(run(kc, "kept")[1]) == "5"
+
+
+def test_100_mb_of_output_is_cut_and_the_wrapper_stays_small(docker_kernel):
+    km, kc = docker_kernel
+    status = f"/proc/{km.provisioner.pid}/status"
+    code = "import sys\nchunk = 'x' * 1023 + '\\n'\nfor _ in range(100 * 1024): sys.stdout.write(chunk)"
+    reply, outputs = run(kc, code, timeout=180)
+    peak = int(next(line for line in open(status) if line.startswith("VmHWM")).split()[1]) * 1024
+    assert reply["status"] == "ok"
+    assert len(stdout(outputs).encode()) <= 10 * 1024**2
+    assert "output limit of 10 MiB reached" in stdout(outputs, "stderr")
+    assert "90 MiB of output dropped" in stdout(outputs, "stderr")
+    assert peak < 200 * 1024**2, f"the wrapper kernel peaked at {peak / 1024**2:.0f} MiB"
+    assert result(run(kc, "1 + 1")[1]) == "2"
+
+
+def test_invalid_utf8_on_stdout(docker_kernel):
+    _, kc = docker_kernel
+    code = ("import os, sys\nos.write(1, b'raw \\xff\\xfe bytes\\n')\nsys.stdout.flush()\n"
+            "print('lone \\udcff surrogate')\nprint('after')")
+    reply, outputs = run(kc, code)
+    text = stdout(outputs) + stdout(outputs, "stderr")
+    assert "after" in text
+    assert result(run(kc, "1 + 1")[1]) == "2"
+
+
+def test_memory_bomb_is_one_message_and_the_next_cell_is_fresh(client):
+    with kernel("docker", "--DockerBackend.memory_limit=256m") as (km, kc):
+        run(kc, "kept = 1")
+        started = time.monotonic()
+        reply, outputs = run(kc, "hog = []\nwhile True: hog.append(bytearray(16 * 1024**2))", timeout=60)
+        elapsed = time.monotonic() - started
+        assert reply["status"] == "error" and reply["ename"] == "SandboxDied"
+        assert "it ran out of memory (limit 256 MiB). Its state is lost" in reply["evalue"]
+        assert kinds(outputs) == ["error"]
+        assert result(run(kc, "'kept' in globals()")[1]) == "False"
+        pid = km.provisioner.pid
+    assert elapsed < 10
+    assert held_by(client, pid) == NOTHING
+
+
+def test_missing_engine_is_one_short_message_and_the_kernel_keeps_answering():
+    with kernel("docker", DOCKER_HOST="unix:///tmp/no-docker-engine-here.sock") as (_, kc):
+        reply, outputs = run(kc, "1 + 1")
+        assert reply["status"] == "error" and reply["ename"] == "BackendUnavailable"
+        assert "The Docker engine is not answering at unix:///tmp/no-docker-engine-here.sock" in reply["evalue"]
+        assert "Fix: start the Docker engine" in reply["evalue"]
+        [error] = [m["content"] for m in outputs if m["header"]["msg_type"] == "error"]
+        assert len(error["traceback"]) == 1
+        assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
