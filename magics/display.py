@@ -16,6 +16,7 @@ event                          shown with
 ``ClearOutput``                ``IPython.display.clear_output``
 ``Error``                      raised at the end as :class:`SandboxCellError`, whose
                                ``_render_traceback_`` gives the sandbox's traceback
+``Comm`` (ipywidgets)          not forwarded yet: one note on stderr per cell
 =============================  ==============================================================
 """
 
@@ -27,8 +28,11 @@ from typing import Any
 from IPython import get_ipython
 from IPython.display import clear_output, publish_display_data
 
-from sandbox_kernel.events import ClearOutput, Display, Error, Event, Outcome, Stream
+from sandbox_kernel.events import ClearOutput, Comm, Display, Error, Event, Outcome, Stream
 from sandbox_kernel.outputs import error_event
+
+COMMS_NOTE = ("[ipywidgets and other comms inside %%sandbox are not supported yet: widgets will not work; "
+              "use the sandbox kernel (sandbox-kernel install) for them]\n")
 
 
 def show(event: Event) -> None:
@@ -106,12 +110,17 @@ class CellOutputs:
     def __init__(self) -> None:
         self.result: SandboxResult | None = None
         self.errors: list[Error] = []
+        self._told_comms = False
 
     def take(self, event: Event) -> None:
         if isinstance(event, Display) and event.execution_count is not None and not event.update:
             self.result = SandboxResult(event.data, event.metadata)
         elif isinstance(event, Error):
             self.errors.append(event)
+        elif isinstance(event, Comm):
+            if not self._told_comms:
+                self._told_comms = True
+                show(Stream("stderr", COMMS_NOTE))
         else:
             show(event)
 

@@ -75,6 +75,9 @@ class SandboxMagics(Magics):
             raise usage(str(exc).rstrip("."), CELL_USAGE if cell is not None else LINE_USAGE) from None
         except SandboxError as exc:
             raise infrastructure_error(exc) from None
+        except KeyboardInterrupt:  # while starting, restarting, stopping or copying
+            raise cell_error(Error("KeyboardInterrupt", "interrupted; if a session misbehaves now, "
+                                                        "%sandbox restart it")) from None
 
     # -- %%sandbox ---------------------------------------------------------------------------
     def _cell(self, line: str, cell: str) -> SandboxResult | None:
@@ -91,15 +94,13 @@ class SandboxMagics(Magics):
                 raise usage(f"session {name!r} runs the {session.backend.name} backend; to use {backend_name}, "
                             f"stop it first (%sandbox stop {name}) or choose another --name", CELL_USAGE)
             if options:
+                backend_traits(type(session.backend), list(options))  # a typo is still an error
                 print(f"Note: backend options apply when a session is made; session {name!r} exists, so "
                       f"{' '.join(options)} is ignored (%sandbox stop {name} first to change them).", file=sys.stderr)
             return session
         backend = self._make_backend(name, backend_name or self.default_backend, list(options))
         try:
             wait(self.registry.loop, backend.start())
-        except KeyboardInterrupt:
-            self.registry.loop.submit(backend.shutdown())
-            raise cell_error(Error("KeyboardInterrupt", "interrupted while the sandbox was starting")) from None
         except BaseException:
             self.registry.loop.submit(backend.shutdown())
             raise
@@ -191,6 +192,8 @@ class SandboxMagics(Magics):
         paths = self._positional("download", rest, 1, 2)
         session = self._existing(found.get("name", "default"))
         local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
+        if not local.parent.is_dir():
+            raise usage(f"no such directory on the host: {local.parent}", LINE_USAGE)
         try:
             wait(self.registry.loop, session.backend.download(paths[0], local))
         except FileNotFoundError:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from IPython.core.error import UsageError
-from traitlets import Container, TraitError
+from traitlets import Container, Dict, TraitError
 
 from sandbox_kernel.backends.base import Backend
 
@@ -121,7 +121,7 @@ def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
 def _convert(trait: Any, name: str, values: list[str]) -> Any:
     flag = f"--{name.replace('_', '-')}"
     try:
-        if isinstance(trait, Container):
+        if isinstance(trait, (Container, Dict)):  # repeated: --env-vars A --env-vars B
             return trait.from_string_list(values)
         if len(values) > 1:
             raise usage(f"{flag} is given more than once", CELL_USAGE)

@@ -89,13 +89,18 @@ def wait(loop: LoopThread, coro: Coroutine[Any, Any, Any], *, inbox: queue.Queue
 
 
 def _answer(request: _InputRequest) -> None:
-    """Ask the host's user (the host kernel patches ``builtins.input`` and ``getpass``)."""
+    """Ask the host's user (the host kernel patches ``builtins.input`` and ``getpass``).
+
+    A Ctrl-C at the prompt cancels the request, so no answer is sent: the interrupt that
+    follows ends the sandbox's ``input()`` with KeyboardInterrupt, as in a plain kernel.
+    """
     try:
         value = getpass.getpass(request.prompt) if request.password else builtins.input(request.prompt)
-    except BaseException as exc:  # noqa: BLE001 - the sandbox's prompt ends; a Ctrl-C goes on below
-        request.answer.set_exception(exc if isinstance(exc, Exception) else EOFError())
-        if isinstance(exc, KeyboardInterrupt):
-            raise
+    except KeyboardInterrupt:
+        request.answer.cancel()
+        raise
+    except Exception as exc:  # noqa: BLE001 - e.g. EOFError: the sandbox's input() ends with EOF
+        request.answer.set_exception(exc)
         return
     request.answer.set_result(value)
 
