@@ -264,6 +264,23 @@ def _outside_signals(client: Any, container_id: str, since: int) -> list[str]:
     return [event.get("Actor", {}).get("Attributes", {}).get("signal", "?") for event in events]
 
 
+def _extend_hint(image: str) -> str:
+    return (f"or build the default recipe on top of it: `sandbox-kernel image build --base {image} --tag "
+            "sandbox-kernel:custom` (needs python3 3.11 with venv), then --DockerBackend.image=sandbox-kernel:custom")
+
+
+def no_ipykernel(image: str) -> str:
+    """The reason and fix for an image whose python lacks ipykernel."""
+    return f"the image {image!r} has no ipykernel. Fix: add it (`RUN pip install ipykernel` in its Dockerfile), " + \
+        _extend_hint(image)
+
+
+def no_python(image: str) -> str:
+    """The reason and fix for an image without ``python`` on its PATH."""
+    return f"the image {image!r} has no `python` on its PATH, so it cannot run the kernel. Fix: use an image with " \
+        "python and ipykernel, " + _extend_hint(image)
+
+
 def death_reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int,
                  starting: bool) -> str:
     """Why the stopped container stopped, as a phrase for :class:`SandboxDied`, from its state
@@ -286,10 +303,9 @@ def death_reason(client: Any, container_id: str, *, memory_limit: int, image: st
         if starting:
             log = client.api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
             if re.search(r"No module named '?ipykernel", log):
-                return (f"the image {image!r} has no ipykernel. Fix: add it (`RUN pip install ipykernel` in its "
-                        f"Dockerfile), or build the default recipe on top of it: `sandbox-kernel image build --base "
-                        f"{image} --tag sandbox-kernel:custom` (needs python3 3.11 with venv), then "
-                        f"--DockerBackend.image=sandbox-kernel:custom")
+                return no_ipykernel(image)
+            if code == 127 or "exec python failed" in log:
+                return no_python(image)
             if log:
                 return f"its kernel exited with code {code}: {log.splitlines()[-1]}"
         if code > 128 and code - 128 in signal.Signals._value2member_map_:

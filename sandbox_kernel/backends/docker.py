@@ -132,11 +132,7 @@ class DockerBackend(KernelClientBackend):
             except engine.load_docker().errors.APIError as exc:
                 if "executable file not found" not in str(exc):
                     raise
-                raise SandboxStartError(
-                    f"The image {self.image!r} has no `python` on its PATH, so it cannot run the kernel. Fix: use an "
-                    f"image with python and ipykernel, e.g. build the default recipe on top of yours: "
-                    f"`sandbox-kernel image build --base {self.image} --tag sandbox-kernel:custom` (needs python3 3.11), "
-                    f"then --DockerBackend.image=sandbox-kernel:custom.") from exc
+                raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self.image)}.") from exc
         return container
 
     async def _launch(self) -> dict[str, Any]:
