@@ -9,13 +9,19 @@ frontend starts it:
   20MB out   seconds to stream 20 MB of stdout through the kernel
 Ratios are against the first kernel (the plain ipykernel baseline), measured in the same
 process: these machines are noisy, so compare ratios rather than absolutes.
+With sandbox-docker among the kernels, benchmarks/docker_run.py adds its per-snippet comparison
+with `docker run --rm`, the interrupt latency and the out-of-memory report time; `--output FILE`
+writes the tables as Markdown (benchmarks/RESULTS_docker.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from jupyter_client.manager import start_new_kernel
 
@@ -69,7 +75,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--starts", type=int, default=5)
-    parser.add_argument("--kernels", default="python3,sandbox-local")
+    parser.add_argument("--kernels", default="python3,sandbox-local,sandbox-docker")
+    parser.add_argument("--output", type=Path, help="also write the tables to this Markdown file")
     args = parser.parse_args()
     rows = []
     for name in args.kernels.split(","):
@@ -77,12 +84,21 @@ def main() -> None:
         p50, p95, bulk = warm_and_bulk(name, args.rounds)
         rows.append((name, start, p50, p95, bulk))
     base = rows[0]
-    print(f"| kernel | start→first result (s) | warm 1+1 p50 (ms) | p95 (ms) | 20 MB stdout (s) | "
-          f"ratio vs {base[0]}: start / p50 / 20 MB |")
-    print("|---|---|---|---|---|---|")
+    lines = [f"| kernel | start→first result (s) | warm 1+1 p50 (ms) | p95 (ms) | 20 MB stdout (s) | "
+             f"ratio vs {base[0]}: start / p50 / 20 MB |", "|---|---|---|---|---|---|"]
     for name, start, p50, p95, bulk in rows:
-        print(f"| {name} | {start:.2f} | {p50:.2f} | {p95:.2f} | {bulk:.2f} | "
-              f"{start / base[1]:.2f} / {p50 / base[2]:.2f} / {bulk / base[4]:.2f} |")
+        lines.append(f"| {name} | {start:.2f} | {p50:.2f} | {p95:.2f} | {bulk:.2f} | "
+                     f"{start / base[1]:.2f} / {p50 / base[2]:.2f} / {bulk / base[4]:.2f} |")
+    if "sandbox-docker" in args.kernels.split(","):
+        sys.path.insert(0, str(Path(__file__).parent))
+        import docker_run
+
+        lines += ["", *docker_run.report()]
+    print("\n".join(lines))
+    if args.output:
+        machine = f"{platform.node()}: {platform.platform()}, Python {platform.python_version()}"
+        args.output.write_text(f"<!-- benchmarks/run.py --kernels {args.kernels} --rounds {args.rounds} "
+                               f"--starts {args.starts}; {machine} -->\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

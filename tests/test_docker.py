@@ -192,10 +192,12 @@ async def test_memory_bomb_is_reported_as_out_of_memory(make, client):
     assert elapsed < 10, f"OOM noticed after {elapsed:.1f} s"
 
 
-async def test_os_exit_says_the_exit_code(make):
+async def test_os_exit_and_signals_say_how_the_kernel_ended(make):
     async with make() as backend:
         with pytest.raises(SandboxDied, match="its kernel exited with code 7"):
             await run(backend, "import os\nos._exit(7)")
+        with pytest.raises(SandboxDied, match="its kernel was killed by SIGKILL"):
+            await run(backend, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
         assert (await run(backend, "1 + 1"))[1].result() == "2"
 
 
