@@ -12,7 +12,6 @@ import asyncio
 import base64
 import json
 import logging
-import os
 import subprocess
 import sys
 import threading

@@ -123,6 +123,8 @@ class E2BBackend(Backend):
                         await sandbox.kill()
                 raise
             self._sandbox, self._renewed = sandbox, time.monotonic()
+            self.log.info("e2b: %s sandbox %s at %s", "attached to" if self._attached else "created",
+                          sandbox.sandbox_id, self._connection.service)
 
     async def _attach(self, cls: Any, options: dict[str, Any]) -> Any:
         """Connect to ``sandbox_id``; None when it is gone and ``on_lost`` is 'recreate'."""
@@ -204,9 +206,11 @@ class E2BBackend(Backend):
 
     async def _renew(self) -> None:
         """Extend the sandbox's lifetime to ``lifetime`` seconds from now (``set_timeout``)."""
-        with self._boundary():
-            await self._sandbox.set_timeout(self.lifetime)
-        self._renewed = time.monotonic()
+        sandbox = self._sandbox
+        if sandbox is not None:  # None: shut down meanwhile
+            with self._boundary():
+                await sandbox.set_timeout(self.lifetime)
+            self._renewed = time.monotonic()
 
     async def _renew_while_running(self) -> None:
         """Keep a long cell's sandbox alive: renew every ``lifetime / 2`` seconds."""
