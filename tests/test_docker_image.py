@@ -128,7 +128,7 @@ async def test_missing_docker_py_is_one_message_with_the_fix(make, monkeypatch):
         await backend.start()
 
 
-def test_image_command_line():
+def test_image_command_line(client):
     cli = [sys.executable, "-m", "sandbox_kernel"]
     current = subprocess.run([*cli, "image", "build", "--if-needed"], capture_output=True, text=True)
     assert current.returncode == 0 and "sandbox-kernel:latest is up to date" in current.stdout

@@ -138,7 +138,7 @@ class DockerBackend(KernelClientBackend):
     async def _launch(self) -> dict[str, Any]:
         client = await self._engine()
         await _run_blocking(self._remove_leftovers, client)
-        await self._ensure_image(None)
+        await self._ensure_image(self._progress_handler)  # a build at start shows where the front door says
         uid, _ = self._uid_gid()
         self._hostdir = Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-", dir=engine.HOSTDIR_ROOT))
         try:
@@ -155,6 +155,8 @@ class DockerBackend(KernelClientBackend):
         return dict(self._info)
 
     async def start(self) -> None:
+        if self.started:  # called before every cell
+            return
         await super().start()
         self._ready = True
         self._pids_file = engine.pids_file(self._container.id) if self._container is not None else None
@@ -296,6 +298,20 @@ class DockerBackend(KernelClientBackend):
     async def download(self, remote: str, local: str | Path) -> Path:
         await self.start()
         return await _run_blocking(engine.get_file, self._container, self._sandbox_path(remote), Path(local))
+
+    async def usage(self) -> dict[str, int] | None:
+        """Memory the container uses, as ``docker stats`` counts it: the engine's one-shot stats
+        (``GET /containers/{id}/stats``), less the inactive file cache."""
+        container = self._container
+        if container is None:
+            return None
+        try:
+            memory = (await _run_blocking(container.stats, stream=False, one_shot=True)).get("memory_stats", {})
+        except Exception:  # gone meanwhile, or the engine is: no figure
+            return None
+        if "usage" not in memory:
+            return None
+        return {"memory_bytes": memory["usage"] - memory.get("stats", {}).get("inactive_file", 0)}
 
     def describe(self) -> dict[str, Any]:
         sizes = {"memory": self.memory_limit, "swap": self.swap, "workdir": self.workdir_size, "tmp": self.tmp_size}

@@ -185,7 +185,8 @@ def build_image(
         progress: Called with each build log line (without the newline) as the engine sends it.
 
     Returns:
-        The image id (``sha256:...``).
+        The image id (``sha256:...``). The image ``tag`` named before, if any, is removed when
+        no container or other tag uses it.
 
     Raises:
         ImageBuildError: The wheels could not be downloaded, or the engine refused or failed
@@ -197,6 +198,10 @@ def build_image(
         base_is_local = bool(client.images.get(base))
     except docker.errors.ImageNotFound:
         base_is_local = False  # the engine will try to pull it
+    try:
+        previous = client.api.inspect_image(tag)["Id"]
+    except docker.errors.ImageNotFound:
+        previous = None
     with tempfile.TemporaryDirectory() as scratch:
         wheels = download_wheelhouse(wheelhouse or Path(scratch), requirements)
         context = _build_context(wheels, requirements)
@@ -218,7 +223,13 @@ def build_image(
             hint = (f" (the base image {base!r} is not present locally; without a registry, make"
                     " it with sandbox_kernel/images/make-base-image.sh)")
         raise ImageBuildError(f"building {tag} from {base} failed: {error}{hint}", tail)
-    return client.api.inspect_image(tag)["Id"]
+    image_id = client.api.inspect_image(tag)["Id"]
+    if previous not in (None, image_id):  # a rebuild: drop the replaced image unless still in use
+        try:
+            client.api.remove_image(previous)
+        except docker.errors.APIError:
+            pass
+    return image_id
 
 
 def _follow(chunks: Iterable[dict], tail: collections.deque[str],

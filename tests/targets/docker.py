@@ -46,6 +46,12 @@ def prepare() -> Iterator[Prepared]:
     if (ROOT / "build" / "wheelhouse").is_dir():
         traits.update(build_base="sandbox-kernel-base:bookworm", build_wheelhouse=str(ROOT / "build" / "wheelhouse"))
     yield Prepared(traits=traits)
+    try:  # sandboxes of kernels the tests killed (e.g. shutdown_kernel(now=True)) go with the session
+        import docker
+
+        engine.remove_leftovers(docker.from_env(timeout=10))
+    except Exception:
+        pass
 
 
 TARGET = Target("docker", unavailable=unavailable, prepare=prepare)
