@@ -98,6 +98,7 @@ class SandboxKernel(Kernel):
             except (TraitError, ValueError) as exc:
                 raise ConfigError(f"Bad option for the {self.backend} backend: {exc}") from exc
             self.sandbox.set_comm_handler(self._publish_comm)
+            self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
         await self.sandbox.start()
         return self.sandbox
 

@@ -145,6 +145,15 @@ class Backend(LoggingConfigurable):
         """
         raise NotSupported(self.name, "file download")
 
+    # -- progress of the sandbox's own set-up ------------------------------------------------
+    _progress_handler: Emit | None = None
+
+    def set_progress_handler(self, handler: Emit | None) -> None:
+        """Receive the events a backend reports while it prepares a sandbox outside
+        :meth:`execute` (the docker backend's image build during :meth:`start`), so the front
+        door shows them in the cell that caused the start. None: they are only logged."""
+        self._progress_handler = handler
+
     # -- comms (ipywidgets) ----------------------------------------------------------------
     supports_comms = False
     """True when :meth:`send_comm` works and comm traffic is reported to the comm handler."""
@@ -167,3 +176,8 @@ class Backend(LoggingConfigurable):
         """A short description for banners and ``%sandbox status``: ``{"backend", "sandbox_id",
         "limits", ...}``; values are JSON-able and never hold secrets."""
         return {"backend": self.name, "session": self.session}
+
+    async def usage(self) -> dict[str, int] | None:
+        """The sandbox's current resource use, for ``%sandbox status``: ``{"memory_bytes": n}``;
+        None when the backend cannot tell or the sandbox is not running."""
+        return None

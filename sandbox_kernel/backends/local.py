@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import sys
@@ -148,6 +149,16 @@ class LocalBackend(KernelClientBackend):
         await self.start()
         shutil.copyfile(self._sandbox_path(remote), local)
         return Path(local)
+
+    async def usage(self) -> dict[str, int] | None:
+        """The kernel process's resident memory (``VmRSS`` in ``/proc/PID/status``; Linux)."""
+        proc = self._proc
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text() if proc is not None else ""
+        except OSError:
+            return None
+        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+        return {"memory_bytes": int(match.group(1)) * 1024} if match else None
 
     def describe(self) -> dict[str, Any]:
         limits = {"memory": self.memory_limit and format_bytes(self.memory_limit),
