@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections import OrderedDict
 from typing import Any
 
 import zmq
@@ -19,10 +20,10 @@ from traitlets import Bool, Float, TraitError, Unicode
 
 from . import __version__
 from .backends import get_backend_class
-from .backends.base import Backend
+from .backends.base import Backend, request_msg_id
 from .errors import ConfigError, SandboxError
-from .events import Comm, Event, Stream
-from .outputs import OutputBudget, error_event, to_iopub
+from .events import Comm, Display, Event, Stream
+from .outputs import WIDGET_VIEW, OutputBudget, error_event, to_iopub, without_widget_view
 from .traits import ByteSize
 
 
@@ -60,6 +61,8 @@ class SandboxKernel(Kernel):
         super().__init__(**kwargs)
         self.sandbox: Backend | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._requests: OrderedDict[str, dict] = OrderedDict()  # recent frontend requests by msg_id
+        self._told_no_widgets = False
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
         if self.start_sandbox_at_launch:  # a failure here is reported again by the first cell
@@ -97,33 +100,79 @@ class SandboxKernel(Kernel):
                 self.sandbox = cls(parent=self)
             except (TraitError, ValueError) as exc:
                 raise ConfigError(f"Bad option for the {self.backend} backend: {exc}") from exc
-            self.sandbox.set_comm_handler(self._publish_comm)
+            self.sandbox.set_comm_handler(self._publish_unsolicited)
             self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
         await self.sandbox.start()
         return self.sandbox
 
-    def _publish(self, event: Event) -> None:
+    def _publish(self, event: Event, parent: dict | None = None) -> None:
         msg_type, content = to_iopub(event)
         buffers = list(event.buffers) if isinstance(event, Comm) else None
         metadata = event.metadata if isinstance(event, Comm) else None
-        self.session.send(self.iopub_socket, msg_type, content, self.get_parent("shell"),
+        parent = self.get_parent("shell") if parent is None else parent
+        self.session.send(self.iopub_socket, msg_type, content, parent,
                           ident=self._topic(msg_type), metadata=metadata, buffers=buffers)
 
-    def _publish_comm(self, event: Comm) -> None:
-        self._publish(event)
+    @contextlib.contextmanager
+    def _serving(self, parent: dict):
+        """Around the backend calls for the frontend's request ``parent``: the sandbox's
+        request gets its msg_id (:data:`request_msg_id`), and it is remembered as the parent
+        of what the sandbox later sends on its behalf."""
+        msg_id = parent.get("header", {}).get("msg_id")
+        if msg_id:
+            self._requests[msg_id] = parent
+            self._requests.move_to_end(msg_id)
+            while len(self._requests) > 256:
+                self._requests.popitem(last=False)
+        token = request_msg_id.set(msg_id)
+        try:
+            yield
+        finally:
+            request_msg_id.reset(token)
+
+    def _publish_unsolicited(self, event: Event, parent_id: str | None) -> None:
+        """What the sandbox sends outside any request (a widget changed by a sandbox thread,
+        a thread's output): published with the frontend request the sandbox names as parent,
+        else the latest one. (JupyterLab routes comm messages by comm_id and display updates
+        by display_id, whatever the parent.)"""
+        parent = self._requests.get(parent_id) if parent_id else None
+        if parent is None and self._requests:
+            parent = next(reversed(self._requests.values()))
+        self._publish(event, parent or {})
+
+    def _without_widgets(self, event: Display) -> Display | None:
+        """A widget's view from a backend that cannot carry comms: its model cannot reach the
+        frontend, so show the rest of the bundle and say why, once per kernel."""
+        if not self._told_no_widgets:
+            self._told_no_widgets = True
+            self._publish(Stream("stderr", f"[ipywidgets cannot work with the {self.sandbox.name} backend: it does "
+                                           "not carry comms, so widgets are shown as text. Use the local or docker "
+                                           "backend for widgets.]\n"))
+        return without_widget_view(event)
 
     # -- comms (ipywidgets) -------------------------------------------------------------------
     async def _forward_comm(self, stream, ident, msg) -> None:
-        """A frontend's ``comm_open``/``comm_msg``/``comm_close``: pass it into the sandbox.
-        (No reply: comm messages have none.) A backend without comms says so once."""
-        try:
-            sandbox = await self._ensure_sandbox()
-            await sandbox.send_comm(msg["header"]["msg_type"], msg["content"], msg.get("metadata"),
-                                   [bytes(b) for b in msg.get("buffers", [])])
-        except SandboxError as exc:
-            if not getattr(self, "_comm_warned", False):
-                self._comm_warned = True
-                self._publish(Stream("stderr", f"Widgets cannot work here: {exc}\n"))
+        """A frontend's ``comm_open``/``comm_msg``/``comm_close``: pass it into the sandbox and
+        publish what handling it produced (e.g. ipywidgets' ``echo_update``) before this
+        request goes idle. (No reply: comm messages have none.)
+
+        It never starts a sandbox: JupyterLab's widget manager opens a comm at every connect.
+        With no running sandbox, or one that cannot carry comms, no target can take the comm,
+        so a ``comm_open`` is answered with ``comm_close``, as a kernel without the target does.
+        """
+        msg_type, content = msg["header"]["msg_type"], msg["content"]
+        sandbox = self.sandbox
+        if sandbox is None or not sandbox.started or not sandbox.supports_comms:
+            if msg_type == "comm_open":
+                self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
+            return
+        with self._serving(msg):
+            try:
+                await sandbox.send_comm(msg_type, content, msg.get("metadata"),
+                                        [bytes(b) for b in msg.get("buffers", [])],
+                                        emit=lambda event: self._publish(event, msg))
+            except SandboxError as exc:
+                self.log.warning("A %s did not reach the sandbox: %s", msg_type, exc)
 
     async def comm_info_request(self, stream, ident, parent):
         """``comm_info_request``: the comms open in the sandbox's kernel."""
@@ -140,14 +189,16 @@ class SandboxKernel(Kernel):
         budget = OutputBudget(self.max_output_bytes)
 
         def emit(event: Event) -> None:
-            if not silent:
+            if isinstance(event, Display) and WIDGET_VIEW in event.data and not self.sandbox.supports_comms:
+                event = self._without_widgets(event)
+            if not silent and event is not None:
                 for admitted in budget.admit(event):
                     self._publish(admitted)
 
         stdin = self._ask_frontend if allow_stdin else None
         try:
             sandbox = await self._ensure_sandbox()
-            with self._sigint_interrupts():
+            with self._sigint_interrupts(), self._serving(self.get_parent("shell")):
                 outcome = await sandbox.execute(code, emit, timeout=self.cell_timeout, stdin=stdin)
         except SandboxError as exc:
             error = error_event(exc)

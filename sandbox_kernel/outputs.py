@@ -35,6 +35,19 @@ def to_iopub(event: Event) -> tuple[str, dict[str, Any]]:
     raise TypeError(f"not an event: {event!r}")
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+"""The MIME type of an ipywidgets view: ``{"model_id": comm_id, ...}``."""
+
+
+def without_widget_view(event: Display) -> Display | None:
+    """``event`` without its widget view, for a frontend that cannot reach the widget's model
+    (the comm stays in the sandbox); None when nothing else is left to show."""
+    data = {mime: value for mime, value in event.data.items() if mime != WIDGET_VIEW}
+    if not data:
+        return None
+    return Display(data, event.metadata, event.display_id, event.update, event.execution_count)
+
+
 def error_event(exc: BaseException) -> Error:
     """A short error output for an infrastructure failure: its class and message, no traceback
     of our internals."""

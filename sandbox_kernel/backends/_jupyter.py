@@ -22,7 +22,7 @@ from traitlets import Float
 
 from ..errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
 from ..events import ClearOutput, Comm, Display, Emit, Error, Event, Outcome, Stream
-from .base import Backend, StdinHandler
+from .base import Backend, StdinHandler, request_msg_id
 
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
@@ -59,6 +59,7 @@ class _Request:
     reply: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     stdin: StdinHandler | None = None
     timed_out: bool = False
+    execute: bool = False
 
 
 class KernelClientBackend(Backend):
@@ -78,7 +79,7 @@ class KernelClientBackend(Backend):
         self._tasks: list[asyncio.Task] = []
         self._death: asyncio.Task | None = None
         self._requests: dict[str, _Request] = {}
-        self._comm_handler: Callable[[Comm], None] | None = None
+        self._comm_handler: Callable[[Event, str | None], None] | None = None
         self._lock = asyncio.Lock()
 
     # -- what a subclass provides ------------------------------------------------------------
@@ -153,11 +154,12 @@ class KernelClientBackend(Backend):
     async def _read_iopub(self) -> None:
         while True:
             msg = await self._client.get_iopub_msg()
-            request = self._requests.get(msg["parent_header"].get("msg_id"))
+            parent_id = msg["parent_header"].get("msg_id")
+            request = self._requests.get(parent_id)
             if request is not None:
                 request.iopub.put_nowait(msg)
-            elif msg["header"]["msg_type"] in COMM_TYPES and self._comm_handler is not None:
-                self._comm_handler(event_from_iopub(msg))
+            elif self._comm_handler is not None and (event := event_from_iopub(msg)) is not None:
+                self._comm_handler(event, parent_id)
 
     async def _read_shell(self) -> None:
         while True:
@@ -193,8 +195,12 @@ class KernelClientBackend(Backend):
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
                       stdin: StdinHandler | None = None) -> Outcome:
         await self._ensure_alive(emit)
-        msg_id = self._client.execute(code, allow_stdin=stdin is not None, stop_on_error=False)
-        request = self._requests[msg_id] = _Request(stdin=stdin)
+        msg = self._message("execute_request", {"code": code, "silent": False, "store_history": True,
+                                                "user_expressions": {}, "allow_stdin": stdin is not None,
+                                                "stop_on_error": False})
+        msg_id = msg["header"]["msg_id"]
+        request = self._requests[msg_id] = _Request(stdin=stdin, execute=True)
+        self._client.shell_channel.send(msg)
         relay = asyncio.ensure_future(self._relay(request, emit))
         try:
             await self._race(relay, timeout)
@@ -219,18 +225,31 @@ class KernelClientBackend(Backend):
             await self.shutdown()
             raise SandboxDied(reason)
 
-    async def _relay(self, request: _Request, emit: Emit) -> Outcome:
-        """Emit the request's IOPub outputs until its ``status: idle``, then read the reply."""
+    def _message(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None) -> dict:
+        """A shell message whose msg_id is the frontend's (:data:`request_msg_id`) when a
+        frontend request is being served, so the sandbox's outputs name it as their parent."""
+        msg = self._client.session.msg(msg_type, content, metadata=metadata or {})
+        msg_id = request_msg_id.get()
+        if msg_id and msg_id not in self._requests:
+            msg["header"]["msg_id"] = msg["msg_id"] = msg_id
+        return msg
+
+    async def _outputs(self, request: _Request, emit: Emit) -> None:
+        """Emit the request's IOPub outputs until its ``status: idle``."""
         while True:
             msg = await request.iopub.get()
             kind = msg["header"]["msg_type"]
             if kind == "status" and msg["content"]["execution_state"] == "idle":
-                break
+                return
             event = event_from_iopub(msg)
             if request.timed_out and isinstance(event, Error) and event.ename == "KeyboardInterrupt":
                 continue
             if event is not None:
                 emit(event)
+
+    async def _relay(self, request: _Request, emit: Emit) -> Outcome:
+        """Emit the request's IOPub outputs until its ``status: idle``, then read the reply."""
+        await self._outputs(request, emit)
         reply = (await request.reply)["content"]
         error = None
         if reply["status"] == "error":
@@ -274,15 +293,31 @@ class KernelClientBackend(Backend):
     # -- comms -------------------------------------------------------------------------------
     supports_comms = True
 
-    def set_comm_handler(self, handler: Callable[[Comm], None] | None) -> None:
+    def set_comm_handler(self, handler: Callable[[Event, str | None], None] | None) -> None:
         self._comm_handler = handler
 
     async def send_comm(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None,
-                        buffers: list[bytes] | None = None) -> None:
+                        buffers: list[bytes] | None = None, emit: Emit | None = None) -> None:
+        """Send a comm message into the sandbox; with ``emit``, relay what handling it produced
+        until the sandbox's ``status: idle`` for it (no timeout: a slow widget callback holds
+        the frontend's request, as in a plain kernel; an interrupt ends it). While a cell runs,
+        ipykernel handles comm messages concurrently and publishes no status for them: then
+        the message is only sent, and what comes back goes to the comm handler."""
         await self.start()
-        client = self._client
-        msg = client.session.msg(msg_type, content, metadata=metadata or {})
-        client.session.send(client.shell_channel.socket, msg, buffers=buffers or [])
+        msg = self._message(msg_type, content, metadata)
+        msg_id = msg["header"]["msg_id"]
+        wait = emit is not None and not any(r.execute for r in self._requests.values())
+        if wait:
+            request = self._requests[msg_id] = _Request()
+        self._client.session.send(self._client.shell_channel.socket, msg, buffers=buffers or [])
+        if not wait:
+            return
+        relay = asyncio.ensure_future(self._outputs(request, emit))
+        try:
+            await self._race(relay, None)
+        finally:
+            relay.cancel()
+            self._requests.pop(msg_id, None)
 
     async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:
         await self.start()

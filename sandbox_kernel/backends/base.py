@@ -16,6 +16,7 @@ All methods are called from one asyncio event loop (the kernel's, or the magic's
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,17 @@ from traitlets import Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..errors import NotSupported
-from ..events import Comm, Emit, Outcome
+from ..events import Emit, Event, Outcome
 
 StdinHandler = Callable[[str, bool], Awaitable[str]]
 """``await stdin(prompt, password) -> str``: asks the notebook user for one line of input."""
+
+request_msg_id: ContextVar[str | None] = ContextVar("sandbox_kernel_request_msg_id", default=None)
+"""The msg_id of the frontend's request being served (``execute_request``, ``comm_msg``, ...),
+set by the kernel around its backend calls. Backends that speak the Jupyter protocol give the
+request they send into the sandbox the same msg_id, so the sandbox's outputs name the
+frontend's request as their parent: ipywidgets routes ``echo_update`` and the capture of an
+``Output`` widget (``interact``) by that msg_id."""
 
 
 class Backend(LoggingConfigurable):
@@ -158,13 +166,22 @@ class Backend(LoggingConfigurable):
     supports_comms = False
     """True when :meth:`send_comm` works and comm traffic is reported to the comm handler."""
 
-    def set_comm_handler(self, handler: Callable[[Comm], None] | None) -> None:
-        """Receive comm messages that arrive outside any cell (e.g. a widget answering a
-        frontend's change). During a cell they are emitted as events of that cell."""
+    def set_comm_handler(self, handler: Callable[[Event, str | None], None] | None) -> None:
+        """Receive ``handler(event, parent_msg_id)`` for what arrives outside any request: comm
+        messages (a widget changed by a sandbox thread) and outputs of the sandbox's threads.
+        ``parent_msg_id`` is the msg_id of the request the sandbox names as the parent (see
+        :data:`request_msg_id`), or None. During a request its events go to its ``emit``."""
 
     async def send_comm(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None,
-                        buffers: list[bytes] | None = None) -> None:
-        """Send a frontend's ``comm_open``/``comm_msg``/``comm_close`` into the sandbox."""
+                        buffers: list[bytes] | None = None, emit: Emit | None = None) -> None:
+        """Send a frontend's ``comm_open``/``comm_msg``/``comm_close`` into the sandbox.
+
+        With ``emit``, return once the sandbox has handled it, calling ``emit`` with what the
+        handling produced (an ``echo_update``, an ``interact`` callback's output).
+
+        Raises:
+            NotSupported: the backend cannot carry comms.
+        """
         raise NotSupported(self.name, "comms (ipywidgets)")
 
     async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:

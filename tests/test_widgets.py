@@ -1,0 +1,255 @@
+"""ipywidgets through the sandbox kernel, and the magic's own widgets.
+
+The kernels are the installed kernelspecs started through jupyter_client; :class:`WidgetFrontend`
+sends and reads comm messages as JupyterLab's widget manager (jupyterlab_widgets 3, ipywidgets 8)
+does: widget models by comm_id from ``comm_open`` and ``comm_msg`` ``update``/``echo_update``
+with binary buffers put back at their ``buffer_paths``; user changes as ``comm_msg`` ``update``
+(binary values as buffers), clicks as ``custom`` messages; on connect, the ``jupyter.widget.control``
+comm's ``request_states``. Every test of the round trip runs on local and on docker (the real engine).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from tests.conftest import prepared
+from tests.kernels import kernel, run, stdout
+
+pytestmark = pytest.mark.timeout(300)
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 64  # binary state: travels as a buffer, never as JSON
+
+
+def put_buffers(state: dict, paths: list, buffers: list) -> None:
+    """ipywidgets' ``put_buffers``: the binary values back into the JSON state."""
+    for path, buffer in zip(paths, buffers):
+        target = state
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = bytes(buffer)
+
+
+class WidgetFrontend:
+    """The comm side of JupyterLab's widget manager, over a blocking jupyter_client client."""
+
+    def __init__(self, kc: Any) -> None:
+        self.kc = kc
+        self.models: dict[str, dict] = {}  # comm_id -> state
+        self.requests: set[str] = set()  # msg_ids of every request this frontend sent
+        self.elsewhere: list[dict] = []  # IOPub messages of no request we were waiting for
+
+    def take(self, msg: dict) -> None:
+        kind, content = msg["header"]["msg_type"], msg["content"]
+        comm_id, data = content.get("comm_id"), content.get("data", {})
+        if kind == "comm_open" and content.get("target_name") == "jupyter.widget":
+            self.models[comm_id] = state = dict(data["state"])
+            put_buffers(state, data.get("buffer_paths", []), msg["buffers"])
+        elif kind == "comm_msg" and data.get("method") in ("update", "echo_update") and comm_id in self.models:
+            state = dict(data["state"])
+            put_buffers(state, data.get("buffer_paths", []), msg["buffers"])
+            self.models[comm_id].update(state)
+        elif kind == "comm_close":
+            self.models.pop(comm_id, None)
+
+    def execute(self, code: str) -> tuple[dict, list[dict]]:
+        reply, outputs = run(self.kc, code)
+        self.requests.add(outputs[0]["parent_header"]["msg_id"])
+        for msg in outputs:
+            self.take(msg)
+        return reply, outputs
+
+    def send(self, msg_type: str, content: dict, buffers: list[bytes] = (), metadata: dict | None = None) -> list[dict]:
+        """Send a comm message; return the IOPub messages it caused, up to its ``status: idle``."""
+        msg = self.kc.session.msg(msg_type, content, metadata=metadata or {})
+        self.kc.session.send(self.kc.shell_channel.socket, msg, buffers=list(buffers))
+        self.requests.add(msg["header"]["msg_id"])
+        return self.until_idle(msg["header"]["msg_id"])
+
+    def until_idle(self, msg_id: str, timeout: float = 60) -> list[dict]:
+        caused, deadline = [], time.monotonic() + timeout
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+            self.take(msg)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                self.elsewhere.append(msg)
+            elif msg["header"]["msg_type"] == "status":
+                if msg["content"]["execution_state"] == "idle":
+                    return caused
+            else:
+                caused.append(msg)
+
+    def update(self, comm_id: str, state: dict, buffers: dict[str, bytes] | None = None) -> list[dict]:
+        """A user's change, as the widget manager sends it: binary values as buffers."""
+        buffers = buffers or {}
+        return self.send("comm_msg", {"comm_id": comm_id, "data": {
+            "method": "update", "state": state, "buffer_paths": [[key] for key in buffers]}}, list(buffers.values()))
+
+    def find(self, model: str, **match: Any) -> str:
+        [comm_id] = [cid for cid, state in self.models.items() if state.get("_model_name") == model
+                     and all(state.get(k) == v for k, v in match.items())]
+        return comm_id
+
+
+def comm_msgs(msgs: list[dict], comm_id: str, method: str) -> list[dict]:
+    return [m for m in msgs if m["header"]["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id
+            and m["content"]["data"].get("method") == method]
+
+
+def result(outputs: list[dict]) -> dict:
+    return next(m["content"]["data"] for m in outputs if m["header"]["msg_type"] == "execute_result")
+
+
+@pytest.fixture(scope="module", params=["local", "docker"])
+def frontend(request):
+    """A sandbox kernel of each comm-carrying backend, with a widget-manager frontend."""
+    prepared(request.param)
+    with kernel(request.param) as (_, kc):
+        yield WidgetFrontend(kc)
+
+
+# -- the round trip, both ways ---------------------------------------------------------------------
+def test_slider_renders_and_moves_both_ways(frontend):
+    reply, outputs = frontend.execute("import ipywidgets as widgets\ns = widgets.IntSlider(value=1, max=10)\ns")
+    assert reply["status"] == "ok"
+    slider = frontend.find("IntSliderModel")
+    assert frontend.models[slider]["value"] == 1
+    assert result(outputs)[WIDGET_VIEW]["model_id"] == slider  # the view JupyterLab renders
+
+    caused = frontend.update(slider, {"value": 9})  # the user drags the slider
+    [echo] = comm_msgs(caused, slider, "echo_update")  # before the request's idle, parented by it
+    assert echo["content"]["data"]["state"] == {"value": 9}
+    assert result(frontend.execute("s.value")[1])["text/plain"] == "9"
+
+    _, outputs = frontend.execute("s.value = 5")  # a cell moves the slider
+    assert [m["content"]["data"]["state"] for m in comm_msgs(outputs, slider, "update")] == [{"value": 5}]
+    assert frontend.models[slider]["value"] == 5
+
+    comms = frontend.kc.comm_info(target_name="jupyter.widget", reply=True)["content"]["comms"]
+    assert comms[slider] == {"target_name": "jupyter.widget"}
+
+
+def test_binary_state_travels_as_buffers_both_ways(frontend):
+    _, outputs = frontend.execute(f"import ipywidgets as widgets\nimg = widgets.Image(value={PNG!r}, format='png')")
+    image = frontend.find("ImageModel")
+    [opened] = [m for m in outputs if m["header"]["msg_type"] == "comm_open" and m["content"]["comm_id"] == image]
+    assert opened["content"]["data"]["buffer_paths"] == [["value"]] and opened["buffers"][0] == PNG
+    assert frontend.models[image]["value"] == PNG
+
+    new = PNG[::-1] * 3
+    [echo] = comm_msgs(frontend.update(image, {}, buffers={"value": new}), image, "echo_update")
+    assert echo["buffers"][0] == new
+    assert result(frontend.execute(f"img.value == {new!r}")[1])["text/plain"] == "True"
+
+    _, outputs = frontend.execute("img.value = img.value[:1000]")
+    [update] = comm_msgs(outputs, image, "update")
+    assert update["buffers"][0] == new[:1000] and frontend.models[image]["value"] == new[:1000]
+
+
+def test_widget_manager_restores_state_on_reconnect(frontend):
+    """A page reload: the ``jupyter.widget.control`` comm's ``request_states`` brings every model's
+    state back, binary values as buffers."""
+    frontend.execute(f"import ipywidgets as widgets\nkept = widgets.Image(value={PNG!r})\nkept_id = kept.model_id")
+    kept = result(frontend.execute("kept_id")[1])["text/plain"].strip("'")
+    control = "control-" + os.urandom(4).hex()
+    assert frontend.send("comm_open", {"comm_id": control, "target_name": "jupyter.widget.control", "data": {}},
+                         metadata={"version": "1.0.0"}) == []
+    [reply] = comm_msgs(frontend.send("comm_msg", {"comm_id": control, "data": {"method": "request_states"}}),
+                        control, "update_states")
+    data = reply["content"]["data"]
+    put_buffers(data["states"], data["buffer_paths"], reply["buffers"])
+    assert data["states"][kept]["state"]["value"] == PNG
+    frontend.send("comm_close", {"comm_id": control, "data": {}})
+
+
+def test_interact_re_renders_into_its_output_widget(frontend):
+    _, outputs = frontend.execute("from ipywidgets import interact\ndef double(x):\n    print('double:', 2 * x)\n"
+                                  "shown = interact(double, x=3)")
+    cell = outputs[0]["parent_header"]["msg_id"]
+    slider, out = frontend.find("IntSliderModel", description="x"), frontend.find("OutputModel")
+    # the Output widget captures what has its msg_id as parent: the frontend's own request
+    assert [m["content"]["data"]["state"]["msg_id"] for m in comm_msgs(outputs, out, "update")] == [cell, ""]
+    assert stdout(outputs) == "double: 6\n"
+
+    caused = frontend.update(slider, {"value": 5})
+    request = caused[0]["parent_header"]["msg_id"]
+    kinds = [m["header"]["msg_type"] for m in caused]
+    assert [m["content"]["data"]["state"]["msg_id"] for m in comm_msgs(caused, out, "update")] == [request, ""]
+    assert "clear_output" in kinds and stdout(caused) == "double: 10\n"
+    assert result(frontend.execute("shown.widget.kwargs")[1])["text/plain"] == "{'x': 5}"
+
+
+def test_button_click_runs_its_callback_in_the_sandbox(frontend):
+    frontend.execute("import ipywidgets as widgets\nclicks = []\nb = widgets.Button(description='go')\n"
+                     "b.on_click(lambda b: (clicks.append(1), print('clicked')))")
+    button = frontend.find("ButtonModel", description="go")
+    caused = frontend.send("comm_msg", {"comm_id": button, "data": {"method": "custom", "content": {"event": "click"}}})
+    assert stdout(caused) == "clicked\n"
+    assert result(frontend.execute("len(clicks)")[1])["text/plain"] == "1"
+
+
+def test_frontend_closes_a_comm(frontend):
+    frontend.execute("import ipywidgets as widgets\ngone = widgets.IntText()")
+    text = frontend.find("IntTextModel")
+    frontend.send("comm_close", {"comm_id": text, "data": {}})
+    assert text not in frontend.kc.comm_info(reply=True)["content"]["comms"]
+
+
+def test_changes_between_cells_reach_the_frontend(frontend):
+    """A sandbox thread moves a widget after its cell ended: the update is published at once,
+    parented by a request this frontend sent (JupyterLab routes it by comm_id)."""
+    frontend.execute("import threading, ipywidgets as widgets\nlate = widgets.IntSlider(description='late')\n"
+                     "threading.Timer(0.5, lambda: setattr(late, 'value', 7)).start()")
+    slider = frontend.find("IntSliderModel", description="late")
+    deadline = time.monotonic() + 20
+    while frontend.models[slider]["value"] != 7 and time.monotonic() < deadline:
+        msg = frontend.kc.get_iopub_msg(timeout=20)
+        frontend.take(msg)
+        frontend.elsewhere.append(msg)
+    [update] = comm_msgs(frontend.elsewhere, slider, "update")
+    assert update["parent_header"]["msg_id"] in frontend.requests
+
+
+# -- where comms cannot go -------------------------------------------------------------------------
+def test_widget_manager_connecting_does_not_start_a_sandbox():
+    """At connect JupyterLab opens ``jupyter.widget.control``: with no sandbox running, no target
+    can take it, so it is closed at once, as a kernel without the target does."""
+    with kernel("local") as (_, kc):
+        frontend = WidgetFrontend(kc)
+        caused = frontend.send("comm_open", {"comm_id": "c1", "target_name": "jupyter.widget.control", "data": {}})
+        assert [(m["header"]["msg_type"], m["content"]["comm_id"]) for m in caused] == [("comm_close", "c1")]
+        assert kc.comm_info(reply=True)["content"]["comms"] == {}
+        assert "sandbox_id=" not in kc.kernel_info(reply=True)["content"]["banner"]
+        assert frontend.execute("1")[0]["execution_count"] == 1
+
+
+def test_e2b_says_once_that_widgets_cannot_work():
+    prepared("e2b")
+    with kernel("e2b") as (_, kc):
+        frontend = WidgetFrontend(kc)
+        notes = []
+        for _ in range(2):
+            reply, outputs = frontend.execute("import ipywidgets as widgets\nwidgets.IntSlider(value=3)")
+            assert reply["status"] == "ok"
+            assert result(outputs) == {"text/plain": "IntSlider(value=3)"}  # no view of a model that cannot come
+            notes.append(stdout(outputs, "stderr"))
+        assert "ipywidgets cannot work with the e2b backend" in notes[0] and notes[1] == ""
+        caused = frontend.send("comm_open", {"comm_id": "c1", "target_name": "jupyter.widget.control", "data": {}})
+        assert [m["header"]["msg_type"] for m in caused] == ["comm_close"]
+
+
+def test_magic_drops_widget_views_the_host_cannot_render(capsys):
+    from magics.display import COMMS_NOTE, CellOutputs
+    from sandbox_kernel.events import Display
+
+    outputs = CellOutputs()
+    outputs.take(Display({"text/plain": "IntSlider(value=0)", WIDGET_VIEW: {"model_id": "m"}}, execution_count=1))
+    assert outputs.result.data == {"text/plain": "IntSlider(value=0)"}
+    assert capsys.readouterr().err == COMMS_NOTE
+
