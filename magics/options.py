@@ -87,6 +87,10 @@ def parse_cell_line(line: str) -> CellArgs:
     return args
 
 
+# Friendlier spellings of backend options: ``--attach ID`` is ``--sandbox-id ID`` (e2b).
+ALIASES = {"attach": "sandbox_id"}
+
+
 def option_names(cls: type[Backend]) -> list[str]:
     """The ``--options`` the backend class accepts on the magic's line."""
     return sorted(f"--{name.replace('_', '-')}" for name in cls.class_traits(config=True) if name != "session")
@@ -106,6 +110,8 @@ def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
             raise usage(f"unexpected argument {tokens[i]!r}", CELL_USAGE)
         key, sep, value = tokens[i][2:].partition("=")
         name = key.replace("-", "_")
+        if ALIASES.get(name) in traits:
+            name = ALIASES[name]
         if name not in traits or name == "session":
             known = ", ".join(option_names(cls)) or "none"
             raise usage(f"unknown option --{key} for the {cls.name} backend (its options: {known})", CELL_USAGE)

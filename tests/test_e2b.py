@@ -288,3 +288,24 @@ def test_kernel_says_when_the_sandbox_was_replaced(srv):
         reply, outputs = run(kc, "print('kept' in globals())")
     assert reply["status"] == "ok" and stdout(outputs) == "False\n"
     assert "state is lost" in stdout(outputs, "stderr")
+
+
+async def test_magic_attach_reaches_a_kept_sandbox(make, srv):
+    """``%%sandbox --backend e2b --attach ID`` in a plain python3 kernel continues a sandbox's state."""
+    from tests.test_magic import host_kernel
+
+    async with make(keep_alive=True) as first:
+        await first.execute("kept = 'left by another kernel'", Recorder())
+        sandbox_id = first.describe()["sandbox_id"]
+
+    def in_host_kernel():
+        with host_kernel("e2b") as (_, kc):
+            reply, outputs = run(kc, f"%%sandbox --backend e2b --attach {sandbox_id}\nkept")
+            status, status_outputs = run(kc, "%sandbox status")
+        return reply, outputs, status_outputs
+
+    reply, outputs, status_outputs = await asyncio.to_thread(in_host_kernel)
+    assert reply["status"] == "ok"
+    assert [m["content"]["data"]["text/plain"] for m in outputs if m["header"]["msg_type"] == "execute_result"] \
+        == ["'left by another kernel'"]
+    assert any(sandbox_id in str(m["content"]) for m in status_outputs)
