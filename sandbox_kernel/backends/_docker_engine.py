@@ -154,13 +154,13 @@ def remove_leftovers(client: Any, everything: bool = False) -> list[str]:
         for info in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
             info_labels = info.get("Labels") or {}
             if everything or owner_is_gone(info_labels.get(OWNER_LABEL, "")):
-                with contextlib.suppress(load_docker().errors.NotFound):
+                with contextlib.suppress(load_docker().errors.APIError):  # gone, or being removed by another
                     client.api.remove_container(info["Id"], force=True)
+                    removed.append(info["Names"][0].lstrip("/"))
                 remove_hostdir(info_labels.get(HOSTDIR_LABEL))
-                removed.append(info["Names"][0].lstrip("/"))
         for volume in client.api.volumes(filters={"label": OWNER_LABEL}).get("Volumes") or []:
             if everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, "")):
-                with contextlib.suppress(load_docker().errors.APIError):  # still in use
+                with contextlib.suppress(load_docker().errors.APIError):  # in use, or removed by another
                     client.api.remove_volume(volume["Name"], force=True)
                     removed.append(volume["Name"])
     for path in HOSTDIR_ROOT.glob(f"{HOSTDIR_PREFIX}*"):

@@ -28,7 +28,7 @@ from typing import Any
 from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
-from ..errors import SandboxStartError
+from ..errors import SandboxError, SandboxStartError
 from ..events import Emit, Outcome, Stream
 from ..images import DEFAULT_TAG
 from ..traits import ByteSize, format_bytes
@@ -171,7 +171,11 @@ class DockerBackend(KernelClientBackend):
                 else:
                     client.api.remove_volume(ident, force=True)
                 self._orphans.remove((kind, ident))
-        removed = engine.remove_leftovers(client)
+        try:
+            removed = engine.remove_leftovers(client)
+        except SandboxError as exc:  # never a reason not to start
+            self.log.warning("could not remove leftover sandboxes: %s", exc)
+            return
         if removed:
             self.log.info("removed sandboxes left by kernels that are gone: %s", ", ".join(removed))
 
