@@ -117,10 +117,13 @@ class BuildProgress:
         self.started = self.shown = time.monotonic()
         self.step, self.shown_once = "", False
 
-    def _show(self, text: str) -> None:
+    def _show(self, text: str, on_loop: bool = False) -> None:
         event = Display({"text/plain": text}, display_id=self.display_id, update=self.shown_once)
         self.shown_once = True
-        self.loop.call_soon_threadsafe(self.emit, event)
+        if on_loop:
+            self.emit(event)
+        else:
+            self.loop.call_soon_threadsafe(self.emit, event)
 
     def __call__(self, line: str) -> None:
         if line.startswith("Step ") or line.startswith("warning:"):
@@ -133,6 +136,7 @@ class BuildProgress:
                    f"[{time.monotonic() - self.started:.0f} s]\n{detail}")
 
     def done(self, ok: bool) -> None:
+        """Show the outcome; called on the event loop's thread, after the build."""
         if self.shown_once:
             verb = "Built" if ok else "Could not build"
-            self._show(f"{verb} the sandbox image {self.image} in {time.monotonic() - self.started:.0f} s.")
+            self._show(f"{verb} the sandbox image {self.image} in {time.monotonic() - self.started:.0f} s.", on_loop=True)
