@@ -8,7 +8,8 @@ same events as the wrapper kernel:
 - :mod:`magics.run`: one cell, with outputs drained on the main thread, Ctrl-C and ``input()``;
 - :mod:`magics.display`: events shown with IPython's display machinery, errors as failures;
 - :mod:`magics.options`: the magic's line, and backend options as traits;
-- :mod:`magics.status`: ``%sandbox status`` / ``list`` data and its text/HTML views.
+- :mod:`magics.status`: ``%sandbox status`` / ``list`` data and its text/HTML views;
+- :mod:`magics.widgets`: the live ``%sandbox status`` panel and the start-up progress (ipywidgets).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ in the host's config applies too (the line's options take precedence).
 from __future__ import annotations
 
 import os
+import queue
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ from .display import SandboxResult, cell_error, infrastructure_error
 from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
 from .run import run_cell, wait
 from .session import Session
-from .status import ListView, StatusView, status_info
+from .status import ListView, status_info
+from .widgets import StartProgress, StatusPanel
 
 
 @magics_class
@@ -99,11 +101,16 @@ class SandboxMagics(Magics):
                       f"{' '.join(options)} is ignored (%sandbox stop {name} first to change them).", file=sys.stderr)
             return session
         backend = self._make_backend(name, backend_name or self.default_backend, list(options))
+        progress_events: queue.Queue = queue.Queue()
+        backend.set_progress_handler(progress_events.put)  # e.g. the docker image being built
         try:
-            wait(self.registry.loop, backend.start())
+            with StartProgress(name, backend.name) as progress:
+                wait(self.registry.loop, backend.start(), inbox=progress_events, handle=progress.take)
         except BaseException:
             self.registry.loop.submit(backend.shutdown())
             raise
+        finally:
+            backend.set_progress_handler(None)
         session = Session(name, backend)
         self.registry.add(session)
         return session
@@ -150,19 +157,28 @@ class SandboxMagics(Magics):
             return None
         return ListView([status_info(s) for s in self.registry.sessions()])
 
-    def _cmd_status(self, args: list[str]) -> StatusView | None:
+    def _cmd_status(self, args: list[str]) -> StatusPanel | None:
         names = self._positional("status", args, 0, 1)
         chosen = [self._existing(names[0])] if names else self.registry.sessions()
         if not chosen:
             print("No sandbox sessions yet: run a %%sandbox cell to start one.")
             return None
-        return StatusView([status_info(s) for s in chosen])
+        return StatusPanel(chosen, self.registry, restart=self._restart, stop=self._stop)
 
-    def _cmd_restart(self, args: list[str]) -> None:
-        session = self._existing(self._positional("restart", args, 1, 1)[0])
+    def _restart(self, name: str) -> str:
+        session = self._existing(name)
         wait(self.registry.loop, session.backend.restart())
         session.reset()
-        print(f"Restarted session {session.name!r} ({session.backend.name}): a fresh interpreter, state cleared.")
+        return f"Restarted session {session.name!r} ({session.backend.name}): a fresh interpreter, state cleared."
+
+    def _stop(self, name: str) -> str:
+        session = self._existing(name)
+        self.registry.remove(name)
+        wait(self.registry.loop, session.backend.shutdown())
+        return f"Stopped session {name!r} ({session.backend.name})."
+
+    def _cmd_restart(self, args: list[str]) -> None:
+        print(self._restart(self._positional("restart", args, 1, 1)[0]))
 
     def _cmd_stop(self, args: list[str]) -> None:
         if args == ["--all"]:
@@ -170,9 +186,7 @@ class SandboxMagics(Magics):
         else:
             names = [self._existing(self._positional("stop", args, 1, 1)[0]).name]
         for name in names:
-            session = self.registry.remove(name)
-            wait(self.registry.loop, session.backend.shutdown())
-            print(f"Stopped session {name!r} ({session.backend.name}).")
+            print(self._stop(name))
         if not names:
             print("No sandbox sessions to stop.")
 

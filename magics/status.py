@@ -1,8 +1,8 @@
 """What ``%sandbox status`` and ``%sandbox list`` show.
 
 The data (:func:`status_info`: plain, JSON-able dicts) is kept apart from its views
-(:class:`StatusView`, :class:`ListView`: text and HTML), so another view (an ipywidgets panel)
-can be built on the same dicts.
+(:class:`StatusView`, :class:`ListView`: text and HTML); :class:`magics.widgets.StatusPanel`
+is the widget view on the same dicts, and shows these as its text fallback.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
 from tests.conftest import prepared
 from tests.kernels import kernel, run, stdout
@@ -253,3 +252,117 @@ def test_magic_drops_widget_views_the_host_cannot_render(capsys):
     assert outputs.result.data == {"text/plain": "IntSlider(value=0)"}
     assert capsys.readouterr().err == COMMS_NOTE
 
+
+# -- the magic's own widgets ------------------------------------------------------------------------
+@pytest.fixture(params=["local", "docker"])
+def host(request):
+    """A plain python3 kernel with the magic loaded, and a widget-manager frontend on it."""
+    from tests.test_magic import host_kernel
+
+    prepared(request.param)
+    with host_kernel(request.param) as (_, kc):
+        yield request.param, WidgetFrontend(kc)
+
+
+def html_values(frontend: WidgetFrontend) -> dict[str, str]:
+    return {cid: s["value"] for cid, s in frontend.models.items() if s.get("_model_name") == "HTMLModel"}
+
+
+def test_status_panel_is_a_live_table_with_buttons(host):
+    backend, frontend = host
+    for name in ("a", "b"):
+        assert frontend.execute(f"%%sandbox --backend {backend} --name {name}\n1")[0]["status"] == "ok"
+    _, outputs = frontend.execute("%sandbox status")
+    data = result(outputs)
+    assert re.search(r"^session\s+a$", data["text/plain"], re.M) and "<table>" in data["text/html"]  # the fallbacks
+    assert frontend.models[data[WIDGET_VIEW]["model_id"]]["_model_name"] == "VBoxModel"
+    headings = [v for v in html_values(frontend).values() if v.startswith("<b>")]
+    assert headings == [f"<b>{h}</b>" for h in ("session", "backend", "sandbox id", "state", "uptime", "memory",
+                                                 "cells")]
+    time.sleep(2.5)  # the refresh thread: uptime ticks, memory is measured
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            frontend.take(frontend.kc.get_iopub_msg(timeout=0.5))
+        except Exception:  # queue.Empty
+            break
+    values = list(html_values(frontend).values())
+    assert len([v for v in values if re.fullmatch(r"\d+(\.\d+)? MiB", v)]) == 2, values
+    assert len([v for v in values if re.fullmatch(r"0:00:0[2-9]|0:00:[1-5]\d", v)]) == 2, values
+
+    restart_a, _, _, stop_b = [cid for cid, s in frontend.models.items() if s.get("_model_name") == "ButtonModel"]
+    click = {"method": "custom", "content": {"event": "click"}}
+    frontend.execute("%%sandbox --name a\nmarker = 1")
+    frontend.send("comm_msg", {"comm_id": restart_a, "data": click})
+    assert "Restarted session 'a'" in " ".join(html_values(frontend).values())
+    assert stdout(frontend.execute("%%sandbox --name a\nprint('marker' in globals())")[1]) == "False\n"
+    frontend.send("comm_msg", {"comm_id": stop_b, "data": click})
+    assert "Stopped session 'b'" in " ".join(html_values(frontend).values())
+    assert frontend.models[stop_b]["disabled"] is True
+    assert "stopped" in html_values(frontend).values()
+    assert [line.split()[0] for line in result(frontend.execute("%sandbox list")[1])["text/plain"].splitlines()] \
+        == ["session", "a"]
+
+
+def test_start_up_progress_shows_then_leaves_only_the_cells_outputs():
+    """The backend's progress (as the docker backend reports an image build) shows the bar; a
+    quick start shows nothing."""
+    from tests.test_magic import host_kernel
+
+    with host_kernel("local") as (_, kc):
+        frontend = WidgetFrontend(kc)
+        _, outputs = frontend.execute("%%sandbox --name quick\n1")
+        assert [m["header"]["msg_type"] for m in outputs if m["header"]["msg_type"] != "status"] == \
+            ["execute_input", "execute_result"]
+        frontend.execute("import asyncio\nfrom sandbox_kernel.backends.local import LocalBackend\n"
+                         "from sandbox_kernel.events import Display\n_start = LocalBackend.start\n"
+                         "async def start(self):\n    if self._progress_handler:\n"
+                         "        self._progress_handler(Display({'text/plain': 'Step 2/4 : RUN build'}))\n"
+                         "        await asyncio.sleep(1)\n    await _start(self)\nLocalBackend.start = start")
+        _, outputs = frontend.execute("%%sandbox --name p\n41 + 1")
+        kinds = [m["header"]["msg_type"] for m in outputs if m["header"]["msg_type"] in
+                 ("display_data", "clear_output", "execute_result", "stream")]
+        assert kinds == ["display_data", "clear_output", "execute_result"]
+        view = outputs[[m["header"]["msg_type"] for m in outputs].index("display_data")]["content"]["data"]
+        assert view["text/plain"] == "Starting a local sandbox for session 'p'..." and WIDGET_VIEW in view
+        states = comm_opened(outputs)
+        bar = next(s for s in states if s["_model_name"] == "IntProgressModel")
+        assert bar["value"] == 2 and bar["max"] == 4  # the step, from the backend's text
+        [label] = [s["value"] for s in states if s["_model_name"] == "HTMLModel"]
+        assert label.startswith("Starting a local sandbox for session 'p'... ")
+        assert label.endswith("<br>Step 2/4 : RUN build")
+        closed = [m["content"]["comm_id"] for m in outputs if m["header"]["msg_type"] == "comm_close"]
+        assert len(closed) >= 3  # the bar, its label and their box are closed once started
+
+
+def comm_opened(outputs: list[dict]) -> list[dict]:
+    """Each comm_open's final state, with the updates that followed it in ``outputs``."""
+    states: dict[str, dict] = {}
+    for m in outputs:
+        kind, content = m["header"]["msg_type"], m["content"]
+        if kind == "comm_open":
+            states[content["comm_id"]] = dict(content["data"].get("state", {}))
+        elif kind == "comm_msg" and content["comm_id"] in states:
+            states[content["comm_id"]].update(content["data"].get("state", {}))
+    return list(states.values())
+
+
+def test_status_and_progress_fall_back_to_text_outside_a_kernel(capsys):
+    """In a terminal (no kernel, so no widgets): the status is text and HTML, the start one line."""
+    from magics.session import Registry, Session
+    from magics.widgets import StartProgress, StatusPanel
+    from sandbox_kernel.backends.local import LocalBackend
+    from sandbox_kernel.events import Display
+
+    registry = Registry()
+    session = Session("t", LocalBackend(session="t"))
+    registry.add(session)
+    panel = StatusPanel([session], registry, restart=str, stop=str)
+    bundle = panel._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"} and re.search(r"^state\s+stopped$", bundle["text/plain"], re.M)
+    with StartProgress("t", "local"):
+        pass  # a quick start shows nothing
+    with StartProgress("t", "docker") as progress:
+        progress.take(Display({"text/plain": "Building the sandbox image [3 s]\nStep 2/9 : RUN x"}))
+    assert capsys.readouterr().err == ("Starting a docker sandbox for session 't'...\n"
+                                       "Building the sandbox image [3 s]\nStep 2/9 : RUN x\n")
