@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 import concurrent.futures
+import contextlib
 import getpass
 import queue
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -50,6 +52,47 @@ class StillRunning(SandboxError):
                          f"the cell. Restart it with: %sandbox restart {session}")
 
 
+class _Sigints:
+    """Counts SIGINTs (the interrupt button) instead of raising KeyboardInterrupt.
+
+    A KeyboardInterrupt raised at an arbitrary point can leave a lock held: raised inside
+    ``queue.Queue.get`` it leaves the queue's mutex locked, and the loop thread's next ``put``
+    deadlocks. So while the magic waits, SIGINT only bumps :attr:`count` (no locks taken in the
+    handler) and the waiting loop acts on it between queue reads.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._saved: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.count += 1
+
+    def __enter__(self) -> _Sigints:
+        try:
+            self._saved = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread: KeyboardInterrupt is counted where caught
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGINT, self._saved)
+
+    @contextlib.contextmanager
+    def raising(self):
+        """Let SIGINT raise KeyboardInterrupt again, e.g. at an ``input()`` prompt, which the
+        host kernel ends with KeyboardInterrupt."""
+        if self._saved is None:
+            yield
+            return
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, self._handler)
+
+
 def wait(loop: LoopThread, coro: Coroutine[Any, Any, Any], *, inbox: queue.Queue | None = None,
          handle: Callable[[Any], None] = show, on_interrupt: Callable[[], Coroutine] | None = None,
          session: str = "NAME") -> Any:
@@ -66,26 +109,32 @@ def wait(loop: LoopThread, coro: Coroutine[Any, Any, Any], *, inbox: queue.Queue
     inbox = inbox if inbox is not None else queue.Queue()
     future = loop.submit(coro)
     future.add_done_callback(lambda _: inbox.put(_DONE))
-    interrupts = 0
-    while True:
-        try:
-            item = inbox.get(timeout=0.5)
+    handled = 0
+    with _Sigints() as sigints:
+        while True:
+            item = None
+            try:
+                item = inbox.get(timeout=0.1)
+                if isinstance(item, _InputRequest):
+                    with sigints.raising():
+                        _answer(item)
+                    item = None
+            except queue.Empty:
+                pass
+            except KeyboardInterrupt:
+                sigints.count += 1
             if item is _DONE:
                 return future.result()
-            if isinstance(item, _InputRequest):
-                _answer(item)
-            else:
+            if sigints.count > handled:
+                handled = sigints.count
+                if on_interrupt is None:
+                    future.cancel()
+                    raise KeyboardInterrupt
+                if handled >= GIVE_UP_AFTER:
+                    raise StillRunning(session)
+                loop.submit(on_interrupt())
+            if item is not None:
                 handle(item)
-        except queue.Empty:
-            continue
-        except KeyboardInterrupt:
-            if on_interrupt is None:
-                future.cancel()
-                raise
-            interrupts += 1
-            if interrupts >= GIVE_UP_AFTER:
-                raise StillRunning(session) from None
-            loop.submit(on_interrupt())
 
 
 def _answer(request: _InputRequest) -> None:
