@@ -28,7 +28,9 @@ from ._jupyter import KernelClientBackend
 
 ALLOWED_ENV = ("PATH", "LANG")
 # ipykernel sleeps 0.5 ms before every execute_reply; our relay waits for IOPub idle anyway.
-KERNEL_ARGS = ("--Kernel._execute_sleep=0",)
+# IPython's history database would live in the scratch HOME, deleted at shutdown: keep it in
+# memory (In, Out, _ih and %history still work). Measured: ~0.7 ms off each warm round trip.
+KERNEL_ARGS = ("--Kernel._execute_sleep=0", "--HistoryManager.enabled=False")
 
 
 def remove_leftovers() -> None:
