@@ -17,19 +17,9 @@ import pytest
 from sandbox_kernel.backends import _docker_engine as engine
 from sandbox_kernel.errors import SandboxDied
 from tests.conftest import prepared
-from tests.targets.docker import NOTHING, Recorder, SocketProxy, held_by
+from tests.targets.docker import client, NOTHING, Recorder, SocketProxy, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
-
-
-@pytest.fixture(scope="module")
-def client():
-    prepared("docker")
-    import docker
-
-    client = docker.from_env()
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -15,19 +15,9 @@ from sandbox_kernel.errors import BackendUnavailable, SandboxStartError
 from sandbox_kernel.events import Display
 from sandbox_kernel.images import RECIPE_LABEL, image_is_current
 from tests.conftest import prepared
-from tests.targets.docker import Recorder
+from tests.targets.docker import client, Recorder  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
-
-
-@pytest.fixture(scope="module")
-def client():
-    prepared("docker")
-    import docker
-
-    client = docker.from_env()
-    yield client
-    client.close()
 
 
 @pytest.fixture

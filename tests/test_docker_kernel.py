@@ -11,19 +11,9 @@ import pytest
 
 from tests.conftest import prepared
 from tests.kernels import kernel, kinds, run, stdout
-from tests.targets.docker import NOTHING, held_by
+from tests.targets.docker import client, NOTHING, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
-
-
-@pytest.fixture(scope="module")
-def client():
-    prepared("docker")
-    import docker
-
-    client = docker.from_env()
-    yield client
-    client.close()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _docker_engine as engine
-from .local import KERNEL_ARGS
+from ._jupyter import KERNEL_ARGS
 
 KERNEL_DIR = "/kernel"
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}

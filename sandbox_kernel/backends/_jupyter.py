@@ -26,6 +26,12 @@ from .base import Backend, StdinHandler, request_msg_id
 
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
+KERNEL_ARGS = ("--Kernel._execute_sleep=0", "--HistoryManager.enabled=False")
+"""Options for the ipykernel inside a sandbox. ipykernel sleeps 0.5 ms before every
+execute_reply, which the relay does not need (it waits for IOPub idle). IPython's history
+database would live in the sandbox's throw-away HOME: kept in memory instead (In, Out and
+%history still work). Together measured at ~1 ms off each warm round trip."""
+
 
 def event_from_iopub(msg: dict[str, Any]) -> Event | None:
     """The event for one IOPub message, or None for messages that carry no output
