@@ -11,7 +11,7 @@ Ratios are against the first kernel (the plain ipykernel baseline), measured in 
 process: these machines are noisy, so compare ratios rather than absolutes.
 With sandbox-docker among the kernels, benchmarks/docker_run.py adds its per-snippet comparison
 with `docker run --rm`, the interrupt latency and the out-of-memory report time; `--output FILE`
-writes the tables as Markdown (benchmarks/RESULTS_docker.md).
+writes the tables as Markdown (the README's Benchmarks section holds the latest).
 """
 
 from __future__ import annotations
