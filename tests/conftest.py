@@ -33,23 +33,32 @@ def backend_name(request) -> str:
     return request.param
 
 
-@pytest.fixture
-async def make_backend(backend_name):
-    """``make_backend(**traits)`` → an unstarted backend of the current kind, configured for
-    this machine; every backend made is shut down after the test."""
+@contextlib.asynccontextmanager
+async def backends(name: str):
+    """Yields ``make(**traits)`` → an unstarted backend ``name``, configured for this machine;
+    every backend made is shut down when the block ends."""
     from sandbox_kernel.backends import get_backend_class
 
     made = []
 
     def make(**traits):
-        with targets.env_vars(prepared(backend_name).kernel_env):
-            backend = get_backend_class(backend_name)(**{**prepared(backend_name).traits, **traits})
+        with targets.env_vars(prepared(name).kernel_env):
+            backend = get_backend_class(name)(**{**prepared(name).traits, **traits})
         made.append(backend)
         return backend
 
-    yield make
-    for backend in made:
-        await backend.shutdown()
+    try:
+        yield make
+    finally:
+        for backend in made:
+            await backend.shutdown()
+
+
+@pytest.fixture
+async def make_backend(backend_name):
+    """``make_backend(**traits)`` → an unstarted backend of the current kind (see :func:`backends`)."""
+    async with backends(backend_name) as make:
+        yield make
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -16,7 +16,7 @@ import pytest
 
 from sandbox_kernel.backends import _docker_engine as engine
 from sandbox_kernel.errors import SandboxDied
-from tests.conftest import prepared
+from tests.conftest import backends
 from tests.targets.docker import client, NOTHING, Recorder, SocketProxy, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
@@ -26,17 +26,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 async def make(client):
     """``make(**traits)`` → an unstarted DockerBackend; after the test, all are shut down and
     nothing of theirs is left on the host."""
-    from sandbox_kernel.backends.docker import DockerBackend
-
-    made = []
-
-    def factory(**traits):
-        made.append(DockerBackend(**{**prepared("docker").traits, **traits}))
-        return made[-1]
-
-    yield factory
-    for backend in made:
-        await backend.shutdown()
+    async with backends("docker") as factory:
+        yield factory
     assert held_by(client, os.getpid()) == NOTHING
 
 

@@ -14,7 +14,7 @@ import pytest
 from sandbox_kernel.errors import BackendUnavailable, SandboxStartError
 from sandbox_kernel.events import Display
 from sandbox_kernel.images import RECIPE_LABEL, image_is_current
-from tests.conftest import prepared
+from tests.conftest import backends
 from tests.targets.docker import client, Recorder  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -35,17 +35,8 @@ def scratch_tags(client):
 @pytest.fixture
 async def make(scratch_tags):
     """Backends made by a test; shut down before its scratch images are removed."""
-    from sandbox_kernel.backends.docker import DockerBackend
-
-    made = []
-
-    def factory(**traits):
-        made.append(DockerBackend(**{**prepared("docker").traits, **traits}))
-        return made[-1]
-
-    yield factory
-    for backend in made:
-        await backend.shutdown()
+    async with backends("docker") as factory:
+        yield factory
 
 
 def build(client, tag: str, dockerfile: str) -> None:
