@@ -322,14 +322,16 @@ def test_interrupt_at_an_input_prompt(backend_name):
         assert run(kc, "%%sandbox\nx + 1")[0]["status"] == "ok"
 
 
-def test_comms_are_not_forwarded_yet_and_say_so(capsys):
-    from magics.display import COMMS_NOTE, CellOutputs
-    from sandbox_kernel.events import Comm
+def test_comms_are_not_forwarded_yet_and_say_so():
+    from magics.session import COMMS_NOTE, magic_pipeline
+    from sandbox_kernel.events import Comm, Stream
+    from sandbox_kernel.policy import OutputPolicy
 
-    outputs = CellOutputs()
+    shown = []
+    cell = magic_pipeline(OutputPolicy()).cell(shown.append)
     for _ in range(2):
-        outputs.take(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
-    assert capsys.readouterr().err == COMMS_NOTE
+        cell.emit(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
+    assert shown == [Stream("stderr", COMMS_NOTE)]
 
 
 def test_dead_sandbox_gives_one_short_message(backend_name):

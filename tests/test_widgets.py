@@ -243,14 +243,15 @@ def test_e2b_says_once_that_widgets_cannot_work():
         assert [m["header"]["msg_type"] for m in caused] == ["comm_close"]
 
 
-def test_magic_drops_widget_views_the_host_cannot_render(capsys):
-    from magics.display import COMMS_NOTE, CellOutputs
-    from sandbox_kernel.events import Display
+def test_magic_drops_widget_views_the_host_cannot_render():
+    from magics.session import COMMS_NOTE, magic_pipeline
+    from sandbox_kernel.events import Display, Stream
+    from sandbox_kernel.policy import OutputPolicy
 
-    outputs = CellOutputs()
-    outputs.take(Display({"text/plain": "IntSlider(value=0)", WIDGET_VIEW: {"model_id": "m"}}, execution_count=1))
-    assert outputs.result.data == {"text/plain": "IntSlider(value=0)"}
-    assert capsys.readouterr().err == COMMS_NOTE
+    shown = []
+    cell = magic_pipeline(OutputPolicy()).cell(shown.append)
+    cell.emit(Display({"text/plain": "IntSlider(value=0)", WIDGET_VIEW: {"model_id": "m"}}, execution_count=1))
+    assert shown == [Stream("stderr", COMMS_NOTE), Display({"text/plain": "IntSlider(value=0)"}, execution_count=1)]
 
 
 # -- the magic's own widgets ------------------------------------------------------------------------
