@@ -37,6 +37,7 @@ from .events import Display
 from .sanitize import Sanitizer, escape_attribute, render_markdown
 
 POLICIES = ("sanitize", "isolate", "trust")
+STANDARD_WIDGET_MODULES = ("@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output")
 
 SCRIPT_MIME = re.compile(r"javascript|ecmascript|_exec\b|_exec\.|_load\b|_load\.|xhtml", re.IGNORECASE)
 """MIME types that carry code for the page: ``application/javascript`` and its aliases,
@@ -66,8 +67,7 @@ class OutputOptions(HasTraits):
     allowed_origins = List(Unicode(), help="Origins (e.g. 'https://cdn.example.org') whose images may load "
                                            "in sanitized output and whose resources isolated frames may load."
                            ).tag(config=True)
-    allowed_widget_modules = List(Unicode(), default_value=["@jupyter-widgets/base", "@jupyter-widgets/controls",
-                                                            "@jupyter-widgets/output"],
+    allowed_widget_modules = List(Unicode(), default_value=list(STANDARD_WIDGET_MODULES),
                                   help="Widget model/view modules the sandbox may open (under 'sanitize' and "
                                        "'isolate'); add e.g. 'bqplot' for a trusted extension.").tag(config=True)
     allowed_comm_targets = List(Unicode(), default_value=["jupyter.widget"],
@@ -93,7 +93,8 @@ class OutputPolicy:
     """
 
     def __init__(self, mode: str = "sanitize", allowed_origins: list[str] | tuple[str, ...] = (), *,
-                 hint: Hint = None, widget_modules: list[str] | tuple[str, ...] = (),
+                 hint: Hint = None,
+                 widget_modules: list[str] | tuple[str, ...] = STANDARD_WIDGET_MODULES,
                  comm_targets: list[str] | tuple[str, ...] = ("jupyter.widget",)) -> None:
         if mode not in POLICIES:
             raise ValueError(f"unknown output policy {mode!r} (one of: {', '.join(POLICIES)})")

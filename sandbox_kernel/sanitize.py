@@ -135,7 +135,8 @@ class Sanitizer:
     def svg(self, source: str) -> tuple[str, bool]:
         """``(clean_svg, changed)`` for an SVG document (``image/svg+xml``); the XML
         declaration and doctype go, the ``<svg>`` element and its namespaces stay."""
-        return self._clean(self._svg, source)
+        clean, changed = self._clean(self._svg, source)
+        return clean.strip(), changed
 
     def markdown(self, source: str) -> tuple[str | None, bool]:
         """``(clean_html, changed)`` for Markdown: ``(None, False)`` when it holds no HTML,
@@ -207,7 +208,7 @@ def render_markdown(source: str) -> str:
 def _active(tokens) -> bool:
     """Whether CSS component values load or run something."""
     for token in tokens or ():
-        if token.type == "url":
+        if token.type in ("url", "error"):  # a parse error (e.g. a bad url token) is never kept
             return True
         if token.type == "function" and token.lower_name in _CSS_FUNCTIONS:
             return True
@@ -227,7 +228,7 @@ def clean_declarations(css: str) -> tuple[str, bool]:
     kept = [n for n in nodes if _declaration_ok(n)]
     if len(kept) == len(nodes):
         return css, False
-    return "; ".join(tinycss2.serialize([n]).strip() for n in kept if n.type == "declaration"), True
+    return "; ".join(tinycss2.serialize([n]).strip().rstrip(";") for n in kept if n.type == "declaration"), True
 
 
 def _declaration_ok(node) -> bool:
@@ -277,7 +278,7 @@ def _clean_rules(nodes) -> tuple[list, bool]:
 
 def _tokens(nodes) -> list:
     """Nodes as component values again (for a rule's ``content``), ``;`` after declarations."""
-    text = "".join(tinycss2.serialize([n]) + (";" if n.type == "declaration" else "") for n in nodes)
+    text = "".join(tinycss2.serialize([n]).rstrip(";") + (";" if n.type == "declaration" else "") for n in nodes)
     return tinycss2.parse_component_value_list(text)
 
 
