@@ -106,9 +106,11 @@ class WidgetRules:
         return _with_data(event, {**data, "state": clean}), True, None
 
     def _refusal(self, state: dict[str, Any]) -> str | None:
+        """The note refusing a widget whose model module (required) or view module (if any) is
+        not allowed; None when it may open."""
         for key in ("_model_module", "_view_module"):
             module = state.get(key)
-            if module is not None and module not in self.policy.widget_modules:
+            if (module is not None or key == "_model_module") and module not in self.policy.widget_modules:
                 return (f"[a widget from the module '{module}' was not shown: the output policy allows only the "
                         f"standard ipywidgets; {self.policy.option('allowed_widget_modules', module)} allows it]\n")
         return None
