@@ -19,9 +19,11 @@ passes through :meth:`OutputPolicy.bundle` before any front door shows it:
 ``trust``
     Outputs pass unchanged: sandboxed code gets the user's Jupyter rights. An explicit opt-in.
 
-Data-only renderers (``image/png``, ``application/json``, Vega-Lite, Plotly JSON, ...) and
-unknown MIME types pass unchanged, except types known to carry code for a frontend extension
-(BokehJS and HoloViews ``*_exec``/``*_load``).
+Data-only renderers (``image/png``, ``application/json``, ...) and unknown MIME types pass
+unchanged, except types known to carry code for a frontend extension (BokehJS and HoloViews
+``*_exec``/``*_load``). Vega, Vega-Lite and Plotly specs pass without the URLs their renderers
+would fetch by themselves (``data.url``, an image mark's ``url``, ``layout.images[].source``),
+unless they are inline ``data:`` or from ``allowed_origins``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ def kernel_hint(option: str, value: str) -> str:
     """How a kernel user sets an option: ``--SandboxKernel.output_policy=isolate``."""
     return f"--SandboxKernel.{option}={value}"
 
+
+CHART_MIME = re.compile(r"^application/vnd\.(vega|vegalite|plotly)\.", re.IGNORECASE)
+"""JSON chart specs whose renderers fetch the URLs they name (:data:`CHART_URL_KEYS`)."""
+CHART_URL_KEYS = frozenset({"url", "source", "topojsonURL"})
 
 FRAME_HEIGHT = 420
 """Initial height of an isolated output's frame, in CSS pixels (the user can drag it)."""
@@ -166,6 +172,9 @@ class OutputPolicy:
                 changed |= did
             elif mime == "text/markdown":
                 changed |= self._markdown(_text(value), out, data)
+            elif CHART_MIME.match(mime):
+                out[mime], did = self._chart(value)
+                changed |= did
             else:
                 out[mime] = value
         if scripts:
@@ -186,6 +195,23 @@ class OutputPolicy:
             out["text/html"] = self.frame(render_markdown(source)) if changed and self.mode == "isolate" else html
         return True
 
+    def _chart(self, spec: Any) -> tuple[Any, bool]:
+        """``(spec, changed)``: a chart spec without URLs its renderer would fetch by itself."""
+        if isinstance(spec, dict):
+            out, changed = {}, False
+            for key, value in spec.items():
+                if key in CHART_URL_KEYS and isinstance(value, str) and not self.sanitizer.url_ok("img", "src", value):
+                    changed = True
+                    continue
+                out[key], did = self._chart(value)
+                changed |= did
+            return (out, True) if changed else (spec, False)
+        if isinstance(spec, list):
+            items = [self._chart(v) for v in spec]
+            if any(did for _, did in items):
+                return [v for v, _ in items], True
+        return spec, False
+
     def _scripts(self, scripts: list[tuple[str, Any]], out: dict[str, Any]) -> None:
         """Script MIME types: run in a frame under ``isolate`` (JavaScript only, where the
         bundle has no HTML of its own), else replaced by a note."""
@@ -202,7 +228,8 @@ class OutputPolicy:
 
 
 def _reviewed(mime: str) -> bool:
-    return mime in ("text/html", "text/markdown", "image/svg+xml") or bool(SCRIPT_MIME.search(mime))
+    return mime in ("text/html", "text/markdown", "image/svg+xml") or bool(SCRIPT_MIME.search(mime)) \
+        or bool(CHART_MIME.match(mime))
 
 
 def _text(value: Any) -> str:

@@ -222,6 +222,20 @@ def test_isolate_frames_active_content_in_an_opaque_origin():
     assert script["text/html"].startswith("<iframe ") and "application/javascript" not in script
 
 
+def test_chart_specs_lose_the_urls_their_renderers_would_fetch():
+    spec = {"data": {"url": "https://x.example/?d=SECRET"}, "mark": "bar",
+            "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
+    data, changed = OutputPolicy().bundle({"application/vnd.vegalite.v5+json": spec})
+    assert changed and data["application/vnd.vegalite.v5+json"] == {
+        "data": {}, "mark": "bar", "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
+    plotly = {"data": [], "layout": {"images": [{"source": "https://x.example/a.png", "x": 0}]}}
+    data, changed = OutputPolicy().bundle({"application/vnd.plotly.v1+json": plotly})
+    assert changed and data["application/vnd.plotly.v1+json"]["layout"]["images"] == [{"x": 0}]
+    kept = {"data": {"url": "https://cdn.example.org/d.json"}}
+    allowed = OutputPolicy(allowed_origins=["https://cdn.example.org"])
+    assert allowed.bundle({"application/vnd.vega.v5+json": kept}) == ({"application/vnd.vega.v5+json": kept}, False)
+
+
 def test_trust_passes_everything():
     bundle = {"text/html": "<script>alert(1)</script>", "application/javascript": "alert(1)"}
     assert OutputPolicy("trust").bundle(bundle) == (bundle, False)
