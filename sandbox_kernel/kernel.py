@@ -146,8 +146,12 @@ class SandboxKernel(Kernel, OutputOptions):
         parent = self._requests.get(parent_id) if parent_id else None
         if parent is None and self._requests:
             parent = next(reversed(self._requests.values()))
+        self._publish_policed(event, parent or {})
+
+    def _publish_policed(self, event: Event, parent: dict) -> None:
+        """Publish what the sandbox sent outside a cell (no budget), under the output policy."""
         for shown in self.pipeline.police(event):
-            self._publish(shown, parent or {})
+            self._publish(shown, parent)
 
     # -- comms (ipywidgets) -------------------------------------------------------------------
     async def _forward_comm(self, stream, ident, msg) -> None:
@@ -166,15 +170,11 @@ class SandboxKernel(Kernel, OutputOptions):
                 self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
             return
         self.pipeline.from_frontend(msg_type, content)
-
-        def emit(event: Event) -> None:
-            for shown in self.pipeline.police(event):
-                self._publish(shown, msg)
-
         with self._serving(msg):
             try:
                 await sandbox.send_comm(msg_type, content, msg.get("metadata"),
-                                        [bytes(b) for b in msg.get("buffers", [])], emit=emit)
+                                        [bytes(b) for b in msg.get("buffers", [])],
+                                        emit=lambda event: self._publish_policed(event, msg))
             except SandboxError as exc:
                 self.log.warning("A %s did not reach the sandbox: %s", msg_type, exc)
 
