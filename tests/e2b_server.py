@@ -75,6 +75,7 @@ class E2BTestServer:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
+        self._lost_executions = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> E2BTestServer:
@@ -133,6 +134,19 @@ class E2BTestServer:
             self.kill_sandbox(sandbox_id)
             return None
         return sandbox
+
+    def lose_executions(self, count: int) -> None:
+        """Answer the next ``count`` ``POST /execute`` requests with keepalives only, as E2B's
+        server does for a request sent while Jupyter restarts the context's kernel."""
+        with self._lock:
+            self._lost_executions = count
+
+    def take_lost_execution(self) -> bool:
+        with self._lock:
+            if self._lost_executions <= 0:
+                return False
+            self._lost_executions -= 1
+            return True
 
     def workdir(self, sandbox_id: str) -> Path:
         """The scratch directory of a live sandbox (its home and default cwd).

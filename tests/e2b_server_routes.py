@@ -8,6 +8,7 @@ is named by the ``E2b-Sandbox-Id`` header (or that Host).
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import queue
@@ -157,6 +158,8 @@ class Handler(HandlerBase):
         ctx = _context_call(lambda: self.sandbox.context(body.get("context_id"), body.get("language")))
         if not ctx.started:  # a failed kernel start is a 500, not an event
             self.app.loop.call(ctx.start())
+        if self.app.take_lost_execution():  # as one sent while E2B's kernel restarts: never answered
+            return self.stream_execution(ctx, "", {}, execute=_never_answered)
         self.stream_execution(ctx, body.get("code", ""), body.get("env_vars") or {})
 
     def ci_list_contexts(self) -> None:
@@ -179,7 +182,7 @@ class Handler(HandlerBase):
         _context_call(lambda: self.sandbox.restart_context(context_id))
         self.send_bytes(204, b"")
 
-    def stream_execution(self, ctx: Context, code: str, env_vars: dict) -> None:
+    def stream_execution(self, ctx: Context, code: str, env_vars: dict, execute=None) -> None:
         """Stream one execution's events as chunked NDJSON, one flushed line per event.
 
         After ``keepalive_interval`` seconds without output a keepalive line goes out.
@@ -187,7 +190,8 @@ class Handler(HandlerBase):
         if the sandbox is killed meanwhile, the connection is cut as E2B's proxy does.
         """
         events: queue.Queue = queue.Queue()
-        future = self.app.loop.submit(ctx.execute(code, env_vars, events.put))
+        work = execute() if execute else ctx.execute(code, env_vars, events.put)
+        future = self.app.loop.submit(work)
         self.start_stream("application/x-ndjson")
         last_write = time.monotonic()
         try:
@@ -255,6 +259,10 @@ class Handler(HandlerBase):
         if not name:
             raise HTTPError(400, "missing 'path'")
         return self.sandbox.workdir / name  # an absolute path replaces the work dir
+
+
+async def _never_answered() -> None:
+    await asyncio.Future()
 
 
 def _context_call(action: Callable[[], T]) -> T:

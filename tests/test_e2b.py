@@ -263,6 +263,8 @@ def test_kernel_banner_interrupt_timeout_and_shutdown(srv):
         threading.Timer(1.0, km.interrupt_kernel).start()
         reply, _ = run(kc, "while True: pass", timeout=20)
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+        reply, outputs = run(kc, "kept", timeout=20)  # E2B's server aborted this one: it never ended
+        assert reply["status"] == "ok" and outputs[-2]["content"]["data"]["text/plain"] == "41"
         reply, outputs = run(kc, "import time\ntime.sleep(30)", timeout=20)
         assert reply["ename"] == "ExecutionTimeout" and kinds(outputs) == ["error"]
         reply, outputs = run(kc, "kept + 1")

@@ -21,14 +21,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
 
 from ..errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
 from ..events import Emit, Outcome, Stream
 from ._e2b_results import Relay
+from ..traits import ByteSize, format_bytes
 from ._e2b_sdk import ENV, Connection, SandboxGone, sdk, translate
+from ._e2b_stream import Watch, current_watch, sandbox_class
 from .base import Backend, StdinHandler
 
+SESSION_KEY = "sandbox-kernel-session"
+"""Metadata key of the sandboxes this package creates: the session name (``%sandbox status``
+lists a session's paused sandboxes by it)."""
 CONTEXT_RECORD = ".sandbox-kernel/context-{language}"
 """File in the sandbox (relative to its home) naming the code context a later kernel
 re-attaches to, so the state survives ``keep_alive`` + ``sandbox_id``."""
@@ -56,8 +61,22 @@ class E2BBackend(Backend):
     on_lost = Enum(["recreate", "fail"], "recreate", help="When the sandbox is found gone (expired, killed, "
                    "or the sandbox_id to attach to does not exist): 'recreate' starts a fresh one and says "
                    "in the cell that the state is lost; 'fail' reports an error and makes none.").tag(config=True)
-    keep_alive = Bool(False, help="Leave the sandbox running at shutdown (a later kernel can attach with "
-                                  "sandbox_id); the default kills it.").tag(config=True)
+    keep_alive = Union([Bool(), Enum(["pause"])], default_value=False,
+                       help="At shutdown: False kills the sandbox; True leaves it running; 'pause' pauses it "
+                            "(E2B keeps its files and memory, and nothing runs or is billed as running). A later "
+                            "kernel attaches with sandbox_id and resumes it.").tag(config=True)
+    on_timeout = Enum(["kill", "pause"], "kill", help="What E2B does with the sandbox when it has been unused for "
+                      "'lifetime' seconds: 'kill' (E2B's default) or 'pause', resumed by the next request "
+                      "(E2B's lifecycle on_timeout='pause', auto_resume=True).").tag(config=True)
+    start_timeout = Float(10.0, min=0, help="Seconds a cell may be answered by nothing but keepalives (the sandbox's "
+                          "kernel never took it: lost while the context restarted, or aborted behind an "
+                          "interrupted cell) before it is sent once more; 0: wait forever.").tag(config=True)
+    settle_timeout = Float(30.0, min=0, help="Seconds to wait, after an interrupt, a cell timeout, a restart or the "
+                           "kernel's death, for the code context to take code again before the next cell "
+                           "is sent.").tag(config=True)
+    max_message_bytes = ByteSize(16 * 1024**2, help="Largest message (one line of E2B's /execute stream) the "
+                                 "host holds, e.g. '16m'; longer ones are skipped while they stream, with a "
+                                 "note. 0: no bound.").tag(config=True)
     language = Unicode("python", help="Language of the code context: python, bash, or any the template "
                                       "supports (javascript, r, java, ...).").tag(config=True)
 
@@ -74,6 +93,7 @@ class E2BBackend(Backend):
         self._renewed = 0.0
         self._running: asyncio.Task | None = None
         self._interrupted = False
+        self._unsettled = False  # the context may not take code yet (after interrupt/timeout/restart/death)
         self._lock = asyncio.Lock()
 
     # -- connection ----------------------------------------------------------------------------
@@ -105,7 +125,7 @@ class E2BBackend(Backend):
                 return
             if self._gone is not None:
                 raise SandboxStartError(self._gone)
-            cls = sdk().AsyncSandbox
+            cls = sandbox_class(sdk().AsyncSandbox, lambda: self.max_message_bytes)
             options = self._connection.sdk_options()
             sandbox, self._attached = None, False
             try:
@@ -115,7 +135,8 @@ class E2BBackend(Backend):
                     if sandbox is None:
                         sandbox = await cls.create(template=self.template or None, timeout=self.lifetime,
                                                    envs={**self._host_env, **self.envs} or None,
-                                                   metadata={"sandbox-kernel-session": self.session}, **options)
+                                                   metadata={SESSION_KEY: self.session},
+                                                   lifecycle=self._lifecycle(), **options)
                     self._context = await self._open_context(sandbox)
             except BaseException:
                 if sandbox is not None and not self._attached:
@@ -126,8 +147,13 @@ class E2BBackend(Backend):
             self.log.info("e2b: %s sandbox %s at %s", "attached to" if self._attached else "created",
                           sandbox.sandbox_id, self._connection.service)
 
+    def _lifecycle(self) -> dict[str, Any] | None:
+        """The SDK's ``lifecycle`` argument of ``create`` (None: E2B's default, kill on timeout)."""
+        return {"on_timeout": "pause", "auto_resume": True} if self.on_timeout == "pause" else None
+
     async def _attach(self, cls: Any, options: dict[str, Any]) -> Any:
-        """Connect to ``sandbox_id``; None when it is gone and ``on_lost`` is 'recreate'."""
+        """Connect to ``sandbox_id`` (``POST /v2/sandboxes/{id}/connect``, which resumes a paused
+        sandbox); None when it is gone and ``on_lost`` is 'recreate'."""
         try:
             sandbox = await cls.connect(self._attach_to, timeout=self.lifetime, **options)
         except Exception as exc:
@@ -164,18 +190,24 @@ class E2BBackend(Backend):
         return context
 
     async def shutdown(self) -> None:
-        """Cancel a running cell; kill the sandbox unless ``keep_alive`` (then renew its
-        lifetime so a later kernel has ``lifetime`` seconds to attach). Never raises."""
+        """Cancel a running cell; kill the sandbox, or with ``keep_alive`` leave it running (its
+        lifetime renewed so a later kernel has ``lifetime`` seconds to attach) or pause it
+        (``POST /sandboxes/{id}/pause``). Never raises."""
         async with self._lock:
             await self.interrupt()
             sandbox, self._sandbox, self._context = self._sandbox, None, None
             if sandbox is None:
                 return
-            with contextlib.suppress(Exception):
-                if self.keep_alive:
+            try:
+                if self.keep_alive == "pause":
+                    await sandbox.pause()
+                elif self.keep_alive:
                     await sandbox.set_timeout(self.lifetime)
                 else:
                     await sandbox.kill()
+            except Exception as exc:  # noqa: BLE001 - shutdown never raises
+                self.log.warning("e2b: shutting down sandbox %s: %s", sandbox.sandbox_id,
+                                 self._connection.scrub(str(exc)))
 
     async def restart(self) -> None:
         """Restart the code context (``POST /contexts/{id}/restart``): a fresh interpreter in
@@ -187,6 +219,7 @@ class E2BBackend(Backend):
             await self._use(self._restart_context)
 
     async def _restart_context(self) -> None:
+        self._unsettled = True
         with self._boundary():
             await self._sandbox.restart_code_context(self._context)
 
@@ -205,11 +238,15 @@ class E2BBackend(Backend):
             return await operation()
 
     async def _renew(self) -> None:
-        """Extend the sandbox's lifetime to ``lifetime`` seconds from now (``set_timeout``)."""
+        """Extend the sandbox's lifetime to ``lifetime`` seconds from now (``set_timeout``; with
+        ``on_timeout='pause'`` ``connect``, which also resumes a sandbox paused meanwhile)."""
         sandbox = self._sandbox
         if sandbox is not None:  # None: shut down meanwhile
             with self._boundary():
-                await sandbox.set_timeout(self.lifetime)
+                if self.on_timeout == "pause":
+                    await sandbox.connect(timeout=self.lifetime)
+                else:
+                    await sandbox.set_timeout(self.lifetime)
             self._renewed = time.monotonic()
 
     async def _renew_while_running(self) -> None:
@@ -235,19 +272,72 @@ class E2BBackend(Backend):
     async def _run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
         while self._notices:
             emit(Stream("stderr", self._notices.pop(0)))
-        relay = Relay(emit)
+        deadline = time.monotonic() + timeout if timeout else None
         self._interrupted = False
-        task = self._running = asyncio.ensure_future(self._sandbox.run_code(
-            code, context=self._context, timeout=0, request_timeout=self.request_timeout, **relay.callbacks()))
+        if self._unsettled and not await self._settle():
+            return Relay(emit).interrupted()
+        for attempt in (1, 2):
+            relay = Relay(emit)
+            watch = Watch(on_drop=lambda size: emit(Stream("stderr", self._dropped_note(size))))
+            task = self._running = asyncio.ensure_future(self._run_code(code, relay, watch))
+            try:
+                if not await self._wait_accepted(task, watch, deadline) and attempt == 1:
+                    # never taken (lost, or aborted): it did not run, so it is sent once more
+                    if not await self._settle():
+                        return Relay(emit).interrupted()
+                    continue
+                if not await self._wait_accepted(task, watch, deadline):
+                    raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did "
+                                       f"not take the cell within {self.start_timeout:g} s, twice; nothing ran. "
+                                       "Run it again, or restart the kernel.")
+                return await self._finish(task, relay, timeout, deadline)
+            finally:
+                self._running = None
+                if not task.done():
+                    task.cancel()
+        raise AssertionError("unreachable")
+
+    async def _run_code(self, code: str, relay: Relay | None, watch: Watch) -> Any:
+        """``run_code`` (``POST /execute``) with ``watch`` on its stream; no SDK timeout (ours)."""
+        current_watch.set(watch)  # this task's own context: the transport finds it there
+        callbacks = relay.callbacks() if relay is not None else {}
+        return await self._sandbox.run_code(code, context=self._context, timeout=0,
+                                            request_timeout=self.request_timeout, **callbacks)
+
+    async def _wait_accepted(self, task: asyncio.Future, watch: Watch, deadline: float | None,
+                             bound: float | None = None) -> bool:
+        """Wait until the kernel took the request, the request ended, or the cell's deadline
+        passed (True); False, with the request cancelled, after ``bound`` (default
+        ``start_timeout``) seconds of nothing but keepalives."""
+        bound = self.start_timeout if bound is None else bound
+        if not bound:
+            return True
+        waiter = asyncio.ensure_future(watch.accepted.wait())
+        limit = bound if deadline is None else min(bound, max(deadline - time.monotonic(), 0))
+        try:
+            await asyncio.wait({task, waiter}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task.done() or watch.accepted.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            return True
+        task.cancel()  # the SDK closes the connection; the sandbox interrupts its (idle) kernel
+        await asyncio.wait({task})
+        self._unsettled = True
+        return False
+
+    async def _finish(self, task: asyncio.Future, relay: Relay, timeout: float | None,
+                      deadline: float | None) -> Outcome:
         renewal = asyncio.ensure_future(self._renew_while_running())
         try:
-            await asyncio.wait({task}, timeout=timeout)
+            await asyncio.wait({task}, timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
             if not task.done():
                 task.cancel()  # the SDK closes the connection; the sandbox interrupts its kernel
                 await asyncio.wait({task})
+                self._unsettled = True
                 relay.flush()
                 raise ExecutionTimeout(timeout)
             if task.cancelled() and self._interrupted:
+                self._unsettled = True
                 return relay.interrupted()
             try:
                 with self._boundary():
@@ -258,20 +348,63 @@ class E2BBackend(Backend):
                 raise
         finally:
             renewal.cancel()
-            self._running = None
-            if not task.done():
-                task.cancel()
         if relay.died is not None:  # E2B starts a new kernel in the same sandbox
+            self._unsettled = True
             relay.flush()
             raise SandboxDied(f"the {self.language} kernel in E2B sandbox {self._sandbox.sandbox_id} died "
                               f"({relay.died.value.strip().rstrip('.') or relay.died.name}: out of memory, "
                               "or its process was killed or exited)")
         return relay.outcome(execution)
 
+    async def _settle(self) -> bool:
+        """Wait until the code context takes code again (True; False: interrupted meanwhile).
+
+        After an interrupt or a cell timeout E2B's server interrupts the kernel but does not
+        wait for it, and ipykernel aborts what arrives meanwhile (an execution E2B's server
+        never ends); after the kernel's death, what arrives while Jupyter restarts it is lost.
+        So an empty execution is sent until one runs cleanly; one answered by nothing but
+        keepalives is cancelled and sent again.
+
+        Raises:
+            SandboxError: the context did not take code within ``settle_timeout`` seconds.
+        """
+        deadline, wait = time.monotonic() + self.settle_timeout, 0.25
+        while True:
+            watch, ran, clean = Watch(), False, False
+            task = self._running = asyncio.ensure_future(self._run_code("", None, watch))
+            try:
+                if await self._wait_accepted(task, watch, None, bound=wait):
+                    await asyncio.wait({task}, timeout=max(deadline - time.monotonic(), wait))
+                if task.done() and not task.cancelled():
+                    with self._boundary():
+                        clean = task.result().error is None and watch.ended
+                    ran = True
+            finally:
+                self._running = None
+                if not task.done():
+                    task.cancel()
+            if self._interrupted:
+                return False
+            if clean:
+                self._unsettled = False
+                return True
+            if time.monotonic() > deadline:
+                raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did not "
+                                   f"take code within {self.settle_timeout:g} s after it was interrupted, restarted "
+                                   "or died; nothing ran. Run the cell again, or restart the kernel.")
+            if ran:  # it ran but failed (ContextRestarting: the kernel is still restarting)
+                await asyncio.sleep(wait)
+            wait = min(wait * 2, 2.0)
+
+    def _dropped_note(self, size: int) -> str:
+        return (f"[a message of {format_bytes(size)} from the sandbox was dropped: over the "
+                f"{format_bytes(self.max_message_bytes)} of E2BBackend.max_message_bytes]\n")
+
     async def interrupt(self) -> None:
         """Cancel the running execution: the SDK closes its ``/execute`` connection and the
         sandbox interrupts its kernel (best effort: E2B has no interrupt endpoint). The state
-        survives. Does nothing when no cell runs."""
+        survives; the next cell waits until the context takes code again. Does nothing when no
+        cell runs."""
         task = self._running
         if task is not None and not task.done():
             self._interrupted = True
