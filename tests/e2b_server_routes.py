@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import parse_qsl
 from typing import TYPE_CHECKING, TypeVar
 
 try:
@@ -43,6 +44,7 @@ API_ROUTES = [
     ("DELETE", r"/sandboxes/([^/]+)", "api_kill"),
     ("POST", r"/sandboxes/([^/]+)/timeout", "api_set_timeout"),
     ("POST", r"(?:/v2)?/sandboxes/([^/]+)/connect", "api_connect"),
+    ("POST", r"/sandboxes/([^/]+)/pause", "api_pause"),
 ]
 SANDBOX_ROUTES = {
     JUPYTER_PORT: [
@@ -68,7 +70,7 @@ def sandbox_model(sandbox: Sandbox, envd_version: str, detail: bool = False) -> 
             "envdVersion": envd_version, "envdAccessToken": sandbox.access_token}
     if detail:
         data.update(startedAt=_iso(sandbox.started_at), endAt=_iso(sandbox.end_at), cpuCount=2,
-                    memoryMB=512, diskSizeMB=1024, state="running", metadata=sandbox.metadata)
+                    memoryMB=512, diskSizeMB=1024, state=sandbox.state, metadata=sandbox.metadata)
     return data
 
 
@@ -96,7 +98,9 @@ class Handler(HandlerBase):
                 raise HTTPError(401, "Invalid API key, please check your credentials")
             return self.dispatch(API_ROUTES, method, path)
         sandbox = self.app.get(sandbox_id or "")
-        if sandbox is None:  # what E2B's proxy answers for a killed/expired sandbox
+        if sandbox is not None and sandbox.paused and sandbox.auto_resume:
+            sandbox.resume()  # E2B's proxy resumes a paused sandbox created with auto_resume
+        if sandbox is None or sandbox.paused:  # what E2B's proxy answers for a sandbox not running
             raise HTTPError(502, f"The sandbox {sandbox_id} was not found", sandboxId=sandbox_id)
         if port not in SANDBOX_ROUTES:
             raise HTTPError(502, "The sandbox is running but port is not open", sandboxId=sandbox_id)
@@ -113,13 +117,19 @@ class Handler(HandlerBase):
         """``POST /v2/sandboxes`` (NewSandboxV2) → 201 ``Sandbox``."""
         body = self.json_body()
         sandbox = self.app.create_sandbox(body.get("templateID", "base"), body.get("timeout"),
-                                          body.get("envVars") or {}, body.get("metadata") or {})
+                                          body.get("envVars") or {}, body.get("metadata") or {},
+                                          auto_pause=bool(body.get("autoPause")),
+                                          auto_resume=bool((body.get("autoResume") or {}).get("enabled")))
         self.send_json(201, sandbox_model(sandbox, self.app.envd_version))
 
     def api_list(self) -> None:
-        """``GET /v2/sandboxes`` → 200 ``[ListedSandbox]``, one page (no ``x-next-token``)."""
-        sandboxes = [self.app.get(i) for i in self.app.sandboxes]
-        self.send_json(200, [sandbox_model(s, self.app.envd_version, detail=True) for s in sandboxes if s])
+        """``GET /v2/sandboxes[?state=running|paused][&metadata=k%3Dv...]`` → 200 ``[ListedSandbox]``,
+        one page (no ``x-next-token``)."""
+        wanted = dict(parse_qsl(self.query.get("metadata", "")))
+        sandboxes = [s for s in map(self.app.get, self.app.sandboxes) if s is not None
+                     and self.query.get("state", s.state) == s.state
+                     and all(s.metadata.get(k) == v for k, v in wanted.items())]
+        self.send_json(200, [sandbox_model(s, self.app.envd_version, detail=True) for s in sandboxes])
 
     def api_get(self, sandbox_id: str) -> None:
         """``GET /sandboxes/{id}`` (``get_info``) → 200 ``SandboxDetail``."""
@@ -132,17 +142,28 @@ class Handler(HandlerBase):
         self.send_bytes(204, b"")
 
     def api_set_timeout(self, sandbox_id: str) -> None:
-        """``POST /sandboxes/{id}/timeout`` ``{"timeout": seconds}`` → 204."""
+        """``POST /sandboxes/{id}/timeout`` ``{"timeout": seconds}`` → 204; 404 when paused."""
         sandbox = self._live(sandbox_id)
+        if sandbox.paused:
+            raise HTTPError(404, f"Sandbox {sandbox_id} is paused")
         sandbox.end_at = time.time() + self.json_body()["timeout"]
         self.send_bytes(204, b"")
 
     def api_connect(self, sandbox_id: str) -> None:
         """``POST /v2/sandboxes/{id}/connect`` → 200 ``Sandbox``; a timeout only ever extends."""
         sandbox = self._live(sandbox_id)
-        if timeout := self.json_body().get("timeout"):
-            sandbox.end_at = max(sandbox.end_at, time.time() + timeout)
-        self.send_json(200, sandbox_model(sandbox, self.app.envd_version))
+        resumed, timeout = sandbox.paused, self.json_body().get("timeout")
+        sandbox.resume(timeout)  # a paused sandbox resumes; a running one's timeout only ever extends
+        self.send_json(201 if resumed else 200, sandbox_model(sandbox, self.app.envd_version))
+
+    def api_pause(self, sandbox_id: str) -> None:
+        """``POST /sandboxes/{id}/pause`` ``{"memory"?}`` → 204; 409 when already paused."""
+        self.json_body()  # {"memory": ...}: E2B's snapshot kind; here the kernels keep running
+        sandbox = self._live(sandbox_id)
+        if sandbox.paused:
+            raise HTTPError(409, f"Sandbox {sandbox_id} is already paused")
+        sandbox.pause()
+        self.send_bytes(204, b"")
 
     def _live(self, sandbox_id: str) -> Sandbox:
         sandbox = self.app.get(sandbox_id)

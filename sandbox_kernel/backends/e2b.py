@@ -93,6 +93,7 @@ class E2BBackend(Backend):
         self._renewed = 0.0
         self._running: asyncio.Task | None = None
         self._interrupted = False
+        self._paused: list[str] = []  # of paused_sandboxes()
         self._unsettled = False  # the context may not take code yet (after interrupt/timeout/restart/death)
         self._lock = asyncio.Lock()
 
@@ -434,6 +435,24 @@ class E2BBackend(Backend):
         Path(local).write_bytes(data)
         return Path(local)
 
+    async def paused_sandboxes(self) -> list[str]:
+        """Ids of this session's paused sandboxes (``GET /v2/sandboxes?state=paused&metadata=...``,
+        by the :data:`SESSION_KEY` metadata), e.g. for ``%sandbox status``; a later kernel resumes
+        one with ``sandbox_id``. Also remembered for :meth:`describe`.
+
+        Raises:
+            SandboxError: E2B could not be asked (the message says why).
+        """
+        module = sdk()
+        query = module.SandboxQuery(state=[module.SandboxState.PAUSED], metadata={SESSION_KEY: self.session})
+        with self._boundary():
+            paginator = module.AsyncSandbox.list(query=query, **self._connection.sdk_options())
+            found = []
+            while paginator.has_next:
+                found += [info.sandbox_id for info in await paginator.next_items()]
+        self._paused = found
+        return found
+
     # -- description ---------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """Backend, session, sandbox id, template, service, language, lifetime; never the key."""
@@ -441,6 +460,7 @@ class E2BBackend(Backend):
         return {**super().describe(), "sandbox_id": sandbox.sandbox_id if sandbox is not None else None,
                 "template": self.template or "code-interpreter-v1", "service": self._connection.service,
                 "language": self.language, "context_id": self._context.id if self._context is not None else None,
-                "attached": self._attached, "keep_alive": self.keep_alive,
+                "attached": self._attached, "keep_alive": self.keep_alive, "on_timeout": self.on_timeout,
+                "paused_sandboxes": self._paused or None,
                 "env_vars": sorted({*self._host_env, *self.envs}) or None,
                 "limits": {"lifetime_s": self.lifetime}}
