@@ -52,6 +52,8 @@ MIME_FIELDS = {
     "text/latex": "latex",
     "application/json": "json",
     "application/javascript": "javascript",
+    "e2b/data": "data",  # E2B's own formatters (template/startup_scripts): a DataFrame's data,
+    "e2b/chart": "chart",  # and a matplotlib figure's parsed chart, next to its image/png
 }
 
 

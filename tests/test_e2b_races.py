@@ -20,6 +20,7 @@ import pytest
 
 from sandbox_kernel.errors import ExecutionTimeout, SandboxDied, SandboxError
 from sandbox_kernel.events import Display
+from tests.kernels import kernel, run, stdout
 from tests.test_contract import Recorder
 from tests.test_e2b import make, result, srv  # noqa: F401 - fixtures
 
@@ -103,3 +104,25 @@ async def test_a_huge_message_is_dropped_while_it_streams_with_one_note(make):  
         assert outcome.status == "ok" and result(rec) == "42" and rec.text("stdout") == "after\n"
         assert "was dropped: over the 1 MiB of E2BBackend.max_message_bytes" in rec.text("stderr")
         assert not [d for d in rec.of(Display) if d.execution_count is None]
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak resident memory in bytes (``VmHWM`` of ``/proc/PID/status``)."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+
+def test_a_huge_result_does_not_swell_the_host_kernel(srv):  # noqa: F811
+    """One 200 MB message from the sandbox, 20 times the kernel's output budget: the host-side
+    kernel's peak memory grows by less than the budget plus a small constant, the cell says
+    what was dropped, and the session goes on."""
+    budget, constant = 10 * 1024**2, 24 * 1024**2
+    with kernel("e2b", f"--SandboxKernel.max_output_bytes={budget}", "--E2BBackend.max_message_bytes=8m") as (km, kc):
+        run(kc, "huge = 'x' * 200_000_000\n1")
+        before = peak_rss(km.provisioner.pid)
+        reply, outputs = run(kc, "display({'text/plain': huge}, raw=True)\n'after'", timeout=120)
+        grown = peak_rss(km.provisioner.pid) - before
+        assert reply["status"] == "ok" and grown < budget + constant, grown
+        assert "was dropped: over the 8 MiB of E2BBackend.max_message_bytes" in stdout(outputs, "stderr")
+        assert [m["content"]["data"]["text/plain"] for m in outputs if m["msg_type"] == "execute_result"] == ["'after'"]
+        assert run(kc, "1 + 1")[1][-2]["content"]["data"]["text/plain"] == "2"

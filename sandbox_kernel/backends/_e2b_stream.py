@@ -6,54 +6,24 @@ huge line from the sandbox (``display({'text/plain': 'x' * 300_000_000}, raw=Tru
 held, decoded and parsed whole on the host before our output budget could drop it.
 :class:`BoundedTransport` wraps the SDK's own httpx transport and cuts every ``/execute``
 response into lines itself: a line longer than the bound is skipped as it streams (never held)
-and reported through :attr:`Watch.on_drop`; every other line goes on to the SDK unchanged.
+and reported through ``Watch.on_drop``; every other line goes on to the SDK unchanged.
 
 The same place sees what the SDK does not tell: whether the sandbox's kernel took the request.
 E2B's server sends ``{"type": "number_of_executions"}`` when the kernel publishes
 ``execute_input``, before any output, and ``{"type": "keepalive"}`` lines while nothing else
 comes. An execution answered by nothing but keepalives was never run (lost while the context
-restarted, or aborted by ipykernel behind an interrupted cell): :attr:`Watch.accepted` tells
+restarted, or aborted by ipykernel behind an interrupted cell): ``Watch.accepted`` tells
 the backend, which then recovers instead of waiting forever.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import AsyncIterator, Callable
-from contextvars import ContextVar
 from typing import Any
 
 import httpx
 
-KEEPALIVE = re.compile(rb'^\s*\{\s*"type"\s*:\s*"keepalive"')
-PREFIX = 128  # bytes of a line searched for its type
-
-
-class Watch:
-    """What the ``/execute`` stream of one ``run_code`` call showed so far.
-
-    Attributes:
-        accepted: set at the first line that is not a keepalive (the kernel took the request).
-        ended: set when ``end_of_execution`` arrived.
-        on_drop: called with the size in bytes of each line skipped for being over the bound.
-    """
-
-    def __init__(self, on_drop: Callable[[int], None] | None = None) -> None:
-        self.accepted = asyncio.Event()
-        self.ended = False
-        self.on_drop = on_drop or (lambda size: None)
-
-    def line(self, line: bytes) -> None:
-        if not KEEPALIVE.match(line):
-            self.accepted.set()
-        if b'"end_of_execution"' in line[:PREFIX]:
-            self.ended = True
-
-
-current_watch: ContextVar[Watch | None] = ContextVar("sandbox_kernel_e2b_watch", default=None)
-"""The :class:`Watch` of the ``run_code`` call the current task makes (set inside its task)."""
-
+from ._e2b_execution import Watch, current_watch
 
 class BoundedLines(httpx.AsyncByteStream):
     """The body of one ``/execute`` response, re-cut into lines of at most ``max_bytes`` bytes

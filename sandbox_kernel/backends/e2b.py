@@ -23,12 +23,11 @@ from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
 
-from ..errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
-from ..events import Emit, Outcome, Stream
-from ._e2b_results import Relay
-from ..traits import ByteSize, format_bytes
+from ..errors import SandboxError, SandboxStartError
+from ..events import Emit, Outcome
+from ..traits import ByteSize
+from ._e2b_execution import ExecutionMixin
 from ._e2b_sdk import ENV, Connection, SandboxGone, sdk, translate
-from ._e2b_stream import Watch, current_watch, sandbox_class
 from .base import Backend, StdinHandler
 
 SESSION_KEY = "sandbox-kernel-session"
@@ -39,7 +38,7 @@ CONTEXT_RECORD = ".sandbox-kernel/context-{language}"
 re-attaches to, so the state survives ``keep_alive`` + ``sandbox_id``."""
 
 
-class E2BBackend(Backend):
+class E2BBackend(ExecutionMixin, Backend):
     """An E2B cloud sandbox (or one of an E2B-compatible service), driven by the async SDK."""
 
     name = "e2b"
@@ -126,7 +125,10 @@ class E2BBackend(Backend):
                 return
             if self._gone is not None:
                 raise SandboxStartError(self._gone)
-            cls = sandbox_class(sdk().AsyncSandbox, lambda: self.max_message_bytes)
+            module = sdk()
+            from ._e2b_stream import sandbox_class  # needs httpx, which the SDK brings
+
+            cls = sandbox_class(module.AsyncSandbox, lambda: self.max_message_bytes)
             options = self._connection.sdk_options()
             sandbox, self._attached = None, False
             try:
@@ -269,137 +271,6 @@ class E2BBackend(Backend):
         ExecutionTimeout is raised.
         """
         return await self._use(lambda: self._run(code, emit, timeout))
-
-    async def _run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
-        while self._notices:
-            emit(Stream("stderr", self._notices.pop(0)))
-        deadline = time.monotonic() + timeout if timeout else None
-        self._interrupted = False
-        if self._unsettled and not await self._settle():
-            return Relay(emit).interrupted()
-        for attempt in (1, 2):
-            relay = Relay(emit)
-            watch = Watch(on_drop=lambda size: emit(Stream("stderr", self._dropped_note(size))))
-            task = self._running = asyncio.ensure_future(self._run_code(code, relay, watch))
-            try:
-                if not await self._wait_accepted(task, watch, deadline) and attempt == 1:
-                    # never taken (lost, or aborted): it did not run, so it is sent once more
-                    if not await self._settle():
-                        return Relay(emit).interrupted()
-                    continue
-                if not await self._wait_accepted(task, watch, deadline):
-                    raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did "
-                                       f"not take the cell within {self.start_timeout:g} s, twice; nothing ran. "
-                                       "Run it again, or restart the kernel.")
-                return await self._finish(task, relay, timeout, deadline)
-            finally:
-                self._running = None
-                if not task.done():
-                    task.cancel()
-        raise AssertionError("unreachable")
-
-    async def _run_code(self, code: str, relay: Relay | None, watch: Watch) -> Any:
-        """``run_code`` (``POST /execute``) with ``watch`` on its stream; no SDK timeout (ours)."""
-        current_watch.set(watch)  # this task's own context: the transport finds it there
-        callbacks = relay.callbacks() if relay is not None else {}
-        return await self._sandbox.run_code(code, context=self._context, timeout=0,
-                                            request_timeout=self.request_timeout, **callbacks)
-
-    async def _wait_accepted(self, task: asyncio.Future, watch: Watch, deadline: float | None,
-                             bound: float | None = None) -> bool:
-        """Wait until the kernel took the request, the request ended, or the cell's deadline
-        passed (True); False, with the request cancelled, after ``bound`` (default
-        ``start_timeout``) seconds of nothing but keepalives."""
-        bound = self.start_timeout if bound is None else bound
-        if not bound:
-            return True
-        waiter = asyncio.ensure_future(watch.accepted.wait())
-        limit = bound if deadline is None else min(bound, max(deadline - time.monotonic(), 0))
-        try:
-            await asyncio.wait({task, waiter}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if task.done() or watch.accepted.is_set() or (deadline is not None and time.monotonic() >= deadline):
-            return True
-        task.cancel()  # the SDK closes the connection; the sandbox interrupts its (idle) kernel
-        await asyncio.wait({task})
-        self._unsettled = True
-        return False
-
-    async def _finish(self, task: asyncio.Future, relay: Relay, timeout: float | None,
-                      deadline: float | None) -> Outcome:
-        renewal = asyncio.ensure_future(self._renew_while_running())
-        try:
-            await asyncio.wait({task}, timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
-            if not task.done():
-                task.cancel()  # the SDK closes the connection; the sandbox interrupts its kernel
-                await asyncio.wait({task})
-                self._unsettled = True
-                relay.flush()
-                raise ExecutionTimeout(timeout)
-            if task.cancelled() and self._interrupted:
-                self._unsettled = True
-                return relay.interrupted()
-            try:
-                with self._boundary():
-                    execution = task.result()
-            except SandboxDied as exc:
-                if not isinstance(exc, SandboxGone):  # it died during the cell: the next one makes a new one
-                    self._sandbox = self._context = None
-                raise
-        finally:
-            renewal.cancel()
-        if relay.died is not None:  # E2B starts a new kernel in the same sandbox
-            self._unsettled = True
-            relay.flush()
-            raise SandboxDied(f"the {self.language} kernel in E2B sandbox {self._sandbox.sandbox_id} died "
-                              f"({relay.died.value.strip().rstrip('.') or relay.died.name}: out of memory, "
-                              "or its process was killed or exited)")
-        return relay.outcome(execution)
-
-    async def _settle(self) -> bool:
-        """Wait until the code context takes code again (True; False: interrupted meanwhile).
-
-        After an interrupt or a cell timeout E2B's server interrupts the kernel but does not
-        wait for it, and ipykernel aborts what arrives meanwhile (an execution E2B's server
-        never ends); after the kernel's death, what arrives while Jupyter restarts it is lost.
-        So an empty execution is sent until one runs cleanly; one answered by nothing but
-        keepalives is cancelled and sent again.
-
-        Raises:
-            SandboxError: the context did not take code within ``settle_timeout`` seconds.
-        """
-        deadline, wait = time.monotonic() + self.settle_timeout, 0.25
-        while True:
-            watch, ran, clean = Watch(), False, False
-            task = self._running = asyncio.ensure_future(self._run_code("", None, watch))
-            try:
-                if await self._wait_accepted(task, watch, None, bound=wait):
-                    await asyncio.wait({task}, timeout=max(deadline - time.monotonic(), wait))
-                if task.done() and not task.cancelled():
-                    with self._boundary():
-                        clean = task.result().error is None and watch.ended
-                    ran = True
-            finally:
-                self._running = None
-                if not task.done():
-                    task.cancel()
-            if self._interrupted:
-                return False
-            if clean:
-                self._unsettled = False
-                return True
-            if time.monotonic() > deadline:
-                raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did not "
-                                   f"take code within {self.settle_timeout:g} s after it was interrupted, restarted "
-                                   "or died; nothing ran. Run the cell again, or restart the kernel.")
-            if ran:  # it ran but failed (ContextRestarting: the kernel is still restarting)
-                await asyncio.sleep(wait)
-            wait = min(wait * 2, 2.0)
-
-    def _dropped_note(self, size: int) -> str:
-        return (f"[a message of {format_bytes(size)} from the sandbox was dropped: over the "
-                f"{format_bytes(self.max_message_bytes)} of E2BBackend.max_message_bytes]\n")
 
     async def interrupt(self) -> None:
         """Cancel the running execution: the SDK closes its ``/execute`` connection and the
