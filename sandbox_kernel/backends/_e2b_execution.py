@@ -75,7 +75,7 @@ class ExecutionMixin:
             emit(Stream("stderr", self._notices.pop(0)))
         deadline = time.monotonic() + timeout if timeout else None
         self._interrupted = False
-        if self._unsettled and not await self._settle():
+        if self._unsettled and not await self._settle(timeout, deadline):
             return Relay(emit).interrupted()
         for attempt in (1, 2):
             relay = Relay(emit)
@@ -84,7 +84,7 @@ class ExecutionMixin:
             try:
                 if not await self._wait_accepted(task, watch, deadline) and attempt == 1:
                     # never taken (lost, or aborted): it did not run, so it is sent once more
-                    if not await self._settle():
+                    if not await self._settle(timeout, deadline):
                         return Relay(emit).interrupted()
                     continue
                 if not await self._wait_accepted(task, watch, deadline):
@@ -157,7 +157,7 @@ class ExecutionMixin:
                               "or its process was killed or exited)")
         return relay.outcome(execution)
 
-    async def _settle(self) -> bool:
+    async def _settle(self, timeout: float | None = None, cell_deadline: float | None = None) -> bool:
         """Wait until the code context takes code again (True; False: interrupted meanwhile).
 
         After an interrupt or a cell timeout E2B's server interrupts the kernel but does not
@@ -168,8 +168,11 @@ class ExecutionMixin:
 
         Raises:
             SandboxError: the context did not take code within ``settle_timeout`` seconds.
+            ExecutionTimeout: the cell's own ``timeout`` (ending at ``cell_deadline``) passed first.
         """
         deadline, wait = time.monotonic() + self.settle_timeout, 0.25
+        if cell_deadline is not None and cell_deadline < deadline:
+            deadline = cell_deadline
         while True:
             watch, ran, clean = Watch(), False, False
             task = self._running = asyncio.ensure_future(self._run_code("", None, watch))
@@ -190,6 +193,8 @@ class ExecutionMixin:
                 self._unsettled = False
                 return True
             if time.monotonic() > deadline:
+                if deadline == cell_deadline:
+                    raise ExecutionTimeout(timeout)
                 raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did not "
                                    f"take code within {self.settle_timeout:g} s after it was interrupted, restarted "
                                    "or died; nothing ran. Run the cell again, or restart the kernel.")

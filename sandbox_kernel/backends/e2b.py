@@ -4,12 +4,15 @@ One sandbox per backend (created, or attached to by id) and one code context in 
 session's state; ``restart`` restarts it). Works with E2B-compatible services (``domain``,
 ``api_url``), e.g. ``tests/e2b_server.py``. The SDK is imported at start, not at import.
 
-E2B endpoints used: ``POST /v2/sandboxes`` (create), ``POST /v2/sandboxes/{id}/connect``
-(attach), ``POST /sandboxes/{id}/timeout`` (lifetime renewal), ``DELETE /sandboxes/{id}``
+E2B endpoints used: ``POST /v2/sandboxes`` (create, with the ``lifecycle`` of ``on_timeout``),
+``POST /v2/sandboxes/{id}/connect`` (attach; resumes a paused sandbox), ``POST
+/sandboxes/{id}/timeout`` (lifetime renewal), ``POST /sandboxes/{id}/pause`` (``keep_alive='pause'``),
+``GET /v2/sandboxes?state=paused`` (:meth:`E2BBackend.paused_sandboxes`), ``DELETE /sandboxes/{id}``
 (kill); in the sandbox ``POST /contexts``, ``POST /contexts/{id}/restart``, ``POST /execute``
 (streamed), and envd's ``GET|POST /files``.
 What E2B cannot carry (stdin, completion, display updates, clear_output, metadata, comms) and
-what we do instead: ``docs/e2b.md``.
+what we do instead: ``docs/e2b.md``. How a cell never waits forever on E2B's server:
+:mod:`._e2b_execution`; how host memory stays bounded: :mod:`._e2b_stream`.
 """
 
 from __future__ import annotations
