@@ -28,7 +28,7 @@ from .display import SandboxResult, cell_error, infrastructure_error
 from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
 from .run import run_cell, wait
 from .session import Session
-from .status import ListView, refresh_paused, status_info
+from .status import ListView, status_info
 from .widgets import StartProgress, StatusPanel
 
 
@@ -163,8 +163,6 @@ class SandboxMagics(Magics):
         if not chosen:
             print("No sandbox sessions yet: run a %%sandbox cell to start one.")
             return None
-        for session in chosen:
-            refresh_paused(session, self.registry.loop.submit)
         return StatusPanel(chosen, self.registry, restart=self._restart, stop=self._stop)
 
     def _restart(self, name: str) -> str:

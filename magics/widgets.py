@@ -27,7 +27,7 @@ from sandbox_kernel.outputs import WIDGET_VIEW
 from sandbox_kernel.traits import format_bytes
 
 from .session import Registry, Session
-from .status import StatusView, format_uptime, paused_note, status_info
+from .status import StatusView, format_uptime, paused_note, refresh_paused, status_info
 
 COLUMNS = (("session", "session"), ("backend", "backend"), ("sandbox_id", "sandbox id"), ("state", "state"),
            ("uptime_s", "uptime"), ("memory", "memory"), ("cells", "cells"))
@@ -76,6 +76,8 @@ class StatusPanel:
                  stop: Callable[[str], str]) -> None:
         self.sessions, self.registry = list(sessions), registry
         self.actions = {"Restart": restart, "Stop": stop}
+        for session in self.sessions:
+            refresh_paused(session, registry.loop.submit)
         self.text = StatusView([status_info(s) for s in self.sessions])
         self.usage: dict[str, dict[str, int] | None] = {}
         self.widget = self._build() if widgets_available() else None
