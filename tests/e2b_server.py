@@ -76,7 +76,7 @@ class E2BTestServer:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
-        self._lost_executions = 0
+        self._lost_executions, self._lost_containing = 0, ""
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> E2BTestServer:
@@ -139,15 +139,16 @@ class E2BTestServer:
             return None
         return sandbox
 
-    def lose_executions(self, count: int) -> None:
-        """Answer the next ``count`` ``POST /execute`` requests with keepalives only, as E2B's
-        server does for a request sent while Jupyter restarts the context's kernel."""
+    def lose_executions(self, count: int, containing: str = "") -> None:
+        """Answer the next ``count`` ``POST /execute`` requests whose code contains ``containing``
+        with keepalives only, as E2B's server does for a request sent while Jupyter restarts the
+        context's kernel."""
         with self._lock:
-            self._lost_executions = count
+            self._lost_executions, self._lost_containing = count, containing
 
-    def take_lost_execution(self) -> bool:
+    def take_lost_execution(self, code: str) -> bool:
         with self._lock:
-            if self._lost_executions <= 0:
+            if self._lost_executions <= 0 or self._lost_containing not in code:
                 return False
             self._lost_executions -= 1
             return True

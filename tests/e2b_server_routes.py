@@ -179,7 +179,7 @@ class Handler(HandlerBase):
         ctx = _context_call(lambda: self.sandbox.context(body.get("context_id"), body.get("language")))
         if not ctx.started:  # a failed kernel start is a 500, not an event
             self.app.loop.call(ctx.start())
-        if self.app.take_lost_execution():  # as one sent while E2B's kernel restarts: never answered
+        if self.app.take_lost_execution(body.get("code", "")):  # as one sent while E2B's kernel restarts: never answered
             return self.stream_execution(ctx, "", {}, execute=_never_answered)
         self.stream_execution(ctx, body.get("code", ""), body.get("env_vars") or {})
 

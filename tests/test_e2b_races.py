@@ -84,6 +84,9 @@ async def test_an_execution_answered_by_keepalives_only_is_sent_again(make, srv)
         with pytest.raises(ExecutionTimeout):  # the cell's own timeout bounds the wait too
             await asyncio.wait_for(backend.execute("x", rec, timeout=1), 60)
         assert time.monotonic() - started < 5
+        srv.lose_executions(2, containing="x")  # the cell twice, not the empty executions between
+        with pytest.raises(SandboxError, match="did not take the cell within 0.5 s, twice; nothing ran"):
+            await asyncio.wait_for(backend.execute("x", rec), 60)
         srv.lose_executions(0)
         assert (await value(backend, "x"))[0] == "4", "the session is usable afterwards"
 

@@ -82,20 +82,19 @@ class ExecutionMixin:
             watch = Watch(on_drop=lambda size: emit(Stream("stderr", self._dropped_note(size))))
             task = self._running = asyncio.ensure_future(self._run_code(code, relay, watch))
             try:
-                if not await self._wait_accepted(task, watch, deadline) and attempt == 1:
-                    # never taken (lost, or aborted): it did not run, so it is sent once more
-                    if not await self._settle(timeout, deadline):
-                        return Relay(emit).interrupted()
-                    continue
-                if not await self._wait_accepted(task, watch, deadline):
-                    raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did "
-                                       f"not take the cell within {self.start_timeout:g} s, twice; nothing ran. "
-                                       "Run it again, or restart the kernel.")
-                return await self._finish(task, relay, timeout, deadline)
+                if await self._wait_accepted(task, watch, deadline):
+                    return await self._finish(task, relay, timeout, deadline)
             finally:
                 self._running = None
                 if not task.done():
                     task.cancel()
+            # never taken (lost, or aborted behind an interrupted cell): nothing of it ran
+            if attempt == 2:
+                raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did not "
+                                   f"take the cell within {self.start_timeout:g} s, twice; nothing ran. Run it "
+                                   "again, or restart the kernel.")
+            if not await self._settle(timeout, deadline):
+                return Relay(emit).interrupted()
         raise AssertionError("unreachable")
 
     async def _run_code(self, code: str, relay: Relay | None, watch: Watch) -> Any:
