@@ -75,8 +75,16 @@ class ExecutionMixin:
             emit(Stream("stderr", self._notices.pop(0)))
         deadline = time.monotonic() + timeout if timeout else None
         self._interrupted = False
-        if self._unsettled and not await self._settle(timeout, deadline):
-            return Relay(emit).interrupted()
+        renewal = asyncio.ensure_future(self._renew_while_running())  # a long cell keeps its sandbox
+        try:
+            if self._unsettled and not await self._settle(timeout, deadline):
+                return Relay(emit).interrupted()
+            return await self._attempts(code, emit, timeout, deadline)
+        finally:
+            renewal.cancel()
+
+    async def _attempts(self, code: str, emit: Emit, timeout: float | None, deadline: float | None) -> Outcome:
+        """Send the cell; once more if the kernel never took it (see the module's docstring)."""
         for attempt in (1, 2):
             relay = Relay(emit)
             watch = Watch(on_drop=lambda size: emit(Stream("stderr", self._dropped_note(size))))
@@ -127,27 +135,23 @@ class ExecutionMixin:
 
     async def _finish(self, task: asyncio.Future, relay: Relay, timeout: float | None,
                       deadline: float | None) -> Outcome:
-        renewal = asyncio.ensure_future(self._renew_while_running())
+        await asyncio.wait({task}, timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
+        if not task.done():
+            task.cancel()  # the SDK closes the connection; the sandbox interrupts its kernel
+            await asyncio.wait({task})
+            self._unsettled = True
+            relay.flush()
+            raise ExecutionTimeout(timeout)
+        if task.cancelled() and self._interrupted:
+            self._unsettled = True
+            return relay.interrupted()
         try:
-            await asyncio.wait({task}, timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
-            if not task.done():
-                task.cancel()  # the SDK closes the connection; the sandbox interrupts its kernel
-                await asyncio.wait({task})
-                self._unsettled = True
-                relay.flush()
-                raise ExecutionTimeout(timeout)
-            if task.cancelled() and self._interrupted:
-                self._unsettled = True
-                return relay.interrupted()
-            try:
-                with self._boundary():
-                    execution = task.result()
-            except SandboxDied as exc:
-                if not isinstance(exc, SandboxGone):  # it died during the cell: the next one makes a new one
-                    self._sandbox = self._context = None
-                raise
-        finally:
-            renewal.cancel()
+            with self._boundary():
+                execution = task.result()
+        except SandboxDied as exc:
+            if not isinstance(exc, SandboxGone):  # it died during the cell: the next one makes a new one
+                self._sandbox = self._context = None
+            raise
         if relay.died is not None:  # E2B starts a new kernel in the same sandbox
             self._unsettled = True
             relay.flush()

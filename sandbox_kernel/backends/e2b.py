@@ -133,7 +133,7 @@ class E2BBackend(ExecutionMixin, Backend):
 
             cls = sandbox_class(module.AsyncSandbox, lambda: self.max_message_bytes)
             options = self._connection.sdk_options()
-            sandbox, self._attached = None, False
+            sandbox, self._attached, asked = None, False, time.monotonic()
             try:
                 with self._boundary(SandboxStartError):
                     if self._attach_to:
@@ -149,7 +149,7 @@ class E2BBackend(ExecutionMixin, Backend):
                     with contextlib.suppress(Exception):
                         await sandbox.kill()
                 raise
-            self._sandbox, self._renewed = sandbox, time.monotonic()
+            self._sandbox, self._renewed = sandbox, asked  # its lifetime counts from the request
             self.log.info("e2b: %s sandbox %s at %s", "attached to" if self._attached else "created",
                           sandbox.sandbox_id, self._connection.service)
 
