@@ -25,6 +25,7 @@ import httpx
 
 from ._e2b_execution import Watch, current_watch
 
+
 class BoundedLines(httpx.AsyncByteStream):
     """The body of one ``/execute`` response, re-cut into lines of at most ``max_bytes`` bytes
     (0: no bound); longer lines are skipped while they stream."""
