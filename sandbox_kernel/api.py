@@ -80,7 +80,8 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
     def __init__(self, backend: str = "local", *, config: Any = None, **options: Any) -> None:
         cls = get_backend_class(backend)
         own = {k: options.pop(k) for k in list(options) if self.has_trait(k)}
-        _check_options(backend, cls, options, set(self.trait_names()))
+        _check_options(backend, cls, options, set(self.class_trait_names(config=True)))
+        _check_config(backend, cls, config)
         try:
             super().__init__(config=config, **own)
             self.backend: Backend = cls(parent=self, **options)
@@ -221,6 +222,17 @@ def _check_options(backend: str, cls: type[Backend], options: dict[str, Any], ow
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"Unknown option {name!r} for the {backend} sandbox.{hint} "
                               f"Options: {', '.join(sorted(known))}.")
+
+
+def _check_config(backend: str, cls: type[Backend], config: Any) -> None:
+    """Raise ConfigError for a config section or option that this sandbox would ignore."""
+    classes = {c.__name__: c for c in (AsyncSandbox, *cls.mro()) if hasattr(c, "class_trait_names")}
+    for section, values in (config or {}).items():
+        if section not in classes:
+            close = difflib.get_close_matches(section, sorted(classes), n=1)
+            raise ConfigError(f"Options for {section!r} do not apply to the {backend} sandbox"
+                              + (f"; did you mean {close[0]!r}?" if close else "."))
+        _check_options(backend, classes[section], dict(values), set())
 
 
 class Sandbox:

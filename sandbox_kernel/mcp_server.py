@@ -1,0 +1,243 @@
+"""``sandbox-kernel mcp``: one sandbox per MCP session, served with the official ``mcp`` SDK.
+
+    sandbox-kernel mcp --backend docker [--timeout 60] [--allowed-command REGEX ...]
+                       [--output-policy sanitize] [--DockerBackend.memory_limit=1g ...]
+
+It speaks the Model Context Protocol over stdio (https://modelcontextprotocol.io/specification,
+"stdio" transport): a desktop agent starts it as a subprocess. Its tools drive one
+:class:`~sandbox_kernel.api.AsyncSandbox`, started at the first call and removed when the
+client goes away (stdin closes, or SIGTERM/SIGINT):
+
+``run_code``      code → stdout, stderr and results as text, images as image content; an
+                  exception, a timeout or a dead sandbox is a tool error. State is kept.
+``run_command``   a shell command line, under ``--allowed-command`` → exit code, stdout, stderr.
+``upload_file`` / ``download_file``   file content to/from a path inside the sandbox's working
+                  directory (absolute paths and ``..`` are refused).
+``restart``, ``status``.
+
+Outputs pass the same cell pipeline as the kernel's: under the default ``sanitize`` policy an
+HTML result arrives as sanitized HTML text, never with scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import posixpath
+import re
+import signal
+import sys
+from typing import Any, Literal
+
+from .api import AsyncSandbox
+from .errors import ConfigError, ExecutionTimeout, NotSupported, SandboxError
+from .policy import POLICIES
+from .results import ExecutionResult
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+TEXT_TYPES = ("text/plain", "text/markdown", "text/html", "image/svg+xml", "application/json", "text/latex")
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+INSTRUCTIONS = ("Runs Python in an isolated {backend} sandbox that keeps its state (variables, imports, files) "
+                "between run_code calls. Files live in the sandbox's working directory.")
+
+
+class PathRefused(SandboxError):
+    """A file path that would leave the sandbox's working directory."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"The path {path!r} is refused: give a path relative to the sandbox's working directory, "
+                         "without '..' (e.g. 'data/input.csv').")
+
+
+def inside_workdir(path: str) -> str:
+    """``path`` normalised, if it is relative and stays inside the working directory.
+
+    Raises:
+        PathRefused: an absolute path, an empty one, or one that climbs out with ``..``.
+    """
+    norm = posixpath.normpath(path.replace("\\", "/")) if path else ""
+    if not norm or norm == "." or posixpath.isabs(norm) or norm == ".." or norm.startswith("../"):
+        raise PathRefused(path)
+    return norm
+
+
+def result_content(result: ExecutionResult) -> list[Any]:
+    """MCP content blocks for an execution: stdout, stderr, each display (images as image
+    content, else its best text form), the error's traceback without colours."""
+    from mcp_types import ImageContent, TextContent
+
+    blocks: list[Any] = []
+    if result.stdout:
+        blocks.append(TextContent(type="text", text=result.stdout))
+    if result.stderr:
+        blocks.append(TextContent(type="text", text=f"[stderr]\n{result.stderr}"))
+    for display in result.displays:
+        image = next((m for m in IMAGE_TYPES if m in display.data), None)
+        if image is not None:
+            blocks.append(ImageContent(type="image", data=display.data[image], mime_type=image))
+            continue
+        mime = next((m for m in TEXT_TYPES if m in display.data), None)
+        if mime is not None:
+            value = display.data[mime]
+            blocks.append(TextContent(type="text", text=value if isinstance(value, str) else json.dumps(value)))
+    if result.error is not None:
+        trace = ANSI.sub("", "\n".join(result.error.traceback)) or f"{result.error.ename}: {result.error.evalue}"
+        blocks.append(TextContent(type="text", text=trace))
+    return blocks or [TextContent(type="text", text="[no output]")]
+
+
+def build_server(sandbox: AsyncSandbox) -> Any:
+    """The ``MCPServer`` whose tools drive ``sandbox``."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent
+
+    server = MCPServer("sandbox-kernel", instructions=INSTRUCTIONS.format(backend=sandbox.backend.name),
+                       log_level="WARNING")
+
+    def failed(exc: BaseException) -> CallToolResult:
+        partial = getattr(exc, "result", None)
+        blocks = result_content(partial) if isinstance(partial, ExecutionResult) and partial.stdout + partial.stderr else []
+        return CallToolResult(content=[*blocks, TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
+                              is_error=True)
+
+    @server.tool(structured_output=False)
+    async def run_code(code: str, timeout: float | None = None):
+        """Run Python code in the sandbox. Variables, imports and files persist between calls.
+        Returns stdout, stderr, the last expression's value and displays (plots as images).
+        timeout: seconds before the code is interrupted (default: the server's)."""
+        try:
+            result = await sandbox.run(code, timeout=timeout)
+        except SandboxError as exc:
+            return failed(exc)
+        return CallToolResult(content=result_content(result), is_error=result.error is not None)
+
+    @server.tool(structured_output=False)
+    async def run_command(command: str, timeout: float | None = None):
+        """Run a shell command line (/bin/sh -c) in the sandbox's working directory.
+        Returns its exit code, stdout and stderr."""
+        try:
+            done = await sandbox.run_command(command, timeout=timeout)
+        except SandboxError as exc:
+            return failed(exc)
+        text = f"exit code {done.exit_code}\n[stdout]\n{done.stdout}\n[stderr]\n{done.stderr}"
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=done.exit_code != 0)
+
+    @server.tool()
+    async def upload_file(path: str, content: str, encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
+        """Write a file in the sandbox's working directory. path: relative, e.g. 'data/in.csv';
+        content: the text, or base64 when encoding='base64'."""
+        try:
+            data = base64.b64decode(content, validate=True) if encoding == "base64" else content.encode()
+            return f"wrote {len(data)} bytes to {await sandbox.write_file(inside_workdir(path), data)}"
+        except (SandboxError, OSError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool()
+    async def download_file(path: str, encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
+        """Read a file from the sandbox's working directory (path relative to it); as text, or
+        base64 when encoding='base64' (binary files)."""
+        try:
+            data = await sandbox.read_file(inside_workdir(path))
+        except (SandboxError, OSError) as exc:
+            raise ToolError(str(exc) or f"No such file in the sandbox: {path}") from None
+        limit = sandbox.max_output_bytes
+        if limit and len(data) > limit:
+            raise ToolError(f"{path} has {len(data)} bytes, more than the server's max_output_bytes ({limit}).")
+        if encoding == "base64":
+            return base64.b64encode(data).decode()
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            raise ToolError(f"{path} is not UTF-8 text; ask for encoding='base64'.") from None
+
+    @server.tool()
+    async def restart() -> str:
+        """Restart the sandbox's interpreter: all variables are lost."""
+        try:
+            await sandbox.restart()
+        except SandboxError as exc:
+            raise ToolError(str(exc)) from None
+        return "The sandbox restarted with a fresh interpreter."
+
+    @server.tool()
+    async def status() -> str:
+        """The sandbox's backend, id, limits, working directory, policy, memory use and this
+        server's process id (JSON)."""
+        info = {**sandbox.describe(), "server_pid": os.getpid()}
+        with contextlib.suppress(SandboxError, NotSupported):
+            info["usage"] = await sandbox.backend.usage()
+        return json.dumps(info, default=str)
+
+    return server
+
+
+async def serve(sandbox: AsyncSandbox) -> None:
+    """Serve ``sandbox`` over stdio until the client closes stdin or a SIGTERM/SIGINT
+    arrives; the sandbox is removed either way."""
+    server = build_server(sandbox)
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await server.run_stdio_async()
+    except asyncio.CancelledError:
+        pass
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await sandbox.close()
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", default="local", help="sandbox backend (default: local)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds a call may run (default 60)")
+    parser.add_argument("--max-output-bytes", default="1m", help="output one call may return (default 1m)")
+    parser.add_argument("--allowed-command", action="append", dest="allowed_commands", metavar="REGEX",
+                        help="allow run_command for command lines that fully match REGEX (repeatable; "
+                             "default: any command)")
+    parser.add_argument("--output-policy", choices=POLICIES, default="sanitize")
+    parser.add_argument("--allowed-origin", action="append", dest="allowed_origins", default=[], metavar="ORIGIN")
+    parser.set_defaults(traitlets_options=True)
+
+
+def options_config(argv: list[str]) -> Any:
+    """A traitlets Config from ``--Class.trait=value`` arguments.
+
+    Raises:
+        ConfigError: an argument of another form.
+    """
+    from traitlets.config.loader import KVArgParseConfigLoader
+
+    for arg in argv:
+        if not re.match(r"^--[A-Za-z_]\w*\.[A-Za-z_]\w*(=|$)", arg):
+            raise ConfigError(f"Unknown argument {arg!r}: backend options look like --DockerBackend.memory_limit=1g.")
+    return KVArgParseConfigLoader(argv).load_config()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError:
+        print("sandbox-kernel mcp needs the MCP SDK. Fix: pip install 'sandbox-kernel[mcp]'", file=sys.stderr)
+        return 1
+    sandbox = AsyncSandbox(args.backend, config=options_config(args.extra), timeout=args.timeout,
+                           max_output_bytes=args.max_output_bytes, allowed_commands=args.allowed_commands,
+                           output_policy=args.output_policy, allowed_origins=args.allowed_origins)
+    asyncio.run(serve(sandbox))
+    return 0
+
+
+def _register() -> None:
+    from .cli import COMMANDS
+
+    COMMANDS["mcp"] = ("serve one sandbox to an MCP client over stdio (needs sandbox-kernel[mcp])", configure, run)
+
+
+_register()
