@@ -68,6 +68,10 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         BackendUnavailable: the backend's package is not installed.
     """
 
+    option_hint = staticmethod(api_hint)
+    """How a note names an option (``output_policy='isolate'``); front doors built on this
+    class (the MCP server) say it their way."""
+
     timeout = Float(None, allow_none=True, help="Seconds an execution may run before it is interrupted "
                                                 "(None: no limit); run(timeout=...) overrides it.").tag(config=True)
     max_output_bytes = ByteSize(10 * 1024**2, help="Output one execution may return, e.g. '10m'; the rest is "
@@ -88,7 +92,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         except (TraitError, ValueError) as exc:
             raise ConfigError(f"Bad option for the {backend} sandbox: {exc}") from None
         self._allowlist = commands.compile_allowlist(self.allowed_commands)
-        self.pipeline = OutputPipeline(self.make_policy(hint=api_hint), comms=False, no_comms_note=NO_COMMS_NOTE,
+        self.pipeline = OutputPipeline(self.make_policy(hint=type(self).option_hint), comms=False, no_comms_note=NO_COMMS_NOTE,
                                        budget_setting="max_output_bytes")
         self.pipeline.backend = self.backend.name
 

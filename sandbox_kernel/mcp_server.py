@@ -66,6 +66,32 @@ def inside_workdir(path: str) -> str:
     return norm
 
 
+def mcp_hint(option: str, value: str) -> str:
+    """How the server's user sets an output option: ``--output-policy isolate``."""
+    return f"--{option.replace('_', '-')} {value}"
+
+
+class MCPSandbox(AsyncSandbox):
+    """The server's sandbox: notes name the server's command-line options."""
+
+    option_hint = staticmethod(mcp_hint)
+
+
+OBJECT_REPR = re.compile(r"^<[\w.]+ object( at 0x[0-9a-f]+)?>$")
+
+
+def best_text(data: dict[str, Any]) -> str | None:
+    """A display's text for a model: ``text/plain``, unless it is a bare object repr
+    (``<IPython.core.display.HTML object>``), then Markdown, (sanitized) HTML, SVG, JSON."""
+    plain = data.get("text/plain")
+    if isinstance(plain, str) and not OBJECT_REPR.match(plain.strip()):
+        return plain
+    for mime in TEXT_TYPES[1:]:
+        if mime in data:
+            return data[mime] if isinstance(data[mime], str) else json.dumps(data[mime])
+    return plain
+
+
 def result_content(result: ExecutionResult) -> list[Any]:
     """MCP content blocks for an execution: stdout, stderr, each display (images as image
     content, else its best text form), the error's traceback without colours."""
@@ -81,10 +107,8 @@ def result_content(result: ExecutionResult) -> list[Any]:
         if image is not None:
             blocks.append(ImageContent(type="image", data=display.data[image], mime_type=image))
             continue
-        mime = next((m for m in TEXT_TYPES if m in display.data), None)
-        if mime is not None:
-            value = display.data[mime]
-            blocks.append(TextContent(type="text", text=value if isinstance(value, str) else json.dumps(value)))
+        if (text := best_text(display.data)) is not None:
+            blocks.append(TextContent(type="text", text=text))
     if result.error is not None:
         trace = ANSI.sub("", "\n".join(result.error.traceback)) or f"{result.error.ename}: {result.error.evalue}"
         blocks.append(TextContent(type="text", text=trace))
@@ -227,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("sandbox-kernel mcp needs the MCP SDK. Fix: pip install 'sandbox-kernel[mcp]'", file=sys.stderr)
         return 1
-    sandbox = AsyncSandbox(args.backend, config=options_config(args.extra), timeout=args.timeout,
+    sandbox = MCPSandbox(args.backend, config=options_config(args.extra), timeout=args.timeout,
                            max_output_bytes=args.max_output_bytes, allowed_commands=args.allowed_commands,
                            output_policy=args.output_policy, allowed_origins=args.allowed_origins)
     asyncio.run(serve(sandbox))
