@@ -205,18 +205,25 @@ async def serve(sandbox: AsyncSandbox) -> None:
     """Serve ``sandbox`` over stdio until the client closes stdin or a SIGTERM/SIGINT
     arrives; the sandbox is removed either way."""
     server = build_server(sandbox)
-    task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, lambda: loop.create_task(_stop(sandbox)))
     try:
         await server.run_stdio_async()
-    except asyncio.CancelledError:
-        pass
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
         await sandbox.close()
+
+
+async def _stop(sandbox: AsyncSandbox) -> None:
+    """On SIGTERM/SIGINT: remove the sandbox, then exit. (Cancelling the server cannot work
+    while the SDK's stdin reader thread is blocked in ``read()``, which only the client's
+    closing of the pipe ends.)"""
+    try:
+        await asyncio.wait_for(sandbox.close(), timeout=30)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os._exit(0)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -5,8 +5,11 @@ for the module (tests that need their own make it)."""
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +153,11 @@ def test_refused_command_starts_no_sandbox():
     with pytest.raises(CommandRefused):
         sandbox.run_command("cat /etc/passwd")
     assert not sandbox.describe()["started"]
+
+
+def test_open_sandboxes_are_removed_at_exit():
+    code = ("from sandbox_kernel import Sandbox\nsb = Sandbox('local').start()\n"
+            "print(sb.describe()['workdir'], flush=True)\nsb.run('x = 1')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not Path(done.stdout.strip()).exists()

@@ -143,3 +143,37 @@ def test_paths_outside_the_workdir_are_refused(path):
 
 def test_paths_inside_the_workdir():
     assert inside_workdir("a/./b/../c.txt") == "a/c.txt"
+
+
+def test_sigterm_removes_the_sandbox():
+    """An agent host that stops the server with SIGTERM (not by closing stdin) leaves nothing
+    behind either. Speaks JSON-RPC lines by hand: the SDK's client always closes stdin first."""
+    import signal
+
+    from mcp_types import LATEST_PROTOCOL_VERSION
+
+    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--backend", "local"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def call(msg_id: int, method: str, params: dict) -> dict:
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}) + "\n")
+        server.stdin.flush()
+        while True:
+            reply = json.loads(server.stdout.readline())
+            if reply.get("id") == msg_id:
+                return reply["result"]
+
+    try:
+        call(1, "initialize", {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                               "clientInfo": {"name": "test", "version": "0"}})
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        first = call(2, "tools/call", {"name": "run_code", "arguments": {"code": "x = 1"}})
+        assert not first.get("isError"), first
+        status = json.loads(call(3, "tools/call", {"name": "status", "arguments": {}})["content"][0]["text"])
+        assert Path(status["workdir"]).is_dir()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+        server.wait()
+    assert not Path(status["workdir"]).exists() and process_gone(int(status["sandbox_id"]))
