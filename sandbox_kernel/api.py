@@ -92,7 +92,8 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         except (TraitError, ValueError) as exc:
             raise ConfigError(f"Bad option for the {backend} sandbox: {exc}") from None
         self._allowlist = commands.compile_allowlist(self.allowed_commands)
-        self.pipeline = OutputPipeline(self.make_policy(hint=type(self).option_hint), comms=False, no_comms_note=NO_COMMS_NOTE,
+        policy = self.make_policy(hint=type(self).option_hint)
+        self.pipeline = OutputPipeline(policy, comms=False, no_comms_note=NO_COMMS_NOTE,
                                        budget_setting="max_output_bytes")
         self.pipeline.backend = self.backend.name
 
@@ -271,6 +272,8 @@ class Sandbox:
             raise
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # ours are set in __init__; never delegate private names
+            raise AttributeError(name)
         attr = getattr(self._sandbox, name)
         if not inspect.iscoroutinefunction(attr):
             return attr

@@ -34,7 +34,7 @@ import sys
 from typing import Any, Literal
 
 from .api import AsyncSandbox
-from .errors import ConfigError, ExecutionTimeout, NotSupported, SandboxError
+from .errors import ConfigError, NotSupported, SandboxError
 from .policy import POLICIES
 from .results import ExecutionResult
 
@@ -126,7 +126,8 @@ def build_server(sandbox: AsyncSandbox) -> Any:
 
     def failed(exc: BaseException) -> CallToolResult:
         partial = getattr(exc, "result", None)
-        blocks = result_content(partial) if isinstance(partial, ExecutionResult) and partial.stdout + partial.stderr else []
+        shown = isinstance(partial, ExecutionResult) and (partial.stdout or partial.stderr)
+        blocks = result_content(partial) if shown else []
         return CallToolResult(content=[*blocks, TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
                               is_error=True)
 

@@ -43,11 +43,13 @@ async def scenario(session) -> dict:
     kept = await session.call_tool("run_code", {"code": "print('state'); x + 1"})
     assert not kept.is_error and texts(kept) == "state\n\n42"
 
-    plot = await session.call_tool("run_code", {"code": "import matplotlib.pyplot as plt; plt.plot([1, 2]); plt.show()"})
+    plotting = "import matplotlib.pyplot as plt; plt.plot([1, 2]); plt.show()"
+    plot = await session.call_tool("run_code", {"code": plotting})
     [image] = [c for c in plot.content if c.type == "image"]
     assert image.mime_type == "image/png" and base64.b64decode(image.data).startswith(b"\x89PNG")
 
-    html = await session.call_tool("run_code", {"code": "from IPython.display import HTML; HTML('<i>x</i><script>a()</script>')"})
+    html_code = "from IPython.display import HTML; HTML('<i>x</i><script>a()</script>')"
+    html = await session.call_tool("run_code", {"code": html_code})
     assert "<i>x</i>" in texts(html) and "<script>" not in texts(html)
 
     error = await session.call_tool("run_code", {"code": "1 / 0"})
@@ -59,7 +61,8 @@ async def scenario(session) -> dict:
 
     up = await session.call_tool("upload_file", {"path": "in/data.txt", "content": "hello sandbox"})
     assert not up.is_error
-    assert texts(await session.call_tool("run_code", {"code": "open('in/data.txt').read().upper()"})) == "'HELLO SANDBOX'"
+    read = await session.call_tool("run_code", {"code": "open('in/data.txt').read().upper()"})
+    assert texts(read) == "'HELLO SANDBOX'"
     await session.call_tool("run_code", {"code": "open('out.bin', 'wb').write(bytes(range(256)))"})
     down = await session.call_tool("download_file", {"path": "out.bin", "encoding": "base64"})
     assert base64.b64decode(texts(down)) == bytes(range(256))
