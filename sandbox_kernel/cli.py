@@ -90,7 +90,7 @@ def _load_commands() -> None:
     """Import the modules that add subcommands (``image``, ``gc``), where present."""
     import importlib
 
-    for module in ("sandbox_kernel.backends.docker_cli", "sandbox_kernel.mcp_server"):
+    for module in ("sandbox_kernel.backends.docker_cli", "sandbox_kernel.mcp_cli"):
         try:
             importlib.import_module(module)
         except ImportError:

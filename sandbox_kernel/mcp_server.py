@@ -1,12 +1,8 @@
-"""``sandbox-kernel mcp``: one sandbox per MCP session, served with the official ``mcp`` SDK.
+"""The MCP server's tools, built with the official ``mcp`` SDK (``MCPServer``); the command
+and its transports are :mod:`sandbox_kernel.mcp_cli`.
 
-    sandbox-kernel mcp --backend docker [--timeout 60] [--allowed-command REGEX ...]
-                       [--output-policy sanitize] [--DockerBackend.memory_limit=1g ...]
-
-It speaks the Model Context Protocol over stdio (https://modelcontextprotocol.io/specification,
-"stdio" transport): a desktop agent starts it as a subprocess. Its tools drive one
-:class:`~sandbox_kernel.api.AsyncSandbox`, started at the first call and removed when the
-client goes away (stdin closes, or SIGTERM/SIGINT):
+Each tool drives the :class:`~sandbox_kernel.api.AsyncSandbox` of the calling MCP session
+(https://modelcontextprotocol.io/specification, "tools"):
 
 ``run_code``      code → stdout, stderr and results as text, images as image content; an
                   exception, a timeout or a dead sandbox is a tool error. State is kept.
@@ -19,23 +15,16 @@ Outputs pass the same cell pipeline as the kernel's: under the default ``sanitiz
 HTML result arrives as sanitized HTML text, never with scripts.
 """
 
-from __future__ import annotations
-
-import argparse
-import asyncio
 import base64
 import contextlib
 import json
 import os
 import posixpath
 import re
-import signal
-import sys
 from typing import Any, Literal
 
 from .api import AsyncSandbox
-from .errors import ConfigError, NotSupported, SandboxError
-from .policy import POLICIES
+from .errors import NotSupported, SandboxError
 from .results import ExecutionResult
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -115,13 +104,14 @@ def result_content(result: ExecutionResult) -> list[Any]:
     return blocks or [TextContent(type="text", text="[no output]")]
 
 
-def build_server(sandbox: AsyncSandbox) -> Any:
-    """The ``MCPServer`` whose tools drive ``sandbox``."""
-    from mcp.server.mcpserver import MCPServer
+def build_server(sessions: Any) -> Any:
+    """The ``MCPServer`` whose tools drive the sandbox of the calling session
+    (``sessions.get(ctx)``, see :class:`sandbox_kernel.mcp_cli.Sessions`)."""
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, TextContent
 
-    server = MCPServer("sandbox-kernel", instructions=INSTRUCTIONS.format(backend=sandbox.backend.name),
+    server = MCPServer("sandbox-kernel", instructions=INSTRUCTIONS.format(backend=sessions.backend),
                        log_level="WARNING")
 
     def failed(exc: BaseException) -> CallToolResult:
@@ -132,46 +122,47 @@ def build_server(sandbox: AsyncSandbox) -> Any:
                               is_error=True)
 
     @server.tool(structured_output=False)
-    async def run_code(code: str, timeout: float | None = None):
+    async def run_code(ctx: Context, code: str, timeout: float | None = None):
         """Run Python code in the sandbox. Variables, imports and files persist between calls.
         Returns stdout, stderr, the last expression's value and displays (plots as images).
         timeout: seconds before the code is interrupted (default: the server's)."""
         try:
-            result = await sandbox.run(code, timeout=timeout)
+            result = await sessions.get(ctx).run(code, timeout=timeout)
         except SandboxError as exc:
             return failed(exc)
         return CallToolResult(content=result_content(result), is_error=result.error is not None)
 
     @server.tool(structured_output=False)
-    async def run_command(command: str, timeout: float | None = None):
+    async def run_command(ctx: Context, command: str, timeout: float | None = None):
         """Run a shell command line (/bin/sh -c) in the sandbox's working directory.
         Returns its exit code, stdout and stderr."""
         try:
-            done = await sandbox.run_command(command, timeout=timeout)
+            done = await sessions.get(ctx).run_command(command, timeout=timeout)
         except SandboxError as exc:
             return failed(exc)
         text = f"exit code {done.exit_code}\n[stdout]\n{done.stdout}\n[stderr]\n{done.stderr}"
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=done.exit_code != 0)
 
     @server.tool()
-    async def upload_file(path: str, content: str, encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
+    async def upload_file(ctx: Context, path: str, content: str,
+                          encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
         """Write a file in the sandbox's working directory. path: relative, e.g. 'data/in.csv';
         content: the text, or base64 when encoding='base64'."""
         try:
             data = base64.b64decode(content, validate=True) if encoding == "base64" else content.encode()
-            return f"wrote {len(data)} bytes to {await sandbox.write_file(inside_workdir(path), data)}"
+            return f"wrote {len(data)} bytes to {await sessions.get(ctx).write_file(inside_workdir(path), data)}"
         except (SandboxError, OSError, ValueError) as exc:
             raise ToolError(str(exc)) from None
 
     @server.tool()
-    async def download_file(path: str, encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
+    async def download_file(ctx: Context, path: str, encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
         """Read a file from the sandbox's working directory (path relative to it); as text, or
         base64 when encoding='base64' (binary files)."""
         try:
-            data = await sandbox.read_file(inside_workdir(path))
+            data = await sessions.get(ctx).read_file(inside_workdir(path))
         except (SandboxError, OSError) as exc:
             raise ToolError(str(exc) or f"No such file in the sandbox: {path}") from None
-        limit = sandbox.max_output_bytes
+        limit = sessions.get(ctx).max_output_bytes
         if limit and len(data) > limit:
             raise ToolError(f"{path} has {len(data)} bytes, more than the server's max_output_bytes ({limit}).")
         if encoding == "base64":
@@ -182,94 +173,22 @@ def build_server(sandbox: AsyncSandbox) -> Any:
             raise ToolError(f"{path} is not UTF-8 text; ask for encoding='base64'.") from None
 
     @server.tool()
-    async def restart() -> str:
+    async def restart(ctx: Context) -> str:
         """Restart the sandbox's interpreter: all variables are lost."""
         try:
-            await sandbox.restart()
+            await sessions.get(ctx).restart()
         except SandboxError as exc:
             raise ToolError(str(exc)) from None
         return "The sandbox restarted with a fresh interpreter."
 
     @server.tool()
-    async def status() -> str:
+    async def status(ctx: Context) -> str:
         """The sandbox's backend, id, limits, working directory, policy, memory use and this
         server's process id (JSON)."""
+        sandbox = sessions.get(ctx)
         info = {**sandbox.describe(), "server_pid": os.getpid()}
         with contextlib.suppress(SandboxError, NotSupported):
             info["usage"] = await sandbox.backend.usage()
         return json.dumps(info, default=str)
 
     return server
-
-
-async def serve(sandbox: AsyncSandbox) -> None:
-    """Serve ``sandbox`` over stdio until the client closes stdin or a SIGTERM/SIGINT
-    arrives; the sandbox is removed either way."""
-    server = build_server(sandbox)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: loop.create_task(_stop(sandbox)))
-    try:
-        await server.run_stdio_async()
-    finally:
-        await sandbox.close()
-
-
-async def _stop(sandbox: AsyncSandbox) -> None:
-    """On SIGTERM/SIGINT: remove the sandbox, then exit. (Cancelling the server cannot work
-    while the SDK's stdin reader thread is blocked in ``read()``, which only the client's
-    closing of the pipe ends.)"""
-    try:
-        await asyncio.wait_for(sandbox.close(), timeout=30)
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-        os._exit(0)
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", default="local", help="sandbox backend (default: local)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds a call may run (default 60)")
-    parser.add_argument("--max-output-bytes", default="1m", help="output one call may return (default 1m)")
-    parser.add_argument("--allowed-command", action="append", dest="allowed_commands", metavar="REGEX",
-                        help="allow run_command for command lines that fully match REGEX (repeatable; "
-                             "default: any command)")
-    parser.add_argument("--output-policy", choices=POLICIES, default="sanitize")
-    parser.add_argument("--allowed-origin", action="append", dest="allowed_origins", default=[], metavar="ORIGIN")
-    parser.set_defaults(traitlets_options=True)
-
-
-def options_config(argv: list[str]) -> Any:
-    """A traitlets Config from ``--Class.trait=value`` arguments.
-
-    Raises:
-        ConfigError: an argument of another form.
-    """
-    from traitlets.config.loader import KVArgParseConfigLoader
-
-    for arg in argv:
-        if not re.match(r"^--[A-Za-z_]\w*\.[A-Za-z_]\w*(=|$)", arg):
-            raise ConfigError(f"Unknown argument {arg!r}: backend options look like --DockerBackend.memory_limit=1g.")
-    return KVArgParseConfigLoader(argv).load_config()
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        import mcp.server.mcpserver  # noqa: F401
-    except ImportError:
-        print("sandbox-kernel mcp needs the MCP SDK. Fix: pip install 'sandbox-kernel[mcp]'", file=sys.stderr)
-        return 1
-    sandbox = MCPSandbox(args.backend, config=options_config(args.extra), timeout=args.timeout,
-                           max_output_bytes=args.max_output_bytes, allowed_commands=args.allowed_commands,
-                           output_policy=args.output_policy, allowed_origins=args.allowed_origins)
-    asyncio.run(serve(sandbox))
-    return 0
-
-
-def _register() -> None:
-    from .cli import COMMANDS
-
-    COMMANDS["mcp"] = ("serve one sandbox to an MCP client over stdio (needs sandbox-kernel[mcp])", configure, run)
-
-
-_register()

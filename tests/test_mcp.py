@@ -180,3 +180,38 @@ def test_sigterm_removes_the_sandbox():
         server.kill()
         server.wait()
     assert not Path(status["workdir"]).exists() and process_gone(int(status["sandbox_id"]))
+
+
+async def test_http_sessions_each_get_a_sandbox_behind_a_token():
+    """``--http``: 127.0.0.1 only, a bearer token, one sandbox per MCP session, removed when
+    the client ends its session (DELETE) and, for the rest, at SIGTERM."""
+    import re
+
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    env = {**os.environ, "SANDBOX_KERNEL_MCP_TOKEN": "test-token"}
+    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--http", "--backend", "local"],
+                              stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+/mcp", server.stderr.readline()).group(0)
+        async with httpx2.AsyncClient() as anonymous:
+            assert (await anonymous.post(url, json={})).status_code == 401
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer test-token"}) as http:
+            async with streamable_http_client(url, http_client=http) as (r1, w1), ClientSession(r1, w1) as one:
+                await one.initialize()
+                assert not (await one.call_tool("run_code", {"code": "x = 'one'"})).is_error
+                async with streamable_http_client(url, http_client=http) as (r2, w2), ClientSession(r2, w2) as two:
+                    await two.initialize()
+                    assert "NameError" in texts(await two.call_tool("run_code", {"code": "x"}))
+                    second = json.loads(texts(await two.call_tool("status", {})))
+                assert wait_until(lambda: not Path(second["workdir"]).exists()), "DELETE left the sandbox"
+                assert texts(await one.call_tool("run_code", {"code": "x"})) == "'one'"
+                first = json.loads(texts(await one.call_tool("status", {})))
+                server.terminate()
+                assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+        server.wait()
+    assert not Path(first["workdir"]).exists()
