@@ -11,39 +11,20 @@ process exits.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import concurrent.futures
 import concurrent.futures.thread  # registers its exit hook before ours: ours then runs first
 import threading
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.loop_thread import LoopThread, at_exit
 from sandbox_kernel.pipeline import OutputPipeline
 from sandbox_kernel.policy import OutputPolicy
 
 SHUTDOWN_TIMEOUT = 10.0
 """Seconds each session may take to shut down when the host process exits."""
-
-
-class LoopThread:
-    """An asyncio event loop running forever in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="sandbox-magic-loop", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
-        """Schedule ``coro`` on the loop (from any thread); returns its concurrent future."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
 
 @dataclass
@@ -106,21 +87,6 @@ def magic_pipeline(policy: OutputPolicy) -> OutputPipeline:
                           budget_setting="SandboxMagics.max_output_bytes")
 
 
-def at_exit(func) -> None:
-    """Call ``func`` when the interpreter exits, while thread pools still work.
-
-    Backends shut down through thread pools (``run_in_executor``: a process's wait, docker-py
-    calls), which refuse work once :mod:`atexit` handlers run. ``threading._register_atexit``
-    (what :mod:`concurrent.futures` itself uses) runs hooks earlier, in reverse order of
-    registration; plain :mod:`atexit` is the fallback.
-    """
-    register = getattr(threading, "_register_atexit", None)
-    try:
-        register(func)
-    except (TypeError, RuntimeError):
-        atexit.register(func)
-
-
 class Registry:
     """The magic's sessions by name, and the loop thread they run on (made on first use).
 
@@ -138,7 +104,7 @@ class Registry:
     def loop(self) -> LoopThread:
         with self._lock:
             if self._loop is None:
-                self._loop = LoopThread()
+                self._loop = LoopThread("sandbox-magic-loop")
             return self._loop
 
     def get(self, name: str) -> Session | None:
