@@ -166,19 +166,25 @@ class JupyterLab:
         nbformat.write(nb, path)
         return path
 
-    def open_and_run(self, name: str, kernel: str, cells: list[str]):
-        """Write the notebook, open it in a new page, and choose Run > Run All Cells.
-        Returns the page at once; :func:`wait_finished` waits for the cells."""
+    def open(self, name: str, kernel: str, cells: list[str]):
+        """Write the notebook and start opening it in a new page (a playwright ``Page``); the
+        page loads and starts the kernel while the caller goes on."""
         self.write_notebook(name, kernel, cells)
         page = self.browser.new_page(viewport={"width": 1200, "height": 1600})
         page.set_default_timeout(15_000)
         # a workspace per page: pages sharing the default one would open each other's notebooks
-        page.goto(f"{self.url}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={self.token}")
-        page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
-        page.wait_for_function(KERNEL_READY, timeout=60_000)
-        page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-        page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
+        page.goto(f"{self.url}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={self.token}",
+                  wait_until="commit")
         return page
+
+
+def run_all(page) -> None:
+    """Wait for the page's notebook and kernel, then choose Run > Run All Cells (returns at
+    once; :func:`wait_finished` waits for the cells)."""
+    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
+    page.wait_for_function(KERNEL_READY, timeout=60_000)
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
 
 
 KERNEL_READY = """() => {
@@ -203,6 +209,13 @@ def wait_finished(page, timeout: float = 120) -> list[str]:
     (``["[1]:", "[2]:", ...]``)."""
     page.wait_for_function(FINISHED, timeout=timeout * 1000)
     return page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+
+
+def wait_cell(page, index: int, timeout: float = 120) -> None:
+    """Wait until code cell ``index`` has run (its prompt shows an execution count)."""
+    prompt = page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".jp-InputArea-prompt")
+    page.wait_for_function("el => /^\\[\\d+\\]:$/.test(el.textContent.trim())", arg=prompt.element_handle(),
+                           timeout=timeout * 1000)
 
 
 def run_cell(page, index: int) -> None:

@@ -31,7 +31,8 @@ from typing import Any
 import pytest
 
 from tests import page_attacks as attacks
-from tests.browser import JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_cell, screenshot, wait_finished
+from tests.browser import (JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_all, run_cell, screenshot,
+                           wait_cell, wait_finished)
 from tests.conftest import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.timeout(400)]
@@ -145,7 +146,12 @@ def books(lab, recorder):
     books = notebooks(recorder.origin)
     runnable = {tag: book for tag, book in books.items() if book.cells}
     for tag, book in runnable.items():
-        book.page = lab.open_and_run(tag, book.kernel, list(book.cells.values()))
+        book.page = lab.open(tag, book.kernel, list(book.cells.values()))
+    for tag, book in runnable.items():
+        run_all(book.page)
+        # one sandbox starts at a time: started together on a loaded machine, sandboxes failed
+        # jupyter_client's 1 s heartbeat check in wait_for_ready ("did not become ready")
+        wait_cell(book.page, 1 if book.kernel == "python3" else 0)
     for tag, book in runnable.items():
         try:
             wait_finished(book.page, timeout=180)
