@@ -103,7 +103,7 @@ class JupyterLab:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))
         return {"JUPYTER_PATH": str(self.tmp / "data"), "JUPYTER_CONFIG_DIR": str(self.tmp / "config"),
-                "JUPYTER_RUNTIME_DIR": str(self.tmp / "runtime"), "JUPYTER_PLATFORM_DIRS": "1"}
+                "JUPYTER_RUNTIME_DIR": str(self.tmp / "runtime")}
 
     def _start_server(self) -> None:
         env = {**os.environ, **self._write_dirs(), **self.env}
@@ -237,9 +237,10 @@ def cell_outputs(page, index: int):
 
 SCROLL_HEIGHT = """() => {
   const scroller = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');
-  if (!scroller) return 0;
+  const cells = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-viewport');
+  if (!scroller || !cells) return 0;
   scroller.scrollTop = 0;
-  return scroller.scrollHeight;
+  return cells.offsetHeight;
 }"""
 
 

@@ -195,6 +195,33 @@ def test_no_attack_succeeds_by_default_or_isolated(books, lab, recorder, tag):
     assert len(found) >= 5
 
 
+ACTIVE = """() => {
+  const outputs = '.jp-OutputArea-output';
+  const attributes = [...document.querySelectorAll(`${outputs} *`)].flatMap(el => [...el.attributes]
+    .filter(a => /^on/i.test(a.name) || /^\\s*javascript:/i.test(a.value)).map(a => `${el.localName} ${a.name}`));
+  const elements = [...document.querySelectorAll(`${outputs} script, ${outputs} iframe:not([sandbox])`)];
+  return [...attributes, ...elements.map(el => el.localName)];
+}"""
+"""The event-handler attributes, ``javascript:`` URLs, scripts and unsandboxed frames in the
+page's outputs: ``["img onerror", "script", ...]``."""
+
+
+@pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize", "kernel-trust", "magic-trust"])
+def test_no_active_content_reaches_the_page_by_default(books, tag):
+    """Under sanitize no output element carries script; under trust (the control) they do."""
+    found = books[tag].page.evaluate(ACTIVE)
+    if tag.endswith("trust"):
+        assert {"img onerror", "script", "image onerror"} <= set(found), found
+    else:
+        assert found == []
+
+
+def test_a_defused_widget_still_renders(books):
+    """The ipywidgets.HTML whose value held an onerror handler is shown, without it."""
+    book = books["kernel-sanitize"]
+    assert book.outputs("kernel-sanitize:widget-html").locator(".widget-html").count() == 1
+
+
 @pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize"])
 def test_sanitize_says_so_once_per_changed_cell(books, tag):
     """Each attack cell's output was changed by the policy: the cell has one note on stderr."""
