@@ -219,11 +219,12 @@ def wait_cell(page, index: int, timeout: float = 120) -> None:
 
 
 def run_cell(page, index: int) -> None:
-    """Run code cell ``index`` again (click into it, Shift+Enter) and wait for its new prompt."""
+    """Run code cell ``index`` again (click into it, Ctrl+Enter: run in place) and wait for its
+    new prompt."""
     cell = page.locator(".jp-Notebook .jp-CodeCell").nth(index)
     before = cell.locator(".jp-InputArea-prompt").inner_text()
     cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Shift+Enter")
+    page.keyboard.press("Control+Enter")
     page.wait_for_function("([el, before]) => { const t = el.textContent.trim();"
                            " return t !== before && /^\\[\\d+\\]:$/.test(t); }",
                            arg=[cell.locator(".jp-InputArea-prompt").element_handle(), before.strip()],
