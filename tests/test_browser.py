@@ -155,8 +155,9 @@ def books(lab, recorder):
     for tag, book in runnable.items():
         try:
             wait_finished(book.page, timeout=180)
-        finally:
+        except Exception:
             screenshot(book.page, tag)
+            raise
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         found = {tag: evidence(lab, recorder).of(tag, books[tag]) for tag in ("kernel-trust", "magic-trust")}
