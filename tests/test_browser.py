@@ -1,11 +1,12 @@
 """End to end in a real browser: what sandboxed outputs may do in the JupyterLab page.
 
 One JupyterLab 4 server and one headless Chromium serve the module (``tests/browser.py``).
-Five notebooks run at once, each opened in its own page and run with Run > Run All Cells:
+Five notebooks, each opened in its own page and run with Run > Run All Cells (one sandbox
+starting at a time, then all at once):
 
 - ``kernel-sanitize`` (kernelspec ``sandbox-docker``, default policy): every attack of
   ``tests/page_attacks.py``, then ordinary outputs (a pandas table, a matplotlib figure, bold
-  HTML, an IntSlider);
+  HTML, an IntSlider) and an image from the one origin its ``allowed_origins`` names;
 - ``kernel-trust`` (``sandbox-docker`` + ``--SandboxKernel.output_policy=trust``): the same
   attacks, the control: each must succeed there, which proves the attack and its evidence work;
 - ``kernel-isolate`` (``--SandboxKernel.output_policy=isolate``): the script attacks and a
@@ -91,15 +92,16 @@ def notebooks(origin: str) -> dict[str, Notebook]:
     return books
 
 
-def kernelspecs() -> dict[str, dict[str, Any]]:
-    """``sandbox-docker`` with the docker test set-up, its ``trust`` and ``isolate`` copies, and a
-    ``python3`` whose argv carries the docker test set-up for the magic's backends."""
+def kernelspecs(allowed_origin: str) -> dict[str, dict[str, Any]]:
+    """``sandbox-docker`` with the docker test set-up and ``allowed_origin`` as its one allowed
+    image origin, its ``trust`` and ``isolate`` copies, and a ``python3`` whose argv carries the
+    docker test set-up for the magic's backends."""
     from sandbox_kernel.kernelspec import kernel_json
     from tests.test_magic import host_arguments
 
     setup = prepared("docker")
     options = [*setup.kernel_options, *(f"--DockerBackend.{k}={v}" for k, v in setup.traits.items())]
-    specs = {"sandbox-docker": kernel_json("docker", options)}
+    specs = {"sandbox-docker": kernel_json("docker", [*options, f"--SandboxKernel.allowed_origins={allowed_origin}"])}
     for policy in ("trust", "isolate"):
         spec = kernel_json("docker", [*options, f"--SandboxKernel.output_policy={policy}"])
         specs[f"sandbox-docker-{policy}"] = {**spec, "display_name": f"{spec['display_name']} {policy}"}
@@ -133,17 +135,28 @@ def recorder():
 
 
 @pytest.fixture(scope="module")
-def lab(recorder):
+def allowed():
+    """A recording server whose origin ``sandbox-docker`` allows images from: same host as
+    :func:`recorder`, another port (an origin is scheme, host and port)."""
+    server = RequestRecorder()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def lab(recorder, allowed):
     prepared("docker")  # skips, or fails in CI, without the engine and image
-    with jupyterlab(kernelspecs(), prepared("docker").kernel_env) as server:
+    with jupyterlab(kernelspecs(allowed.origin), prepared("docker").kernel_env) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def books(lab, recorder):
+def books(lab, recorder, allowed):
     """Every notebook run to its end in its own page; afterwards the control notebooks'
     attacks have all left their evidence (or 20 s passed), plus one second for stragglers."""
     books = notebooks(recorder.origin)
+    books["kernel-sanitize"].cells["allowed-image"] = attacks.IMPORTS + "display(HTML(%r))" % (
+        f'<img src="{allowed.origin}/allowed/kernel-sanitize" width="8" height="8">')
     runnable = {tag: book for tag, book in books.items() if book.cells}
     for tag, book in runnable.items():
         book.page = lab.open(tag, book.kernel, list(book.cells.values()))
@@ -231,6 +244,13 @@ def test_sanitize_says_so_once_per_changed_cell(books, tag):
         notes = book.outputs(cell).and_(book.page.locator("[data-mime-type='application/vnd.jupyter.stderr']"))
         assert notes.count() == 1, cell
         assert notes.first.inner_text().strip().count("\n") == 0, (cell, notes.first.inner_text())
+
+
+def test_an_allowed_origin_serves_images(books, allowed):
+    """``--SandboxKernel.allowed_origins`` lets images from that origin load under sanitize
+    (while the recorder, same host on another port, got nothing: see above)."""
+    assert "/allowed/kernel-sanitize" in allowed.paths
+    assert books["kernel-sanitize"].outputs("allowed-image").locator("img").evaluate("img => img.naturalWidth") == 1
 
 
 @pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize"])
