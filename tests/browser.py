@@ -70,11 +70,6 @@ class RequestRecorder:
         self.server.server_close()
 
 
-def kernelspec(name: str, argv: list[str], display_name: str) -> dict[str, Any]:
-    return {"argv": argv, "display_name": display_name, "language": "python", "interrupt_mode": "message",
-            "metadata": {"debugger": False}}
-
-
 class JupyterLab:
     """A JupyterLab server and a headless Chromium, both started by :meth:`start`.
 

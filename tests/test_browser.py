@@ -279,17 +279,21 @@ def test_bold_html_renders_bold(books, tag):
 def test_an_int_slider_moves_both_ways(books):
     """Set from a later cell, the readout follows; moved with the keyboard in the page, a later
     cell reads the new value."""
+    from playwright.sync_api import expect
+
     book = books["kernel-sanitize"]
     slider = book.outputs("slider").locator(".widget-slider")
     readout = slider.locator(".widget-readout")
-    assert readout.inner_text() == "7"
-    assert "slider value 7" in book.outputs("slider-read").first.inner_text()
+    expect(readout).to_have_text("7")
+    expect(book.outputs("slider-read")).to_contain_text("slider value 7")
     slider.locator(".noUi-handle").focus()
-    book.page.keyboard.press("ArrowRight")  # one change: ipywidgets holds back a second one
-    assert readout.inner_text() == "8"      # until the kernel is idle, so a cell run at once
-    run_cell(book.page, book.index("slider-read"))  # could overtake it
+    # One key press: ipywidgets holds a second change back until the kernel is idle again, so
+    # a cell run right after it could overtake it.
+    book.page.keyboard.press("ArrowRight")
+    expect(readout).to_have_text("8")
+    run_cell(book.page, book.index("slider-read"))
     screenshot(book.page, "kernel-sanitize-slider")
-    assert "slider value 8" in book.outputs("slider-read").first.inner_text()
+    expect(book.outputs("slider-read")).to_contain_text("slider value 8")
 
 
 @pytest.mark.parametrize("tag", ["kernel-isolate", "magic-sanitize"])
