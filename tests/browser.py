@@ -148,6 +148,8 @@ class JupyterLab:
                 self.process.wait()
         if self.process is not None:
             self.log.close()
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.tmp / "server.log", ARTIFACTS / "jupyterlab-server.log")
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # -- notebooks --------------------------------------------------------------------------
