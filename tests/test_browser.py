@@ -149,27 +149,22 @@ def lab(recorder, allowed):
         yield server
 
 
-@pytest.fixture(scope="module")
-def books(lab, recorder, allowed):
-    """Every notebook run to its end in its own page; afterwards the control notebooks'
-    attacks have all left their evidence (or 20 s passed), plus one second for stragglers."""
-    books = notebooks(recorder.origin)
-    books["kernel-sanitize"].cells["allowed-image"] = attacks.show(
-        "HTML", f'<img src="{allowed.origin}/allowed/kernel-sanitize" width="8" height="8">')
-    runnable = {tag: book for tag, book in books.items() if book.cells}
-    for tag, book in runnable.items():
+def run(books: dict[str, Notebook], lab: JupyterLab) -> None:
+    """Open every notebook, run them all, wait for their cells."""
+    for tag, book in books.items():
         book.page = lab.open(tag, book.kernel, list(book.cells.values()))
-    for tag, book in runnable.items():
+    for book in books.values():
         run_all(book.page)
         # one sandbox starts at a time: started together on a loaded machine, sandboxes failed
         # jupyter_client's 1 s heartbeat check in wait_for_ready ("did not become ready")
         wait_cell(book.page, 1 if book.kernel == "python3" else 0)
-    for tag, book in runnable.items():
-        try:
-            wait_finished(book.page, timeout=180)
-        except Exception:
-            screenshot(book.page, tag)
-            raise
+    for book in books.values():
+        wait_finished(book.page, timeout=180)
+
+
+def wait_for_controls(books: dict[str, Notebook], lab: JupyterLab, recorder: RequestRecorder) -> None:
+    """Until every attack of the trust notebooks has left its evidence (at most 20 s), then
+    one second more for stragglers in the other notebooks."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         found = {tag: evidence(lab, recorder).of(tag, books[tag]) for tag in ("kernel-trust", "magic-trust")}
@@ -177,6 +172,24 @@ def books(lab, recorder, allowed):
             break
         time.sleep(0.25)
     time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def books(lab, recorder, allowed):
+    """Every notebook run to its end in its own page, and the attacks given time to act.
+    Screenshots of every page afterwards (``TAG.png``), or where it got stuck (``TAG-stuck.png``)."""
+    books = notebooks(recorder.origin)
+    books["kernel-sanitize"].cells["allowed-image"] = attacks.show(
+        "HTML", f'<img src="{allowed.origin}/allowed/kernel-sanitize" width="8" height="8">')
+    runnable = {tag: book for tag, book in books.items() if book.cells}
+    try:
+        run(runnable, lab)
+    except Exception:
+        for tag, book in runnable.items():
+            if book.page is not None:
+                screenshot(book.page, f"{tag}-stuck")
+        raise
+    wait_for_controls(books, lab, recorder)
     for tag, book in runnable.items():
         screenshot(book.page, tag)
     yield books
