@@ -198,6 +198,7 @@ def books(lab, recorder, allowed):
 
 
 def test_every_cell_ran(books):
+    """Run All reached the last cell of every notebook (an error stops it: the message says which)."""
     for tag, book in books.items():
         if book.page is None:
             continue
