@@ -1,0 +1,275 @@
+"""JupyterLab 4 in headless Chromium, for the end-to-end tests of what outputs may do in the page.
+
+:class:`JupyterLab` runs ``jupyter lab`` on 127.0.0.1 (port picked by the OS, a random token,
+a temporary root directory, kernelspecs and settings in temporary Jupyter directories) and
+opens notebooks in Chromium through the ``playwright`` Python package. The browser is Debian's
+``chromium`` (``.ci/browser-setup.sh`` installs it); playwright never downloads one.
+:class:`RequestRecorder` is a plain HTTP server on 127.0.0.1 that records every request: the
+"outside" that a sandbox without network might try to reach through the user's browser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from tests.targets import skip_or_fail
+
+CHROMIUM = os.environ.get("SANDBOX_KERNEL_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "build" / "browser-artifacts"
+PNG_1PX = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                        "1f15c4890000000d49444154789c6360f8ffff3f0005fe02fea7d6a4bb"
+                        "0000000049454e44ae426082")
+SETTINGS = {  # JupyterLab user settings: every cell in the DOM, no news or update toasts
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                         "checkForUpdates": False},
+}
+
+
+class RequestRecorder:
+    """An HTTP server on 127.0.0.1 (OS-picked port) that answers every GET with a 1x1 PNG and
+    keeps the request paths in :attr:`paths` (in arrival order)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                recorder.paths.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(PNG_1PX)))
+                self.end_headers()
+                self.wfile.write(PNG_1PX)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class JupyterLab:
+    """A JupyterLab server and a headless Chromium, both started by :meth:`start`.
+
+    ``kernelspecs``: ``{name: kernel.json dict}`` written into a temporary ``JUPYTER_PATH``
+    (they take precedence over the installed ones of the same name).
+    """
+
+    def __init__(self, kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None) -> None:
+        self.kernelspecs, self.env = kernelspecs, env or {}
+        self.tmp = Path(tempfile.mkdtemp(prefix="sandbox-kernel-lab-"))
+        self.root = self.tmp / "root"
+        self.token = secrets.token_hex(16)
+        self.url = ""
+        self.process: subprocess.Popen | None = None
+        self._playwright = self.browser = None
+
+    # -- server -----------------------------------------------------------------------------
+    def _write_dirs(self) -> dict[str, str]:
+        for sub in ("root", "config", "runtime"):
+            (self.tmp / sub).mkdir()
+        for name, spec in self.kernelspecs.items():
+            (self.tmp / "data" / "kernels" / name).mkdir(parents=True)
+            (self.tmp / "data" / "kernels" / name / "kernel.json").write_text(json.dumps(spec))
+        for name, values in SETTINGS.items():
+            path = self.tmp / "settings" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values))
+        return {"JUPYTER_PATH": str(self.tmp / "data"), "JUPYTER_CONFIG_DIR": str(self.tmp / "config"),
+                "JUPYTER_RUNTIME_DIR": str(self.tmp / "runtime")}
+
+    def _start_server(self) -> None:
+        env = {**os.environ, **self._write_dirs(), **self.env}
+        argv = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", "--port=0",
+                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+                f"--LabApp.user_settings_dir={self.tmp / 'settings'}",
+                f"--LabApp.workspaces_dir={self.tmp / 'workspaces'}", "--LabApp.expose_app_in_browser=True",
+                "--allow-root"]
+        self.log = open(self.tmp / "server.log", "wb")
+        self.process = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited: {(self.tmp / 'server.log').read_text()[-2000:]}")
+            infos = list((self.tmp / "runtime").glob("jpserver-*.json"))
+            if infos:
+                with contextlib.suppress(json.JSONDecodeError):
+                    self.url = json.loads(infos[0].read_text())["url"].rstrip("/")
+                    return
+            time.sleep(0.2)
+        raise RuntimeError("jupyter lab did not write its server info within 60 s")
+
+    # -- browser ----------------------------------------------------------------------------
+    def _start_browser(self) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright().start()
+        self.browser = self._playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+
+    def start(self) -> JupyterLab:
+        self._start_server()
+        self._start_browser()
+        return self
+
+    def stop(self) -> None:
+        if self.browser is not None:
+            self.browser.close()
+        if self._playwright is not None:
+            self._playwright.stop()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()  # the server shuts its kernels down on SIGTERM
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process is not None:
+            self.log.close()
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.tmp / "server.log", ARTIFACTS / "jupyterlab-server.log")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- notebooks --------------------------------------------------------------------------
+    def write_notebook(self, name: str, kernel: str, cells: list[str]) -> Path:
+        """``ROOT/NAME.ipynb`` with one code cell per source, for kernelspec ``kernel``."""
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": kernel, "display_name": self.kernelspecs.get(kernel, {}).get(
+            "display_name", kernel), "language": "python"}
+        nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+        path = self.root / f"{name}.ipynb"
+        nbformat.write(nb, path)
+        return path
+
+    def open(self, name: str, kernel: str, cells: list[str]):
+        """Write the notebook and start opening it in a new page (a playwright ``Page``); the
+        page loads and starts the kernel while the caller goes on."""
+        self.write_notebook(name, kernel, cells)
+        page = self.browser.new_page(viewport={"width": 1200, "height": 1600})
+        page.set_default_timeout(15_000)
+        # a workspace per page: pages sharing the default one would open each other's notebooks
+        page.goto(f"{self.url}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={self.token}",
+                  wait_until="commit")
+        return page
+
+
+def run_all(page) -> None:
+    """Wait for the page's notebook and kernel, then choose Run > Run All Cells (returns at
+    once; :func:`wait_finished` waits for the cells)."""
+    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
+    page.wait_for_function(KERNEL_READY, timeout=60_000)
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
+
+
+KERNEL_READY = """() => {
+  const widget = window.jupyterapp?.shell.currentWidget, session = widget?.sessionContext;
+  const kernel = session?.session?.kernel;
+  return Boolean(widget?.context?.isReady && session?.isReady && kernel?.connectionStatus === 'connected'
+                 && kernel?.status === 'idle');
+}"""
+"""True once the current notebook's document is loaded and its kernel connected and idle
+(``window.jupyterapp``: ``--LabApp.expose_app_in_browser``). The execution indicator says
+"idle" earlier, and Run All in that gap clears the cells instead of running them."""
+
+FINISHED = """() => {
+  const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
+    .map(p => p.textContent.trim());
+  return prompts.length > 0 && !prompts.includes('[*]:') && prompts.some(p => /^\\[\\d+\\]:$/.test(p));
+}"""
+
+
+def wait_finished(page, timeout: float = 120) -> list[str]:
+    """Wait until no cell of the page's notebook is queued or running; returns the prompts
+    (``["[1]:", "[2]:", ...]``)."""
+    page.wait_for_function(FINISHED, timeout=timeout * 1000)
+    return page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+
+
+def wait_cell(page, index: int, timeout: float = 120) -> None:
+    """Wait until code cell ``index`` has run (its prompt shows an execution count)."""
+    prompt = page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".jp-InputArea-prompt")
+    page.wait_for_function("el => /^\\[\\d+\\]:$/.test(el.textContent.trim())", arg=prompt.element_handle(),
+                           timeout=timeout * 1000)
+
+
+def run_cell(page, index: int) -> None:
+    """Run code cell ``index`` again (click into it, Ctrl+Enter: run in place) and wait for its
+    new prompt."""
+    cell = page.locator(".jp-Notebook .jp-CodeCell").nth(index)
+    before = cell.locator(".jp-InputArea-prompt").inner_text()
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Control+Enter")
+    page.wait_for_function("([el, before]) => { const t = el.textContent.trim();"
+                           " return t !== before && /^\\[\\d+\\]:$/.test(t); }",
+                           arg=[cell.locator(".jp-InputArea-prompt").element_handle(), before.strip()],
+                           timeout=60_000)
+
+
+def cell_outputs(page, index: int):
+    """The output elements (``.jp-OutputArea-output``) of code cell ``index``."""
+    return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".jp-OutputArea-output")
+
+
+SCROLL_HEIGHT = """() => {
+  const scroller = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');
+  const cells = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-viewport');
+  if (!scroller || !cells) return 0;
+  scroller.scrollTop = 0;
+  return cells.offsetHeight;
+}"""
+
+
+def screenshot(page, name: str) -> Path:
+    """Save a PNG of the page under ``build/browser-artifacts/NAME.png``."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    # the notebook scrolls inside the page: make the page tall enough to show all of it
+    height = page.evaluate(SCROLL_HEIGHT)
+    size = page.viewport_size
+    if height + 200 > size["height"]:
+        page.set_viewport_size({"width": size["width"], "height": height + 200})
+    page.evaluate(SCROLL_HEIGHT)  # scrolls to the top
+    page.screenshot(path=str(path))
+    return path
+
+
+@contextlib.contextmanager
+def jupyterlab(kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None) -> Iterator[JupyterLab]:
+    """A started :class:`JupyterLab`; skips (fails in CI) when JupyterLab, playwright or
+    Chromium is missing."""
+    for module, hint in (("jupyterlab", "pip install 'sandbox-kernel[test]'"),
+                         ("playwright", "pip install 'sandbox-kernel[test]'")):
+        try:
+            __import__(module)
+        except ImportError:
+            skip_or_fail(f"{module} is not installed ({hint})")
+    if not os.access(CHROMIUM, os.X_OK):
+        skip_or_fail(f"no Chromium at {CHROMIUM} (run `bash .ci/browser-setup.sh` as root)")
+    lab = JupyterLab(kernelspecs, env)
+    try:
+        yield lab.start()
+    finally:
+        lab.stop()
