@@ -58,7 +58,20 @@ CHART_MIME = re.compile(r"^application/vnd\.(vega|vegalite|plotly)\.", re.IGNORE
 CHART_URL_KEYS = frozenset({"url", "source", "topojsonURL"})
 
 FRAME_HEIGHT = 420
-"""Initial height of an isolated output's frame, in CSS pixels (the user can drag it)."""
+"""Initial height of an isolated frame with script and no stated size, in CSS pixels (charts
+draw themselves about this high); without script, :data:`FRAME_HEIGHT_STATIC`. The user can
+drag the frame's corner."""
+FRAME_HEIGHT_STATIC = 160
+_STATED_HEIGHT = re.compile(r"""height\s*[:=]\s*["']?\s*(\d{2,4})(?:px)?\b""", re.IGNORECASE)
+
+
+def frame_height(document: str) -> int:
+    """CSS pixels for a frame showing ``document``: the largest height it states (``height="300"``,
+    ``height: 300px``) plus a margin, within 60–800; else a default by whether it has script."""
+    stated = [int(h) for h in _STATED_HEIGHT.findall(document[:200_000])]
+    if stated:
+        return max(60, min(800, max(stated) + 24))
+    return FRAME_HEIGHT if "<script" in document.lower() else FRAME_HEIGHT_STATIC
 
 
 class OutputOptions(HasTraits):
@@ -148,7 +161,7 @@ class OutputPolicy:
                 f'<meta charset="utf-8"><style>body{{margin:0;font-family:sans-serif}}</style></head>'
                 f"<body>{document}</body></html>")
         return (f'<iframe sandbox="allow-scripts" srcdoc="{escape_attribute(page)}" '
-                f'style="width:100%;height:{FRAME_HEIGHT}px;border:0;resize:vertical;overflow:auto" '
+                f'style="width:100%;height:{frame_height(document)}px;border:0;resize:vertical;overflow:auto" '
                 f'title="Isolated sandbox output (no access to this page)"></iframe>')
 
     # -- MIME bundles ------------------------------------------------------------------------

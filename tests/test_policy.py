@@ -236,6 +236,16 @@ def test_chart_specs_lose_the_urls_their_renderers_would_fetch():
     assert allowed.bundle({"application/vnd.vega.v5+json": kept}) == ({"application/vnd.vega.v5+json": kept}, False)
 
 
+def test_isolated_frames_are_sized_from_their_content():
+    from sandbox_kernel.policy import FRAME_HEIGHT, FRAME_HEIGHT_STATIC, frame_height
+
+    assert frame_height('<canvas height="80"></canvas><script>x()</script>') == 104
+    assert frame_height('<div style="height: 500px"></div>') == 524
+    assert frame_height("<script>plot()</script>") == FRAME_HEIGHT
+    assert frame_height("<b onclick=x()>hi</b>") == FRAME_HEIGHT_STATIC
+    assert frame_height('<div style="height:9999px"></div>') == 800
+
+
 def test_trust_passes_everything():
     bundle = {"text/html": "<script>alert(1)</script>", "application/javascript": "alert(1)"}
     assert OutputPolicy("trust").bundle(bundle) == (bundle, False)
