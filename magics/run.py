@@ -26,7 +26,7 @@ from sandbox_kernel.backends.base import Backend
 from sandbox_kernel.errors import SandboxError
 from sandbox_kernel.policy import OutputPolicy
 
-from .display import CellOutputs, SandboxCellError, SandboxResult, infrastructure_error, show
+from .display import CellOutputs, SandboxResult, infrastructure_error, show
 from .session import LoopThread, Session
 
 GIVE_UP_AFTER = 3
