@@ -28,6 +28,32 @@ names (``JUPYTER_PATH``, ``JUPYTER_DATA_DIR``, ``VIRTUAL_ENV``, ``CONDA_PREFIX``
 jupyter_client's order (user, environment, system)."""
 
 
+def check_option(name: str, values: list[str]) -> list[str]:
+    """Validate the ``packages`` (pip requirements) or ``build_args`` (``NAME=value``) option.
+
+    Raises:
+        TraitError: one line naming the bad item.
+    """
+    from traitlets import TraitError
+
+    if name == "build_args":
+        from ..images.dockerfile import parse_build_args
+
+        try:
+            parse_build_args(values)
+        except ValueError as exc:
+            raise TraitError(f"build_args: {exc}") from None
+        return values
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for item in values:
+        try:
+            Requirement(item)
+        except InvalidRequirement as exc:
+            raise TraitError(f"packages: {item!r} is not a pip requirement ({str(exc).splitlines()[0]})") from None
+    return values
+
+
 def _titled(progress: Callable[[str], None], what: str, note: str) -> None:
     if isinstance(progress, BuildProgress):
         progress.what, progress.note = what, note

@@ -33,7 +33,7 @@ from ..events import Emit, Outcome, Stream
 from ..images import DEFAULT_TAG
 from ..traits import ByteSize, format_bytes
 from . import _docker_engine as engine
-from ._docker_build import prepare_image, use_image
+from ._docker_build import check_option, prepare_image, use_image
 from ._docker_image import BuildProgress
 from ._docker_spec import PIDS_HEADROOM, REAPER, container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
 from ._jupyter import KernelClientBackend
@@ -87,26 +87,9 @@ class DockerBackend(KernelClientBackend):
     kernel_name = Unicode("", help="Jupyter kernelspec in the image to run (e.g. 'bash'); empty: Python "
                                    "(ipykernel).").tag(config=True)
 
-    @validate("packages")
-    def _check_packages(self, proposal: dict) -> list[str]:
-        from packaging.requirements import InvalidRequirement, Requirement
-
-        for item in proposal["value"]:
-            try:
-                Requirement(item)
-            except InvalidRequirement as exc:
-                raise TraitError(f"packages: {item!r} is not a pip requirement ({str(exc).splitlines()[0]})") from None
-        return proposal["value"]
-
-    @validate("build_args")
-    def _check_build_args(self, proposal: dict) -> list[str]:
-        from ..images.dockerfile import parse_build_args
-
-        try:
-            parse_build_args(proposal["value"])
-        except ValueError as exc:
-            raise TraitError(f"build_args: {exc}") from None
-        return proposal["value"]
+    @validate("packages", "build_args")
+    def _check_environment(self, proposal: dict) -> list[str]:
+        return check_option(proposal["trait"].name, proposal["value"])
 
     @property
     def runs_other_language(self) -> bool:

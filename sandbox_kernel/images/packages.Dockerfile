@@ -8,6 +8,8 @@
 # in the image.
 ARG BASE
 FROM ${BASE} AS builder
+# removed after the build (it holds the wheels): see sandbox_kernel.images.packages
+LABEL org.sandbox-kernel.builder=packages
 USER root
 COPY . /sandbox-kernel-build/
 RUN python /sandbox-kernel-build/install_delta.py /sandbox-kernel-build /delta

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 REPOSITORY = "sandbox-kernel-packages"
 PACKAGES_LABEL = "org.sandbox-kernel.packages"
 """Image label holding the requirements an image was built with, one per line."""
+BUILDER_LABEL = "org.sandbox-kernel.builder=packages"
 _RECIPE = [resources.files(__package__) / name for name in ("packages.Dockerfile", "install_delta.py")]
 _NOT_FOUND = re.compile(r"No matching distribution found for (\S+)")
 
@@ -129,4 +130,17 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
         with _context(requirements, wheels) as context:
             run_build(client, context, tag, buildargs={"BASE": base, "BASE_USER": user},
                       labels={BASE_LABEL: base, PACKAGES_LABEL: "\n".join(packages)}, progress=progress)
+    _remove_builders(client)
     return tag
+
+
+def _remove_builders(client: docker.DockerClient) -> None:
+    """Remove the builder stages of packages images (untagged, labelled in packages.Dockerfile):
+    they hold the wheels and a second copy of what was installed."""
+    import docker.errors
+
+    for image in client.api.images(filters={"label": BUILDER_LABEL, "dangling": True}):
+        try:
+            client.api.remove_image(image["Id"])
+        except docker.errors.APIError:  # used by a build running now
+            pass
