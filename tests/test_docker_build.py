@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.backends.docker import DockerBackend
-from sandbox_kernel.errors import SandboxStartError
+from sandbox_kernel.errors import ExecutionTimeout, SandboxStartError
 from sandbox_kernel.events import Display
 from sandbox_kernel.images.dockerfile import DOCKERFILE_LABEL, context_digest, dockerfile_tag
 from sandbox_kernel.images.packages import packages_tag
@@ -178,7 +178,11 @@ async def test_a_missing_dockerfile_and_a_failing_build_say_what_to_do(make, tmp
         await make(dockerfile=str(tmp_path / "nowhere" / "Dockerfile")).start()
     (tmp_path / "Dockerfile").write_text("FROM sandbox-kernel:latest\nRUN exit 3\n")
     with pytest.raises(SandboxStartError, match=r"(?s)building .*Dockerfile failed: The command '/bin/sh -c exit 3' "
-                                                r"returned a non-zero code: 3"):
+                                                r"returned a non-zero code: 3\.\nLast lines of the build:\n.*exit 3"):
+        await make(dockerfile=str(tmp_path / "Dockerfile")).start()
+    (tmp_path / "Dockerfile").write_text("FROM example.invalid/nobody/python:3.12\n")  # no registry: never pulled
+    with pytest.raises(SandboxStartError, match=r"its FROM image example.invalid/nobody/python:3.12 is not present "
+                                                r"locally, and the engine could not pull it"):
         await make(dockerfile=str(tmp_path / "Dockerfile")).start()
 
 
@@ -201,6 +205,11 @@ async def test_bash_kernel_from_a_dockerfile_runs_hardened(make, bash_dockerfile
     assert backend.kernel_info["language_info"]["name"] == "bash" and backend.describe()["image"] == bash_image
     completion = await backend.complete("ech", 3)
     assert "echo" in completion["matches"]
+    await backend.execute("kept=5", rec)
+    with pytest.raises(ExecutionTimeout):  # the interrupt reaches bash; the state survives
+        await backend.execute("sleep 30", rec, timeout=1)
+    rec = Recorder()
+    assert (await backend.execute("echo $kept", rec)).status == "ok" and rec.text() == "5\n"
 
 
 def test_the_wrapper_kernel_speaks_bash(client, bash_dockerfile, bash_image):

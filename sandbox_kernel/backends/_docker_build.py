@@ -9,6 +9,7 @@ Image building lives in :mod:`sandbox_kernel.images`; engine errors are mapped b
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import posixpath
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxStartError
-from ._docker_engine import engine_errors, load_docker
-from ._docker_image import BuildProgress, default_wheelhouse, ensure_image
+from ._docker_engine import OWNER_LABEL, engine_errors, load_docker, owner
+from ._docker_image import BuildProgress, _build_lock, default_wheelhouse, ensure_image, is_ours
 from ._docker_spec import KERNEL_DIR
 
 JUPYTER_DIRS = ("/usr/local/share/jupyter", "/usr/share/jupyter", "/opt/conda/share/jupyter")
@@ -71,7 +72,7 @@ def prepare_image(client: Any, backend: Any, progress: Callable[[str], None]) ->
         BackendUnavailable: no engine, or the default image is missing with ``auto_build`` off.
     """
     from ..images import ImageBuildError
-    from ..images.dockerfile import build_dockerfile_image, parse_build_args
+    from ..images.dockerfile import build_dockerfile_image, from_images, parse_build_args
     from ..images.packages import RequirementNotFound, build_packages_image
 
     wheelhouse = Path(backend.build_wheelhouse) if backend.build_wheelhouse else default_wheelhouse()
@@ -79,8 +80,12 @@ def prepare_image(client: Any, backend: Any, progress: Callable[[str], None]) ->
     try:
         if backend.dockerfile:
             dockerfile = Path(backend.dockerfile).expanduser()
+            with contextlib.suppress(OSError):  # FROM sandbox-kernel:latest: built first when missing
+                for base in filter(is_ours, from_images(dockerfile)):
+                    ensure_image(client, base, auto_build=backend.auto_build, base=backend.build_base,
+                                 wheelhouse=backend.build_wheelhouse, progress=progress)
             _titled(progress, f"the sandbox image from {dockerfile}", "it changed, or first use")
-            with engine_errors(f"build {dockerfile}"):
+            with engine_errors(f"build {dockerfile}"), _build_lock:
                 image = build_dockerfile_image(client, dockerfile, parse_build_args(backend.build_args),
                                                progress=progress)
         else:
@@ -88,7 +93,7 @@ def prepare_image(client: Any, backend: Any, progress: Callable[[str], None]) ->
                          wheelhouse=backend.build_wheelhouse, progress=progress)
         if backend.packages:
             _titled(progress, f"the sandbox image with {', '.join(backend.packages)}", "once for these packages")
-            with engine_errors(f"inspect the image {image}"):
+            with engine_errors(f"inspect the image {image}"), _build_lock:
                 image = build_packages_image(client, image, list(backend.packages), wheelhouse=wheelhouse,
                                              progress=progress)
     except RequirementNotFound as exc:
@@ -119,8 +124,8 @@ def read_kernelspec(client: Any, image: str, name: str) -> dict[str, Any]:
     docker = load_docker()
     with engine_errors(f"look for the kernelspec {name!r} in {image}"):
         env = dict(item.split("=", 1) for item in client.api.inspect_image(image)["Config"].get("Env") or [])
-        container = client.api.create_container(image, entrypoint=["/nonexistent"], command=[],
-                                                network_disabled=True, labels={"org.sandbox-kernel.probe": "1"})
+        container = client.api.create_container(image, entrypoint=["/nonexistent"], command=[], network_disabled=True,
+                                                labels={OWNER_LABEL: owner()})  # gc finds it if we die here
         try:
             dirs = [posixpath.join(d, "kernels", name) for d in _data_dirs(env)]
             for folder in dirs:

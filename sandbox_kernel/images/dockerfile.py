@@ -22,6 +22,19 @@ REPOSITORY = "sandbox-kernel-user"
 DOCKERFILE_LABEL = "org.sandbox-kernel.dockerfile"
 """Image label holding the absolute path of the Dockerfile an image was built from."""
 BUILD_ARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
+_FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE | re.MULTILINE)
+
+
+def from_images(dockerfile: Path) -> list[str]:
+    """The images ``dockerfile``'s ``FROM`` lines name, without its own stages, ``scratch`` and
+    names made of build arguments (``$BASE``). Raises OSError when it cannot be read."""
+    stages, images = set(), []
+    for image, stage in _FROM.findall(Path(dockerfile).read_text()):
+        if image.lower() not in stages and image != "scratch" and "$" not in image and image not in images:
+            images.append(image)
+        if stage:
+            stages.add(stage.lower())
+    return images
 
 
 def parse_build_args(items: list[str]) -> dict[str, str]:
@@ -103,9 +116,12 @@ def build_dockerfile_image(client: docker.DockerClient, dockerfile: Path, build_
         image_id = run_build(client, None, tag, buildargs=build_args, progress=progress, path=str(dockerfile.parent),
                              dockerfile=dockerfile.name, labels={DOCKERFILE_LABEL: str(dockerfile)})
     except ImageBuildError as exc:
-        if exc.engine_error is not None:
-            raise ImageBuildError(f"building {dockerfile} failed: {exc.engine_error}", exc.log_tail) from exc
-        raise
+        if exc.engine_error is None:
+            raise
+        missing = [image for image in from_images(dockerfile) if not client.api.images(name=image, quiet=True)]
+        hint = (f" (its FROM image {', '.join(missing)} is not present locally, and the engine could not pull it: "
+                "`docker load` or build it first; FROM sandbox-kernel:latest works offline)") if missing else ""
+        raise ImageBuildError(f"building {dockerfile} failed: {exc.engine_error}{hint}", exc.log_tail) from exc
     for old in client.api.images(filters={"label": f"{DOCKERFILE_LABEL}={dockerfile}"}):
         if old["Id"] != image_id:
             try:
