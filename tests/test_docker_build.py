@@ -17,7 +17,7 @@ from sandbox_kernel.errors import ExecutionTimeout, SandboxStartError
 from sandbox_kernel.events import Display
 from sandbox_kernel.images.dockerfile import DOCKERFILE_LABEL, context_digest, dockerfile_tag
 from sandbox_kernel.images.packages import packages_tag
-from tests.conftest import backends
+from tests.conftest import backends, prepared
 from tests.kernels import kernel, run, stdout
 from tests.targets.docker import IMAGE, NOTHING, Recorder, client, held_by  # noqa: F401 (client is a fixture)
 
@@ -63,6 +63,7 @@ def bash_image(bash_dockerfile):
     the end of the session (the first test that starts it pays for the build)."""
     import docker
 
+    prepared("docker")  # skips, or fails in CI, without an engine
     client = docker.from_env()
     tag = dockerfile_tag(bash_dockerfile, dict([GREETING.split("=", 1)]))
     _remove(client, tag)  # left by an interrupted run
@@ -76,6 +77,7 @@ def tqdm_image():
     """The tag of sandbox-kernel:latest plus tqdm; absent at the start, removed at the end."""
     import docker
 
+    prepared("docker")
     client = docker.from_env()
     tag = packages_tag(client, IMAGE, ["tqdm"])
     _remove(client, tag)
