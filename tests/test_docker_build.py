@@ -45,6 +45,14 @@ def _remove(client, tag: str) -> None:
         pass
 
 
+@pytest.fixture
+def scratch_dockerfile(client, tmp_path):
+    """A Dockerfile path for a test; the images built from it are removed afterwards."""
+    yield tmp_path / "Dockerfile"
+    for image in client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"}):
+        _remove(client, image.id)
+
+
 @pytest.fixture(scope="session")
 def bash_dockerfile(tmp_path_factory) -> Path:
     """A Dockerfile folder whose image runs bash_kernel; its wheels downloaded by the host's pip."""
@@ -154,33 +162,33 @@ def test_the_context_digest_follows_files_args_and_dockerignore(tmp_path):
     assert context_digest(tmp_path / "Dockerfile", {"A": "1"}) != first
 
 
-async def test_a_dockerfile_is_rebuilt_when_its_build_arg_changes(make, client, tmp_path):
+async def test_a_dockerfile_is_rebuilt_when_its_build_arg_changes(make, client, scratch_dockerfile, tmp_path):
     (tmp_path / "Dockerfile").write_text("FROM sandbox-kernel:latest\nARG COLOUR\nUSER root\n"
                                          "RUN echo \"$COLOUR\" > /etc/colour\nUSER 1000:1000\n")
     tags = []
-    try:
-        for colour in ("red", "blue"):
-            backend = make(dockerfile=str(tmp_path / "Dockerfile"), build_args=[f"COLOUR={colour}"])
-            rec = Recorder()
-            assert (await backend.execute("print(open('/etc/colour').read().strip())", rec)).status == "ok"
-            assert rec.text() == f"{colour}\n"
-            assert progress_of(rec)[-1].startswith(f"Built the sandbox image from {tmp_path / 'Dockerfile'} in ")
-            tags.append(backend.describe()["image"])
-            await backend.shutdown()
-        built = client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"})
-        assert tags[0] != tags[1] and [image.tags for image in built] == [[tags[1]]]  # the older one is removed
-    finally:
-        for tag in tags:
-            _remove(client, tag)
+    for colour in ("red", "blue"):
+        backend = make(dockerfile=str(tmp_path / "Dockerfile"), build_args=[f"COLOUR={colour}"])
+        rec = Recorder()
+        assert (await backend.execute("print(open('/etc/colour').read().strip())", rec)).status == "ok"
+        assert rec.text() == f"{colour}\n"
+        assert progress_of(rec)[-1].startswith(f"Built the sandbox image from {tmp_path / 'Dockerfile'} in ")
+        tags.append(backend.describe()["image"])
+        await backend.shutdown()
+    built = client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"})
+    assert tags[0] != tags[1] and [image.tags for image in built] == [[tags[1]]]  # the older one is removed
 
 
-async def test_a_missing_dockerfile_and_a_failing_build_say_what_to_do(make, tmp_path):
+async def test_a_missing_dockerfile_and_a_failing_build_say_what_to_do(make, scratch_dockerfile, tmp_path):
     with pytest.raises(SandboxStartError, match=r"^Could not build the sandbox image: .*nowhere/Dockerfile.*"
                                                 r"\(the dockerfile option: the path of a Dockerfile"):
         await make(dockerfile=str(tmp_path / "nowhere" / "Dockerfile")).start()
     (tmp_path / "Dockerfile").write_text("FROM sandbox-kernel:latest\nRUN exit 3\n")
     with pytest.raises(SandboxStartError, match=r"(?s)building .*Dockerfile failed: The command '/bin/sh -c exit 3' "
                                                 r"returned a non-zero code: 3\.\nLast lines of the build:\n.*exit 3"):
+        await make(dockerfile=str(tmp_path / "Dockerfile")).start()
+    (tmp_path / "Dockerfile").write_text("FROM sandbox-kernel-base:bookworm\nLABEL test=no-python\n")  # python3 only
+    with pytest.raises(SandboxStartError, match=r"the image 'sandbox-kernel-user:\w+ built from .*Dockerfile' has no "
+                                                r"`python` on its PATH, so it cannot run the kernel\. Fix: "):
         await make(dockerfile=str(tmp_path / "Dockerfile")).start()
     (tmp_path / "Dockerfile").write_text("FROM example.invalid/nobody/python:3.12\n")  # no registry: never pulled
     with pytest.raises(SandboxStartError, match=r"its FROM image example.invalid/nobody/python:3.12 is not present "

@@ -95,6 +95,11 @@ class DockerBackend(KernelClientBackend):
     def runs_other_language(self) -> bool:
         return bool(self.kernel_name)
 
+    @property
+    def _image_label(self) -> str:
+        """The image the session runs, as messages name it."""
+        return (self._run_image or self.image) + (f" built from {self.dockerfile}" if self.dockerfile else "")
+
     @validate("user")
     def _check_user(self, proposal: dict) -> str:
         if proposal["value"] and not re.fullmatch(r"\d+(:\d+)?", proposal["value"]):
@@ -143,7 +148,7 @@ class DockerBackend(KernelClientBackend):
         with engine.engine_errors("create the sandbox's working directory volume"):
             client.api.create_volume(self._volume, driver="local", labels=volume_labels,
                                      driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
-        with engine.engine_errors(f"start a sandbox container from {self.image}"):
+        with engine.engine_errors(f"start a sandbox container from {self._image_label}"):
             container = client.containers.create(**spec)
             self._container = container
             try:
@@ -151,7 +156,7 @@ class DockerBackend(KernelClientBackend):
             except engine.load_docker().errors.APIError as exc:
                 if "executable file not found" not in str(exc):
                     raise
-                raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self.image)}.") from exc
+                raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.") from exc
         return container
 
     async def _launch(self) -> dict[str, Any]:
@@ -247,7 +252,7 @@ class DockerBackend(KernelClientBackend):
             await self._shutdown_kernel_by_message()
             return "the Docker engine stopped answering (is dockerd running?)"
         return await _run_blocking(engine.death_reason, client, container_id, memory_limit=self.memory_limit,
-                                   image=self._run_image or self.image, created=self._created,
+                                   image=self._image_label, created=self._created,
                                    starting=not self._ready)
 
     async def _shutdown_kernel_by_message(self) -> None:
