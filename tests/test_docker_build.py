@@ -133,6 +133,24 @@ async def test_an_unknown_package_is_one_message_naming_it(make):
     assert "\n" not in message and "Traceback" not in message
 
 
+async def test_without_the_package_index_the_message_says_so(make, tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: the "index" refuses connections
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+    monkeypatch.setenv("PIP_RETRIES", "1")
+    backend = make(packages=["tqdm"], build_wheelhouse=str(tmp_path / "empty-wheelhouse"))
+    with pytest.raises(SandboxStartError, match=r"^Could not add the packages to the sandbox image: no wheel of 'tqdm' "
+                                                r".*: the package index did not answer: check this machine's network, "
+                                                r"or bring a wheelhouse that has it\.$"):
+        await backend.start()
+
+
 def test_bad_option_values_are_refused():
     with pytest.raises(Exception, match=r"packages: 'tqdm>>1' is not a pip requirement"):
         DockerBackend(packages=["tqdm>>1"])

@@ -351,5 +351,6 @@ class DockerBackend(KernelClientBackend):
         sizes = {"memory": self.memory_limit, "swap": self.swap, "workdir": self.workdir_size, "tmp": self.tmp_size}
         limits = {**{k: format_bytes(v) for k, v in sizes.items() if v}, "cpus": self.cpus, "pids": self.pids_limit}
         return {**super().describe(), "sandbox_id": self._container.short_id if self._container else None,
-                "image": self._run_image or self.image, "kernel_name": self.kernel_name, "network": self.network, "workdir": self.workdir,
+                "image": self._run_image or self.image, "kernel_name": self.kernel_name, "network": self.network,
+                "workdir": self.workdir,
                 "limits": {k: v for k, v in limits.items() if v}}

@@ -45,9 +45,9 @@ def copy_into(path, dest):
 def main(build, dest):
     root = sys.prefix
     before = snapshot(root)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir", "--no-index", "--disable-pip-version-check",
-                    "--find-links", os.path.join(build, "wheels"), "-r", os.path.join(build, "requirements.txt")],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir", "--no-index",
+                    "--disable-pip-version-check", "--find-links", os.path.join(build, "wheels"),
+                    "-r", os.path.join(build, "requirements.txt")], check=True)
     after = snapshot(root)
     os.makedirs(dest + "/files")
     changed = sorted(path for path, stat in after.items() if before.get(path) != stat)

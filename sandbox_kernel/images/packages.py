@@ -18,7 +18,15 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from sandbox_kernel.images.build import _TARGET, BASE_LABEL, LOG_TAIL_LINES, ImageBuildError, _pip, download_wheelhouse, run_build
+from sandbox_kernel.images.build import (
+    _TARGET,
+    BASE_LABEL,
+    LOG_TAIL_LINES,
+    ImageBuildError,
+    _pip,
+    download_wheelhouse,
+    run_build,
+)
 
 if TYPE_CHECKING:
     import docker
@@ -29,16 +37,19 @@ PACKAGES_LABEL = "org.sandbox-kernel.packages"
 BUILDER_LABEL = "org.sandbox-kernel.builder=packages"
 _RECIPE = [resources.files(__package__) / name for name in ("packages.Dockerfile", "install_delta.py")]
 _NOT_FOUND = re.compile(r"No matching distribution found for (\S+)")
+_UNREACHABLE = re.compile(r"NewConnectionError|Could not fetch URL|ConnectTimeout|Name or service not known|"
+                          r"Temporary failure in name resolution|ProxyError")
 
 
 class RequirementNotFound(ImageBuildError):
     """pip found no wheel for a requirement. Attributes: ``requirement`` (as pip named it)."""
 
-    def __init__(self, requirement: str, wheelhouse: Path) -> None:
+    def __init__(self, requirement: str, wheelhouse: Path, index_answered: bool = True) -> None:
         self.requirement = requirement
-        super().__init__(
-            f"no wheel of {requirement!r} for the sandbox's Python (CPython 3.11, manylinux x86_64) was found on the "
-            f"package index or in the wheelhouse {wheelhouse}: check its name and version in the packages option")
+        fix = ("check its name and version in the packages option" if index_answered else
+               "the package index did not answer: check this machine's network, or bring a wheelhouse that has it")
+        super().__init__(f"no wheel of {requirement!r} for the sandbox's Python (CPython 3.11, manylinux x86_64) was "
+                         f"found on the package index or in the wheelhouse {wheelhouse}: {fix}")
 
 
 def packages_digest(base_id: str, packages: list[str]) -> str:
@@ -122,8 +133,9 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
         try:
             download_wheelhouse(wheelhouse, requirements)
         except ImageBuildError as exc:
-            if match := _NOT_FOUND.search("\n".join(exc.log_tail)):
-                raise RequirementNotFound(match.group(1), wheelhouse) from exc
+            log = "\n".join(exc.log_tail)
+            if match := _NOT_FOUND.search(log):
+                raise RequirementNotFound(match.group(1), wheelhouse, not _UNREACHABLE.search(log)) from exc
             raise
         _select_wheels(wheelhouse, requirements, wheels)
         user = client.api.inspect_image(base)["Config"].get("User") or "root"
