@@ -144,8 +144,9 @@ async def test_without_the_package_index_the_message_says_so(make, tmp_path, mon
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
     monkeypatch.setenv("PIP_RETRIES", "1")
-    backend = make(packages=["tqdm"], build_wheelhouse=str(tmp_path / "empty-wheelhouse"))
-    with pytest.raises(SandboxStartError, match=r"^Could not add the packages to the sandbox image: no wheel of 'tqdm' "
+    backend = make(packages=["sandbox-kernel-offline-probe"], build_wheelhouse=str(tmp_path / "empty-wheelhouse"))
+    with pytest.raises(SandboxStartError, match=r"^Could not add the packages to the sandbox image: no wheel of "
+                                                r"'sandbox-kernel-offline-probe' "
                                                 r".*: the package index did not answer: check this machine's network, "
                                                 r"or bring a wheelhouse that has it\.$"):
         await backend.start()

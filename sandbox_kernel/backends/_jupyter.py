@@ -128,7 +128,10 @@ class KernelClientBackend(Backend):
     async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
         client = AsyncKernelClient()
         client.load_connection_info(info)
-        client.start_channels()
+        # No heartbeat channel: death is learned from _wait_dead. With one, wait_for_ready raises
+        # "Kernel died before replying to kernel_info" whenever the kernel takes longer than the
+        # heartbeat's 1 s window to start (seen under load on 2 cores, local and docker alike).
+        client.start_channels(hb=False)
         self._death = asyncio.get_running_loop().create_task(self._wait_dead())
         ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.ready_timeout))
         await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)

@@ -99,7 +99,7 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
 
     Wheels for CPython 3.11 manylinux x86_64 are downloaded into ``wheelhouse`` by the host's pip
     when it lacks some (nothing is downloaded when it is complete). Measured here (2 cores): tqdm on
-    sandbox-kernel:latest, 20-30 s the first time, an inspect (milliseconds) afterwards.
+    sandbox-kernel:latest, 5-7 s the first time (+1-2 s for the download), an inspect afterwards.
 
     Args:
         client: A docker-py client.
