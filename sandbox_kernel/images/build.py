@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import re
 import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
@@ -109,6 +111,24 @@ def wheelhouse_is_complete(wheelhouse: Path, requirements: Path | None = None) -
     return result.returncode == 0
 
 
+def needed_wheels(wheelhouse: Path, requirements: Path | None = None) -> list[Path]:
+    """The wheels of ``wheelhouse`` that ``requirements`` and their dependencies need for the
+    image's Python (CPython 3.11 manylinux x86_64): pip resolves offline (``install --dry-run
+    --no-index --report``), so a wheelhouse shared by several images sends each build only its own.
+
+    Raises:
+        ImageBuildError: the wheelhouse does not satisfy ``requirements`` (pip's output as log tail).
+    """
+    with resources.as_file(REQUIREMENTS) as default, tempfile.TemporaryDirectory() as target:
+        result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index", "--find-links", str(wheelhouse),
+                      "--target", target, *_TARGET, "--report", "-", "-r", str(requirements or default))
+    if result.returncode != 0:
+        raise ImageBuildError(f"the wheelhouse {wheelhouse} does not satisfy the requirements",
+                              result.stderr.splitlines()[-LOG_TAIL_LINES:])
+    urls = [item["download_info"]["url"] for item in json.loads(result.stdout)["install"]]
+    return [Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)) for url in urls]
+
+
 def download_wheelhouse(dest: Path, requirements: Path | None = None) -> Path:
     """Download the wheels of the image's Python packages into ``dest``, unless already there.
 
@@ -154,7 +174,7 @@ def _build_context(wheelhouse: Path, requirements: Path | None) -> IO[bytes]:
         wheels_dir = tarfile.TarInfo("wheels")
         wheels_dir.type, wheels_dir.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(wheels_dir)
-        for wheel in sorted(wheelhouse.glob("*.whl")):
+        for wheel in sorted(needed_wheels(wheelhouse, requirements)):
             tar.add(str(wheel), arcname=f"wheels/{wheel.name}")
     context.seek(0)
     return context

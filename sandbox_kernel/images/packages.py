@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from sandbox_kernel.images.build import (
-    _TARGET,
     BASE_LABEL,
-    LOG_TAIL_LINES,
     ImageBuildError,
-    _pip,
     download_wheelhouse,
+    needed_wheels,
     run_build,
 )
 
@@ -69,16 +67,7 @@ def packages_tag(client: docker.DockerClient, base: str, packages: list[str]) ->
     return f"{REPOSITORY}:{packages_digest(client.api.inspect_image(base)['Id'], packages)}"
 
 
-def _select_wheels(wheelhouse: Path, requirements: Path, dest: Path) -> None:
-    """Copy the wheels ``requirements`` need (dependencies included) from ``wheelhouse`` to ``dest``."""
-    result = _pip("download", "--isolated", "--quiet", "--no-index", "--find-links", str(wheelhouse),
-                  "--dest", str(dest), *_TARGET, "-r", str(requirements))
-    if result.returncode != 0:
-        raise ImageBuildError(f"pip could not take the wheels from {wheelhouse}",
-                              (result.stdout + result.stderr).splitlines()[-LOG_TAIL_LINES:])
-
-
-def _context(requirements: Path, wheels: Path) -> IO[bytes]:
+def _context(requirements: Path, wheels: list[Path]) -> IO[bytes]:
     context = tempfile.TemporaryFile()
     with tarfile.open(fileobj=context, mode="w") as tar:
         recipe, script = _RECIPE
@@ -87,7 +76,8 @@ def _context(requirements: Path, wheels: Path) -> IO[bytes]:
         with resources.as_file(script) as path:
             tar.add(str(path), arcname="install_delta.py")
         tar.add(str(requirements), arcname="requirements.txt")
-        tar.add(str(wheels), arcname="wheels")
+        for wheel in wheels:
+            tar.add(str(wheel), arcname=f"wheels/{wheel.name}")
     context.seek(0)
     return context
 
@@ -125,9 +115,8 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
     except docker.errors.ImageNotFound:
         pass
     with tempfile.TemporaryDirectory() as scratch:
-        requirements, wheels = Path(scratch) / "requirements.txt", Path(scratch) / "wheels"
+        requirements = Path(scratch) / "requirements.txt"
         requirements.write_text("".join(f"{req}\n" for req in packages))
-        wheels.mkdir()
         if progress is not None:
             progress(f"Step 0: pip download {' '.join(packages)} (host, into {wheelhouse})")
         try:
@@ -137,7 +126,7 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
             if match := _NOT_FOUND.search(log):
                 raise RequirementNotFound(match.group(1), wheelhouse, not _UNREACHABLE.search(log)) from exc
             raise
-        _select_wheels(wheelhouse, requirements, wheels)
+        wheels = needed_wheels(wheelhouse, requirements)  # not the rest of a shared wheelhouse
         user = client.api.inspect_image(base)["Config"].get("User") or "root"
         with _context(requirements, wheels) as context:
             run_build(client, context, tag, buildargs={"BASE": base, "BASE_USER": user},
