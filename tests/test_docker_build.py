@@ -254,3 +254,15 @@ def test_the_wrapper_kernel_speaks_bash(client, bash_dockerfile, bash_image):
     assert reply["status"] == "ok" and stdout(outputs) == "123\n"
     assert "echo" in complete["matches"]
     assert held_by(client, pid) == NOTHING
+
+
+def test_a_kernel_whose_sandbox_cannot_start_still_answers(client):
+    with kernel("docker", "--DockerBackend.kernel_name=ir") as (km, kc):
+        info = kc.kernel_info(reply=True)["content"]
+        reply, _ = run(kc, "1")
+        again, _ = run(kc, "2")
+        pid = km.provisioner.pid
+    assert info["status"] == "ok" and info["language_info"]["name"] == "python"  # not known: Python's
+    assert reply["ename"] == again["ename"] == "SandboxStartError"
+    assert "has no Jupyter kernel named 'ir'" in reply["evalue"] and "Traceback" not in "".join(reply["traceback"])
+    assert held_by(client, pid) == NOTHING
