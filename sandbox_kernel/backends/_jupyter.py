@@ -128,9 +128,9 @@ class KernelClientBackend(Backend):
     async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
         client = AsyncKernelClient()
         client.load_connection_info(info)
-        # No heartbeat channel: death is learned from _wait_dead. With one, wait_for_ready raises
-        # "Kernel died before replying to kernel_info" whenever the kernel takes longer than the
-        # heartbeat's 1 s window to start (seen under load on 2 cores, local and docker alike).
+        # No heartbeat: death is known from the process or the engine (_wait_dead), and a
+        # heartbeat unanswered for 1 s while a loaded machine still boots the kernel made
+        # wait_for_ready() report "Kernel died before replying to kernel_info".
         client.start_channels(hb=False)
         self._death = asyncio.get_running_loop().create_task(self._wait_dead())
         ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.ready_timeout))
