@@ -39,7 +39,7 @@ class SandboxKernel(Kernel, OutputOptions):
 
     implementation = "sandbox_kernel"
     implementation_version = __version__
-    language_info = {
+    python_language_info = {
         "name": "python",
         "version": "3",
         "mimetype": "text/x-python",
@@ -77,11 +77,34 @@ class SandboxKernel(Kernel, OutputOptions):
             task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
                 "The sandbox did not start: %s", t.exception()))
 
+    LANGUAGE_WAIT_S = 30.0
+    """Seconds ``kernel_info_request`` waits for a sandbox that runs another language's kernel."""
+
+    @property
+    def language_info(self) -> dict[str, Any]:
+        """The sandbox kernel's ``language_info`` once it runs (so a bash or R kernel in the
+        sandbox is highlighted as such), else Python's."""
+        inner = self.sandbox.kernel_info if self.sandbox else None
+        return (inner or {}).get("language_info") or self.python_language_info
+
     @property
     def banner(self) -> str:
         info = self.sandbox.describe() if self.sandbox else {"backend": self.backend}
         details = ", ".join(f"{k}={v}" for k, v in info.items() if v and k != "backend")
-        return f"sandbox-kernel {__version__}: Python in a {info['backend']} sandbox" + (f" ({details})" if details else "")
+        language = self.language_info.get("name", "python")
+        text = f"sandbox-kernel {__version__}: {'Python' if language == 'python' else language} in a " \
+               f"{info['backend']} sandbox" + (f" ({details})" if details else "")
+        inner = (self.sandbox.kernel_info or {}).get("banner") if self.sandbox else None
+        return text + (f"\n{inner}" if inner and language != "python" else "")
+
+    async def kernel_info_request(self, stream, ident, parent):
+        """``kernel_info_request``: frontends ask once, when they connect, and highlight cells in the
+        language of the reply; so a sandbox that runs another language's kernel is started first
+        (up to :data:`LANGUAGE_WAIT_S`; a failure is reported again by the first cell)."""
+        with contextlib.suppress(Exception):
+            if self._make_sandbox().runs_other_language and not self.sandbox.started:
+                await asyncio.wait_for(asyncio.shield(self._ensure_sandbox()), self.LANGUAGE_WAIT_S)
+        await super().kernel_info_request(stream, ident, parent)
 
     def _load_config(self, cfg, section_names=None, traits=None):
         """Keep a bad option value from killing the kernel process: the kernel starts, and
@@ -99,6 +122,15 @@ class SandboxKernel(Kernel, OutputOptions):
             SandboxError: an unknown backend, a bad option value, or a start failure.
         """
         self._loop = asyncio.get_running_loop()
+        await self._make_sandbox().start()
+        return self.sandbox
+
+    def _make_sandbox(self) -> Backend:
+        """The backend, created from config on first use (not started).
+
+        Raises:
+            SandboxError: an unknown backend or a bad option value.
+        """
         if self._config_error is not None:
             raise self._config_error
         if self.sandbox is None:
@@ -110,7 +142,6 @@ class SandboxKernel(Kernel, OutputOptions):
             self.pipeline.comms, self.pipeline.backend = self.sandbox.supports_comms, self.sandbox.name
             self.sandbox.set_comm_handler(self._publish_unsolicited)
             self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
-        await self.sandbox.start()
         return self.sandbox
 
     def _publish(self, event: Event, parent: dict | None = None) -> None:

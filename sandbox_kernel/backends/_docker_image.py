@@ -107,6 +107,8 @@ class BuildProgress:
     """Shows an image build in the running cell as one display that updates in place
     (``display_data`` then ``update_display_data`` with the same display_id): the current build
     step and the elapsed time. Call it with log lines from any thread; :meth:`done` at the end.
+    ``what`` and ``note`` name the image being built ("the sandbox image X", "first use; about a
+    minute"); set them before each build.
     """
 
     MIN_INTERVAL_S = 0.25
@@ -116,6 +118,7 @@ class BuildProgress:
         self.display_id = f"sandbox-kernel-image-build-{id(self):x}"
         self.started = self.shown = time.monotonic()
         self.step, self.shown_once = "", False
+        self.what, self.note = f"the sandbox image {image}", "first use; about a minute"
 
     def _show(self, text: str, on_loop: bool = False) -> None:
         event = Display({"text/plain": text}, display_id=self.display_id, update=self.shown_once)
@@ -132,11 +135,11 @@ class BuildProgress:
             return
         self.shown = time.monotonic()
         detail = f"{self.step}\n  {line.strip()[:120]}" if line != self.step else self.step
-        self._show(f"Building the sandbox image {self.image} (first use; about a minute) "
+        self._show(f"Building {self.what} ({self.note}) "
                    f"[{time.monotonic() - self.started:.0f} s]\n{detail}")
 
     def done(self, ok: bool) -> None:
         """Show the outcome; called on the event loop's thread, after the build."""
         if self.shown_once:
             verb = "Built" if ok else "Could not build"
-            self._show(f"{verb} the sandbox image {self.image} in {time.monotonic() - self.started:.0f} s.", on_loop=True)
+            self._show(f"{verb} {self.what} in {time.monotonic() - self.started:.0f} s.", on_loop=True)

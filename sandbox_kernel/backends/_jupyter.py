@@ -125,6 +125,8 @@ class KernelClientBackend(Backend):
                 raise
             loop = asyncio.get_running_loop()
             self._tasks = [loop.create_task(reader()) for reader in (self._read_iopub, self._read_shell, self._read_stdin)]
+            with contextlib.suppress(SandboxError):  # one round trip: its language_info and banner
+                self.kernel_info = await self._call(self._client.kernel_info())
 
     async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
         client = AsyncKernelClient()
@@ -152,7 +154,7 @@ class KernelClientBackend(Backend):
         async with self._lock:
             for task in [*self._tasks, *([self._death] if self._death else [])]:
                 task.cancel()
-            self._tasks, self._death = [], None
+            self._tasks, self._death, self.kernel_info = [], None, None
             if self._client is not None:
                 self._client.stop_channels()
                 self._client = None

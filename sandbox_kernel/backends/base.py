@@ -188,6 +188,18 @@ class Backend(LoggingConfigurable):
         """The content of a ``comm_info_reply`` from the sandbox (``comms``: ``{comm_id: {target_name}}``)."""
         raise NotSupported(self.name, "comms (ipywidgets)")
 
+    # -- the sandbox's own kernel ------------------------------------------------------------
+    kernel_info: dict[str, Any] | None = None
+    """The content of the sandbox kernel's ``kernel_info_reply`` (``language_info``, ``banner``,
+    ...) while the sandbox runs; None when unknown. The wrapper kernel reports its language."""
+
+    @property
+    def runs_other_language(self) -> bool:
+        """True when the sandbox is configured to run a kernel whose language may not be Python
+        (the docker backend's ``kernel_name``): the wrapper starts it before answering
+        ``kernel_info_request``, so frontends learn the language when they connect."""
+        return False
+
     # -- description -------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """A short description for banners and ``%sandbox status``: ``{"backend", "sandbox_id",

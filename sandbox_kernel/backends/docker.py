@@ -33,7 +33,8 @@ from ..events import Emit, Outcome, Stream
 from ..images import DEFAULT_TAG
 from ..traits import ByteSize, format_bytes
 from . import _docker_engine as engine
-from ._docker_image import BuildProgress, ensure_image
+from ._docker_build import check_option, prepare_image, use_image
+from ._docker_image import BuildProgress
 from ._docker_spec import PIDS_HEADROOM, REAPER, container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
 from ._jupyter import KernelClientBackend
 from .base import StdinHandler
@@ -77,6 +78,27 @@ class DockerBackend(KernelClientBackend):
                                   "sandbox-kernel-base:bookworm, whichever is present.").tag(config=True)
     build_wheelhouse = Unicode("", help="Wheel directory for automatic builds; empty: "
                                         "~/.cache/sandbox-kernel/wheelhouse.").tag(config=True)
+    packages = List(Unicode(), help="pip requirements added to the image (e.g. 'tqdm', 'scikit-learn>=1.5'): "
+                                    "wheels downloaded on the host into build_wheelhouse, built once into "
+                                    "sandbox-kernel-packages:DIGEST.").tag(config=True)
+    dockerfile = Unicode("", help="Path of your Dockerfile, built instead of image (its folder is the context, "
+                                  "legacy builder), rebuilt when the context or build_args change.").tag(config=True)
+    build_args = List(Unicode(), help="NAME=value build arguments of dockerfile, repeated.").tag(config=True)
+    kernel_name = Unicode("", help="Jupyter kernelspec in the image to run (e.g. 'bash'); empty: Python "
+                                   "(ipykernel).").tag(config=True)
+
+    @validate("packages", "build_args")
+    def _check_environment(self, proposal: dict) -> list[str]:
+        return check_option(proposal["trait"].name, proposal["value"])
+
+    @property
+    def runs_other_language(self) -> bool:
+        return bool(self.kernel_name)
+
+    @property
+    def _image_label(self) -> str:
+        """The image the session runs, as messages name it."""
+        return (self._run_image or self.image) + (f" built from {self.dockerfile}" if self.dockerfile else "")
 
     @validate("user")
     def _check_user(self, proposal: dict) -> str:
@@ -95,6 +117,9 @@ class DockerBackend(KernelClientBackend):
         self._ready = False
         self._pids_file: Path | None = None
         self._orphans: list[tuple[str, str]] = []  # ("container" | "volume", id) to remove when possible
+        self._run_image = ""  # the image the session runs: image, or built from dockerfile and packages
+        self._kernelspec: dict[str, Any] | None = None  # kernel_name's kernel.json in that image
+        self._prepared = False  # _run_image and _kernelspec were just looked up (by the first cell)
 
     def _uid_gid(self) -> tuple[int, int]:
         return uid_gid(self.user)
@@ -113,9 +138,8 @@ class DockerBackend(KernelClientBackend):
         log = progress or (lambda line: self.log.info("image build: %s", line))
         ok = False
         try:
-            await _run_blocking(ensure_image, client, self.image, auto_build=self.auto_build, base=self.build_base,
-                                wheelhouse=self.build_wheelhouse, progress=log)
-            ok = True
+            self._run_image, self._kernelspec = await _run_blocking(prepare_image, client, self, log)
+            self._prepared = ok = True
         finally:
             if progress is not None:
                 progress.done(ok)
@@ -124,7 +148,7 @@ class DockerBackend(KernelClientBackend):
         with engine.engine_errors("create the sandbox's working directory volume"):
             client.api.create_volume(self._volume, driver="local", labels=volume_labels,
                                      driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
-        with engine.engine_errors(f"start a sandbox container from {self.image}"):
+        with engine.engine_errors(f"start a sandbox container from {self._image_label}"):
             container = client.containers.create(**spec)
             self._container = container
             try:
@@ -132,13 +156,15 @@ class DockerBackend(KernelClientBackend):
             except engine.load_docker().errors.APIError as exc:
                 if "executable file not found" not in str(exc):
                     raise
-                raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self.image)}.") from exc
+                raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.") from exc
         return container
 
     async def _launch(self) -> dict[str, Any]:
         client = await self._engine()
         await _run_blocking(self._remove_leftovers, client)
-        await self._ensure_image(self._progress_handler)  # a build at start shows where the front door says
+        if not self._prepared:  # a build at start shows where the front door says
+            await self._ensure_image(self._progress_handler)
+        self._prepared = False  # the next start looks again (a changed Dockerfile is rebuilt)
         uid, _ = self._uid_gid()
         self._hostdir = Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-", dir=engine.HOSTDIR_ROOT))
         try:
@@ -146,7 +172,8 @@ class DockerBackend(KernelClientBackend):
             labels = engine.labels(self.session, self._hostdir)
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = f"{name}-work"
-            spec = container_spec(self, name, self._hostdir, self._volume, labels)
+            spec = use_image(container_spec(self, name, self._hostdir, self._volume, labels), self._run_image,
+                             self._kernelspec)
             self._created, self._ready = int(time.time()), False
             await _run_blocking(self._create, client, spec, labels)
         except BaseException:
@@ -225,7 +252,8 @@ class DockerBackend(KernelClientBackend):
             await self._shutdown_kernel_by_message()
             return "the Docker engine stopped answering (is dockerd running?)"
         return await _run_blocking(engine.death_reason, client, container_id, memory_limit=self.memory_limit,
-                                   image=self.image, created=self._created, starting=not self._ready)
+                                   image=self._image_label, created=self._created,
+                                   starting=not self._ready)
 
     async def _shutdown_kernel_by_message(self) -> None:
         """With the engine gone the container cannot be removed: ask the kernel itself to exit
@@ -268,6 +296,8 @@ class DockerBackend(KernelClientBackend):
         them, so the next cell can start its threads; the state survives. Checked after every
         cell when the cgroup file is readable, else only after failed cells."""
         container = self._container
+        if self.kernel_name:  # the reaper is Python code
+            return
         if not self.pids_limit or container is None or self._client is None or not (failed or self._pids_file):
             return
         try:
@@ -321,5 +351,6 @@ class DockerBackend(KernelClientBackend):
         sizes = {"memory": self.memory_limit, "swap": self.swap, "workdir": self.workdir_size, "tmp": self.tmp_size}
         limits = {**{k: format_bytes(v) for k, v in sizes.items() if v}, "cpus": self.cpus, "pids": self.pids_limit}
         return {**super().describe(), "sandbox_id": self._container.short_id if self._container else None,
-                "image": self.image, "network": self.network, "workdir": self.workdir,
+                "image": self._run_image or self.image, "kernel_name": self.kernel_name, "network": self.network,
+                "workdir": self.workdir,
                 "limits": {k: v for k, v in limits.items() if v}}

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import re
 import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
@@ -53,11 +55,13 @@ class ImageBuildError(Exception):
     Attributes:
         message: What failed, and what to do about it.
         log_tail: The last build log lines (at most ``LOG_TAIL_LINES``), oldest first.
+        engine_error: The engine's error when it failed a build step, else None.
     """
 
     def __init__(self, message: str, log_tail: Iterable[str] = ()) -> None:
         self.message = message
         self.log_tail = list(log_tail)
+        self.engine_error: str | None = None
         text = message
         if self.log_tail:
             text += "\nlast build log lines:\n" + "\n".join(self.log_tail)
@@ -107,6 +111,24 @@ def wheelhouse_is_complete(wheelhouse: Path, requirements: Path | None = None) -
     return result.returncode == 0
 
 
+def needed_wheels(wheelhouse: Path, requirements: Path | None = None) -> list[Path]:
+    """The wheels of ``wheelhouse`` that ``requirements`` and their dependencies need for the
+    image's Python (CPython 3.11 manylinux x86_64): pip resolves offline (``install --dry-run
+    --no-index --report``), so a wheelhouse shared by several images sends each build only its own.
+
+    Raises:
+        ImageBuildError: the wheelhouse does not satisfy ``requirements`` (pip's output as log tail).
+    """
+    with resources.as_file(REQUIREMENTS) as default, tempfile.TemporaryDirectory() as target:
+        result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index", "--find-links", str(wheelhouse),
+                      "--target", target, *_TARGET, "--report", "-", "-r", str(requirements or default))
+    if result.returncode != 0:
+        raise ImageBuildError(f"the wheelhouse {wheelhouse} does not satisfy the requirements",
+                              result.stderr.splitlines()[-LOG_TAIL_LINES:])
+    urls = [item["download_info"]["url"] for item in json.loads(result.stdout)["install"]]
+    return [Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)) for url in urls]
+
+
 def download_wheelhouse(dest: Path, requirements: Path | None = None) -> Path:
     """Download the wheels of the image's Python packages into ``dest``, unless already there.
 
@@ -152,7 +174,7 @@ def _build_context(wheelhouse: Path, requirements: Path | None) -> IO[bytes]:
         wheels_dir = tarfile.TarInfo("wheels")
         wheels_dir.type, wheels_dir.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(wheels_dir)
-        for wheel in sorted(wheelhouse.glob("*.whl")):
+        for wheel in sorted(needed_wheels(wheelhouse, requirements)):
             tar.add(str(wheel), arcname=f"wheels/{wheel.name}")
     context.seek(0)
     return context
@@ -204,32 +226,60 @@ def build_image(
         previous = None
     with tempfile.TemporaryDirectory() as scratch:
         wheels = download_wheelhouse(wheelhouse or Path(scratch), requirements)
-        context = _build_context(wheels, requirements)
-        tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
         try:
-            with context:
-                chunks = client.api.build(
-                    fileobj=context, custom_context=True, encoding=None, tag=tag,
-                    buildargs={"BASE": base}, rm=True, forcerm=True, decode=True,
-                    labels={RECIPE_LABEL: recipe_digest(requirements), BASE_LABEL: base},
-                )
-                error = _follow(chunks, tail, progress)
-        except docker.errors.APIError as exc:
-            raise ImageBuildError(f"the Docker engine refused to build {tag}: {exc}",
-                                  tail) from exc
-    if error is not None:
-        hint = ""
-        if not base_is_local:
-            hint = (f" (the base image {base!r} is not present locally; without a registry, make"
-                    " it with sandbox_kernel/images/make-base-image.sh)")
-        raise ImageBuildError(f"building {tag} from {base} failed: {error}{hint}", tail)
-    image_id = client.api.inspect_image(tag)["Id"]
+            with _build_context(wheels, requirements) as context:
+                image_id = run_build(client, context, tag, buildargs={"BASE": base}, progress=progress,
+                                     labels={RECIPE_LABEL: recipe_digest(requirements), BASE_LABEL: base})
+        except ImageBuildError as exc:
+            if exc.engine_error is None:
+                raise
+            hint = ""
+            if not base_is_local:
+                hint = (f" (the base image {base!r} is not present locally; without a registry, make"
+                        " it with sandbox_kernel/images/make-base-image.sh)")
+            raise ImageBuildError(f"building {tag} from {base} failed: {exc.engine_error}{hint}",
+                                  exc.log_tail) from exc
     if previous not in (None, image_id):  # a rebuild: drop the replaced image unless still in use
         try:
             client.api.remove_image(previous)
         except docker.errors.APIError:
             pass
     return image_id
+
+
+def run_build(client: docker.DockerClient, context: IO[bytes] | None, tag: str, *, buildargs: dict[str, str],
+              labels: dict[str, str], progress: Callable[[str], None] | None = None,
+              path: str | None = None, dockerfile: str | None = None) -> str:
+    """Build ``tag`` with the engine's classic builder (``POST /build`` through
+    ``client.api.build``; no BuildKit needed), from the uncompressed tar ``context`` or from the
+    folder ``path`` (docker-py sends it, minus its ``.dockerignore``) and its ``dockerfile``.
+
+    Args:
+        progress: Called with each build log line (without the newline) as the engine sends it.
+
+    Returns:
+        The image id (``sha256:...``).
+
+    Raises:
+        ImageBuildError: the engine refused or failed the build; ``engine_error`` holds the
+            engine's own error when it failed a step; carries the last build log lines.
+    """
+    import docker.errors
+
+    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+    source = {"path": path, "dockerfile": dockerfile} if path else {"fileobj": context, "custom_context": True,
+                                                                     "encoding": None}
+    try:
+        chunks = client.api.build(**source, tag=tag, buildargs=buildargs, labels=labels, rm=True, forcerm=True,
+                                  decode=True)
+        error = _follow(chunks, tail, progress)
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"the Docker engine refused to build {tag}: {exc}", tail) from exc
+    if error is not None:
+        failure = ImageBuildError(f"building {tag} failed: {error}", tail)
+        failure.engine_error = error
+        raise failure
+    return client.api.inspect_image(tag)["Id"]
 
 
 def _follow(chunks: Iterable[dict], tail: collections.deque[str],
