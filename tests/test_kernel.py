@@ -159,6 +159,11 @@ def test_output_is_cut_at_the_limit_with_a_marker():
 @pytest.mark.parametrize("option, message", [
     ("--LocalBackend.memory_limit=lots", "Bad option for the local backend"),
     ("--SandboxKernel.cell_timeout=soon", "Bad option for the sandbox kernel"),
+    ("--LocalBackend.memory_limt=2g", "unknown option --LocalBackend.memory_limt; did you mean "
+                                      "--LocalBackend.memory_limit?"),
+    ("--SandboxKernel.cell_timout=5", "unknown option --SandboxKernel.cell_timout; did you mean "
+                                      "--SandboxKernel.cell_timeout?"),
+    ("--LocalBakend.memory_limit=2g", "no class is named LocalBakend; did you mean LocalBackend?"),
 ])
 def test_bad_configuration_is_one_short_message_and_kernel_keeps_answering(option, message):
     with kernel("local", option) as (_, kc):
