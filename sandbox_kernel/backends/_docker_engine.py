@@ -138,13 +138,15 @@ def remove_hostdir(path: str | Path | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def remove_leftovers(client: Any, everything: bool = False) -> list[str]:
+def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = False) -> list[str]:
     """Remove the containers and volumes of owners that are gone (a kernel that crashed or was
     killed), their host directories, and host directories of gone processes. Blocking.
+    Workspace volumes (``workdir_volume``) have no owner label and are never touched.
 
     Args:
         client: a docker-py client.
         everything: remove every sandbox-kernel container and volume, live owners' too.
+        dry_run: remove nothing; only return what would be removed.
 
     Returns:
         The names of the removed containers and volumes.
@@ -153,17 +155,21 @@ def remove_leftovers(client: Any, everything: bool = False) -> list[str]:
     with engine_errors("list sandbox containers"):
         for info in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
             info_labels = info.get("Labels") or {}
-            if everything or owner_is_gone(info_labels.get(OWNER_LABEL, "")):
+            if dry_run and (everything or owner_is_gone(info_labels.get(OWNER_LABEL, ""))):
+                removed.append(info["Names"][0].lstrip("/"))
+            elif everything or owner_is_gone(info_labels.get(OWNER_LABEL, "")):
                 with contextlib.suppress(load_docker().errors.APIError):  # gone, or being removed by another
                     client.api.remove_container(info["Id"], force=True)
                     removed.append(info["Names"][0].lstrip("/"))
                 remove_hostdir(info_labels.get(HOSTDIR_LABEL))
         for volume in client.api.volumes(filters={"label": OWNER_LABEL}).get("Volumes") or []:
-            if everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, "")):
+            if dry_run and (everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, ""))):
+                removed.append(volume["Name"])
+            elif everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, "")):
                 with contextlib.suppress(load_docker().errors.APIError):  # in use, or removed by another
                     client.api.remove_volume(volume["Name"], force=True)
                     removed.append(volume["Name"])
-    for path in HOSTDIR_ROOT.glob(f"{HOSTDIR_PREFIX}*"):
+    for path in [] if dry_run else HOSTDIR_ROOT.glob(f"{HOSTDIR_PREFIX}*"):
         pid = path.name.removeprefix(HOSTDIR_PREFIX).split("-")[0]
         if pid.isdigit() and (everything or _start_time(int(pid)) is None):
             remove_hostdir(path)
