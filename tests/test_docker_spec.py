@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.backends._docker_mounts import MountError, check_writable, parse_gpus, parse_mount, parse_mounts
+from sandbox_kernel.backends._docker_mounts import MountError, check_access, parse_gpus, parse_mount, parse_mounts
 from sandbox_kernel.backends._docker_spec import container_spec
 from sandbox_kernel.backends.docker import DockerBackend
 from sandbox_kernel.errors import ConfigError
@@ -66,18 +66,25 @@ def test_two_mounts_at_one_path_are_refused(tmp_path):
         parse_mounts([f"{tmp_path}:/home/sandbox/d", f"{tmp_path}:/home/sandbox/d/"])
 
 
-def test_rw_mount_must_be_writable_by_the_kernels_uid(tmp_path):
+def test_mounts_must_be_readable_and_rw_ones_writable_by_the_kernels_uid(tmp_path):
     tmp_path.chmod(0o755)
-    [mount] = parse_mounts([f"{tmp_path}:/home/sandbox/out:rw"])
+    [rw] = parse_mounts([f"{tmp_path}:/home/sandbox/out:rw"])
+    [ro] = parse_mounts([f"{tmp_path}:/home/sandbox/in"])
     owner = tmp_path.stat()
-    check_writable([mount], owner.st_uid, owner.st_gid)  # the owner may
+    check_access([rw], owner.st_uid, owner.st_gid)  # the owner may
+    check_access([ro], 4321, 4321)
     with pytest.raises(MountError, match=r"the sandbox runs as 4321:4321, which cannot write .* Fix: `chown 4321:4321"):
-        check_writable([mount], 4321, 4321)
+        check_access([rw], 4321, 4321)
+    tmp_path.chmod(0o700)
+    with pytest.raises(MountError, match=r":ro: the sandbox runs as 4321:4321, which cannot read .*mode 700\)\. "
+                                         r"Fix: `chmod o\+rX "):
+        check_access([ro], 4321, 4321)
     tmp_path.chmod(0o777)
-    check_writable([mount], 4321, 4321)
+    check_access([rw], 4321, 4321)
 
 
 def test_container_spec_carries_the_mounts_and_refuses_bad_ones(tmp_path):
+    tmp_path.chmod(0o755)
     mounts = spec(tmp_path, mounts=[f"{tmp_path}:/home/sandbox/data"])["mounts"]
     assert [m["Target"] for m in mounts] == ["/kernel", "/home/sandbox/work", "/home/sandbox/data"]
     assert mounts[2]["ReadOnly"] is True

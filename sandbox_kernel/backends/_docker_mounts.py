@@ -95,9 +95,9 @@ def parse_mounts(entries: list[str], *, workdir: str = "", kernel_dir: str = "/k
     return mounts
 
 
-def writable_by(path: str, uid: int, gid: int) -> bool:
-    """Whether ``uid:gid`` may write ``path`` by its mode bits (uid 0 always may). A path with
-    a POSIX ACL counts as writable: the kernel decides then."""
+def allowed(path: str, uid: int, gid: int, write: bool) -> bool:
+    """Whether ``uid:gid`` may read (and list, for a directory), or also write, ``path`` by its
+    mode bits (uid 0 always may). A path with a POSIX ACL counts as allowed: the kernel decides."""
     if uid == 0:
         return True
     try:
@@ -106,26 +106,26 @@ def writable_by(path: str, uid: int, gid: int) -> bool:
     except OSError:
         pass
     info = os.stat(path)
-    if info.st_uid == uid:
-        return bool(info.st_mode & stat.S_IWUSR)
-    if info.st_gid == gid:
-        return bool(info.st_mode & stat.S_IWGRP)
-    return bool(info.st_mode & stat.S_IWOTH)
+    need = 4 | (2 if write else 0) | (1 if stat.S_ISDIR(info.st_mode) else 0)  # r, w, x
+    shift = 6 if info.st_uid == uid else 3 if info.st_gid == gid else 0
+    return (info.st_mode >> shift) & need == need
 
 
-def check_writable(mounts: list[BindMount], uid: int, gid: int) -> None:
-    """Every ``rw`` mount must be writable by the kernel's ``uid:gid``.
+def check_access(mounts: list[BindMount], uid: int, gid: int) -> None:
+    """The kernel's ``uid:gid`` must be able to read every mount and write every ``rw`` one.
 
     Raises:
-        MountError: one is not, with the ways to fix it.
+        MountError: it cannot, with the ways to fix it.
     """
     for mount in mounts:
-        if not mount.read_only and not writable_by(mount.source, uid, gid):
-            owner = os.stat(mount.source)
-            raise MountError(f"mount {mount.source}:{mount.target}:rw: the sandbox runs as {uid}:{gid}, which cannot "
-                             f"write {mount.source} (owner {owner.st_uid}:{owner.st_gid}, mode "
-                             f"{stat.S_IMODE(owner.st_mode):o}). Fix: `chown {uid}:{gid} {mount.source}`, or "
-                             "--DockerBackend.user=UID:GID of a user who may write it")
+        if not allowed(mount.source, uid, gid, write=not mount.read_only):
+            info = os.stat(mount.source)
+            verb, fix = ("read", f"chmod o+rX {mount.source}") if mount.read_only else \
+                ("write", f"chown {uid}:{gid} {mount.source}")
+            raise MountError(f"mount {mount.source}:{mount.target}:{'ro' if mount.read_only else 'rw'}: the sandbox "
+                             f"runs as {uid}:{gid}, which cannot {verb} {mount.source} (owner {info.st_uid}:"
+                             f"{info.st_gid}, mode {stat.S_IMODE(info.st_mode):o}). Fix: `{fix}`, or "
+                             "--DockerBackend.user=UID:GID of a user who may")
 
 
 def parse_gpus(value: str) -> int | None:
@@ -143,5 +143,5 @@ def parse_gpus(value: str) -> int | None:
     return -1 if value == "all" else int(value)
 
 
-__all__ = ["BindMount", "MountError", "SANDBOX_HOME", "check_writable", "parse_gpus", "parse_mount",
-           "parse_mounts", "writable_by"]
+__all__ = ["BindMount", "MountError", "SANDBOX_HOME", "check_access", "parse_gpus", "parse_mount",
+           "parse_mounts", "allowed"]

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from . import _docker_engine as engine
-from ._docker_mounts import MountError, check_writable, parse_gpus, parse_mounts
+from ._docker_mounts import MountError, check_access, parse_gpus, parse_mounts
 from ._jupyter import KERNEL_ARGS
 
 KERNEL_DIR = "/kernel"
@@ -130,7 +130,7 @@ def host_mounts(backend: Any, uid: int, gid: int) -> list[dict[str, Any]]:
     """
     try:
         mounts = parse_mounts(list(backend.mounts), workdir=posixpath.normpath(backend.workdir), kernel_dir=KERNEL_DIR)
-        check_writable(mounts, uid, gid)
+        check_access(mounts, uid, gid)
     except MountError as exc:
         raise ConfigError(f"Bad option for the docker backend: {exc}.") from None
     return [m.to_docker() for m in mounts]
