@@ -288,10 +288,12 @@ def no_python(image: str) -> str:
 
 
 def death_reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int,
-                 starting: bool) -> str:
+                 starting: bool, runtime: str = "", pids_limit: int = 0) -> str:
     """Why the stopped container stopped, as a phrase for :class:`SandboxDied`, from its state
     (``State.OOMKilled``, ``State.ExitCode``), the engine's ``kill`` events and, for a kernel
-    that never became ready, the container's log. Blocking; never raises."""
+    that never became ready, the container's log. Under gVisor, exit code 2 is runsc's own
+    fatal error (Go), seen when the container's pids cgroup, which counts runsc's host threads,
+    is full. Blocking; never raises."""
     import signal
 
     from ..traits import format_bytes
@@ -306,6 +308,9 @@ def death_reason(client: Any, container_id: str, *, memory_limit: int, image: st
             name = signal.Signals(int(sig)).name if sig.isdigit() and int(sig) in signal.Signals._value2member_map_ else sig
             return f"its container was stopped from outside the notebook ({name}: docker kill, stop or rm)"
         code = state.get("ExitCode", -1)
+        if code == 2 and runtime == "runsc" and pids_limit:
+            return (f"gVisor (runsc) stopped it: runsc could not start another host thread, which happens when the "
+                    f"sandbox's processes reach pids_limit ({pids_limit}; under runsc it counts runsc's own threads)")
         if starting:
             log = client.api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
             if re.search(r"No module named '?ipykernel", log):

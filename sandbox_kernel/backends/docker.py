@@ -262,7 +262,8 @@ class DockerBackend(KernelClientBackend):
             await self._shutdown_kernel_by_message()
             return "the Docker engine stopped answering (is dockerd running?)"
         return await _run_blocking(engine.death_reason, client, container_id, memory_limit=self.memory_limit,
-                                   image=self.image, created=self._created, starting=not self._ready)
+                                   image=self.image, created=self._created, starting=not self._ready,
+                                   runtime=self.runtime, pids_limit=self.pids_limit)
 
     async def _shutdown_kernel_by_message(self) -> None:
         """With the engine gone the container cannot be removed: ask the kernel itself to exit
