@@ -126,7 +126,10 @@ class KernelClientBackend(Backend):
     async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
         client = AsyncKernelClient()
         client.load_connection_info(info)
-        client.start_channels()
+        # No heartbeat: death is learned from _wait_dead. With one, wait_for_ready gave up as
+        # "Kernel died before replying to kernel_info" when a beat came over 1 s late (seen
+        # under gVisor on a loaded machine), long before ready_timeout.
+        client.start_channels(hb=False)
         self._death = asyncio.get_running_loop().create_task(self._wait_dead())
         ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.ready_timeout))
         await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)
