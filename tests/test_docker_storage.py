@@ -190,3 +190,22 @@ def test_kernel_with_a_mount_and_a_workspace(client, tmp_path, volume_name):
         kc.wait_for_ready(timeout=60)
         _, after = run_in_kernel(kc, "print(open('kept').read())")
     assert stdout(outputs) == "from the host\n" and stdout(after) == "1\n"
+
+
+def test_magic_line_takes_mounts_and_a_workspace_and_suggests_a_misspelt_option(client, tmp_path, volume_name):
+    from tests.test_magic import host_kernel
+
+    tmp_path.chmod(0o755)
+    (tmp_path / "in.txt").write_text("from the host")
+    line = f"%%sandbox --backend docker --name data --mounts {tmp_path}:/home/sandbox/data --workdir-volume {volume_name}"
+    with host_kernel("docker") as (_, kc):
+        reply, outputs = run_in_kernel(kc, f"{line}\nprint(open('/home/sandbox/data/in.txt').read())\n"
+                                           "open('kept', 'w').write('1')")
+        restarted = run_in_kernel(kc, "%sandbox restart data")[0]
+        _, after = run_in_kernel(kc, "%%sandbox --name data\nprint(open('kept').read())")
+        _, typo = run_in_kernel(kc, "%%sandbox --backend docker --name other --workdir-volum x\n1")
+        run_in_kernel(kc, "%sandbox stop --all")
+    assert reply["status"] == "ok" and stdout(outputs) == "from the host\n"
+    assert restarted["status"] == "ok" and stdout(after) == "1\n"
+    assert "unknown option --workdir-volum for the docker backend (did you mean --workdir-volume?)" in \
+        stdout(typo, "stderr")
