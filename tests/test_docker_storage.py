@@ -209,3 +209,20 @@ def test_magic_line_takes_mounts_and_a_workspace_and_suggests_a_misspelt_option(
     assert restarted["status"] == "ok" and stdout(after) == "1\n"
     assert "unknown option --workdir-volum for the docker backend (did you mean --workdir-volume?)" in \
         stdout(typo, "stderr")
+
+
+def test_gc_dry_run_lists_leftovers_and_removes_nothing(client):
+    script = ("import asyncio\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
+              "async def main():\n    await DockerBackend(session='dry-orphan').start()\n"
+              "    print('up', flush=True)\n    await asyncio.sleep(600)\nasyncio.run(main())")
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout.readline() == "up\n"
+    owner.kill()
+    owner.wait()
+    held = held_by(client, owner.pid)
+    [container] = held["containers"]
+    listed = gc("--dry-run")
+    assert f"would remove {container.lstrip('/')}" in listed and "would remove" in listed.splitlines()[-1]
+    assert held_by(client, owner.pid) == held  # nothing removed, host directory included
+    assert f"removed {container.lstrip('/')}" in gc()
+    assert held_by(client, owner.pid) == NOTHING
