@@ -3,7 +3,8 @@
 E2B server's address) must be made visible to them: conftest hooks apply to their own directory.
 
 A notebook listed in :data:`CONFIG_DIRS` gets its kernel's options from that Jupyter config
-directory (``JUPYTER_CONFIG_DIR`` while its first cell is set up, when nbval starts the kernel)."""
+directory (put first on ``JUPYTER_CONFIG_PATH`` while its first cell is set up, when nbval starts
+the kernel; unlike ``JUPYTER_CONFIG_DIR``, nothing is written there)."""
 
 from __future__ import annotations
 
@@ -23,14 +24,14 @@ def pytest_runtest_setup(item):
     backend_environment(item)
     config = CONFIG_DIRS.get(Path(str(item.fspath)).name)
     if config is not None and not _saved:
-        _saved.append((os.environ.get("JUPYTER_CONFIG_DIR"),))
-        os.environ["JUPYTER_CONFIG_DIR"] = str(config)
+        _saved.append((os.environ.get("JUPYTER_CONFIG_PATH"),))
+        os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(config), _saved[0][0]]))
 
 
 def pytest_runtest_teardown(item):
     if _saved:
         (value,) = _saved.pop()
         if value is None:
-            os.environ.pop("JUPYTER_CONFIG_DIR", None)
+            os.environ.pop("JUPYTER_CONFIG_PATH", None)
         else:
-            os.environ["JUPYTER_CONFIG_DIR"] = value
+            os.environ["JUPYTER_CONFIG_PATH"] = value

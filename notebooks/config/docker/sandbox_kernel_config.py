@@ -1,5 +1,5 @@
 # Options of the sandbox-docker kernel that runs notebooks/docker.ipynb under `make test`
-# (notebooks/conftest.py points JUPYTER_CONFIG_DIR here for that notebook). The same lines in
+# (notebooks/conftest.py points JUPYTER_CONFIG_PATH here for that notebook). The same lines in
 # your own Jupyter config directory (`jupyter --paths`), or the same options on a kernelspec's
 # argv (`sandbox-kernel install --backend docker -- --DockerBackend.mounts=...`), give your
 # sandbox kernels these options.
