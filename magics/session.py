@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.pipeline import OutputPipeline
+from sandbox_kernel.policy import OutputPolicy
 
 SHUTDOWN_TIMEOUT = 10.0
 """Seconds each session may take to shut down when the host process exits."""
@@ -51,18 +53,23 @@ class Session:
     Attributes:
         name: the session's name (``--name``).
         backend: its started backend.
+        pipeline: its output path (policy, widget rules, notes said once); by default under the
+            ``sanitize`` policy.
         started_at: wall-clock time (``time.time()``) the current sandbox started.
         cells: cells run in the current sandbox.
     """
 
     name: str
     backend: Backend
+    pipeline: OutputPipeline | None = None
     started_at: float = field(default_factory=time.time)
     cells: int = 0
     _sandbox_id: Any = None
 
     def __post_init__(self) -> None:
         self._sandbox_id = self.sandbox_id()
+        if self.pipeline is None:
+            self.pipeline = magic_pipeline(OutputPolicy(hint=magic_hint))
 
     def sandbox_id(self) -> Any:
         return self.backend.describe().get("sandbox_id")
@@ -80,6 +87,23 @@ class Session:
     def uptime(self) -> float | None:
         """Seconds since the current sandbox started, or None while it is stopped."""
         return time.time() - self.started_at if self.backend.started else None
+
+
+def magic_hint(option: str, value: str) -> str:
+    """How a user of the magic sets an output option: ``%%sandbox --output-policy isolate``."""
+    if option == "output_policy":
+        return f"%%sandbox --output-policy {value}"
+    return f"%config SandboxMagics.{option} = [{value!r}]"
+
+
+COMMS_NOTE = ("[ipywidgets and other comms inside %%sandbox are not supported yet: widgets will not work; "
+              "use the sandbox kernel (sandbox-kernel install) for them]\n")
+
+
+def magic_pipeline(policy: OutputPolicy) -> OutputPipeline:
+    """The output pipeline of a magic session: comms do not reach the host's page yet."""
+    return OutputPipeline(policy, comms=False, no_comms_note=COMMS_NOTE,
+                          budget_setting="SandboxMagics.max_output_bytes")
 
 
 def at_exit(func) -> None:
