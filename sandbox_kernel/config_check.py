@@ -49,43 +49,57 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
+def _ours(classes: list[type]) -> dict[str, list[type]]:
+    """The sections whose names are checked: the given classes and their ancestors of this
+    package (``Backend``, ``KernelClientBackend``, ``OutputOptions``), by name."""
+    ours: dict[str, list[type]] = {}
+    for cls in classes:
+        for base in cls.__mro__:
+            if base is cls or base.__module__.split(".")[0] == __name__.split(".")[0]:
+                ours.setdefault(base.__name__, []).append(base)
+    return ours
+
+
 def unknown_options(config: Config, classes: Iterable[type[Configurable]], sections: Iterable[str] | None = None,
                     prefix: str = "--") -> list[str]:
     """One message per option in ``config`` that no class takes, each with the closest known name.
 
+    Only sandbox-kernel's own sections are judged: config files are shared with other programs
+    (the kernel also reads the IPython profile's ``ipython_config.py``, full of
+    ``TerminalInteractiveShell`` options), so a section that names no imported class is reported
+    only when it is a near miss of one of ours (``DockerBakend``), and options of other classes
+    are left to traitlets' warning.
+
     Args:
         config: the traitlets config (``self.config`` of a configurable: argv and config files).
         classes: the classes whose options must be spelled right (``SandboxKernel``,
-            ``DockerBackend``); their modules must be imported. Every other Configurable imported
-            in this process is known too, so its sections are never reported.
-        sections: the sections of ``config`` to check; None: all of them (a section that names
-            no imported class is reported, with the closest of ``classes``).
+            ``DockerBackend``); their ancestors in this package are checked too. Registered
+            backends that are not imported are known by name, their options unchecked.
+        sections: the sections of ``config`` to look at; None: all of them.
         prefix: put before ``Class.name`` in the messages (``--`` as on a kernelspec's argv).
 
     Returns:
         Messages such as ``"unknown option --DockerBackend.memory_limt; did you mean
         --DockerBackend.memory_limit?"``; empty when every name is known.
     """
-    classes = list(classes)
+    ours = _ours(list(classes))
     loaded = _loaded_classes()
-    for cls in classes:
-        loaded.setdefault(cls.__name__, []).append(cls)
+    backends = backend_class_names()
     messages = []
     for section in sorted(config) if sections is None else [s for s in sections if s in config]:
         value = config[section]
         if not isinstance(value, Config) or not section[:1].isupper():  # not a Class section
             continue
-        if section not in loaded and section in backend_class_names():  # not imported: names unchecked
-            continue
-        if section not in loaded:
-            hint = _suggest(section, [cls.__name__ for cls in classes])
-            names = ", ".join(f"{prefix}{section}.{key}" for key in value)
-            messages.append(f"unknown option {names}: no class is named {section}{hint}")
-            continue
-        known = _names(section, loaded[section])
-        for key in value:
-            if key not in known:
-                hint = _suggest(key, known)
-                messages.append(f"unknown option {prefix}{section}.{key}" +
-                                (hint.replace("mean ", f"mean {prefix}{section}.") if hint else ""))
+        if section in ours:
+            known = _names(section, ours[section] + loaded.get(section, []))
+            for key in value:
+                if key not in known:
+                    hint = _suggest(key, known)
+                    messages.append(f"unknown option {prefix}{section}.{key}" +
+                                    hint.replace("mean ", f"mean {prefix}{section}."))
+        elif section not in loaded and section not in backends:
+            close = difflib.get_close_matches(section, sorted({*ours, *backends}), n=1, cutoff=0.8)
+            if close:
+                names = ", ".join(f"{prefix}{section}.{key}" for key in value)
+                messages.append(f"unknown option {names}: no class is named {section}; did you mean {close[0]}?")
     return messages

@@ -47,3 +47,11 @@ def test_messages_for_a_wrong_option_and_a_wrong_class():
     ]
     only_backend = unknown_options(config, [docker], sections=["DockerBackend", "Backend"], prefix="c.")
     assert only_backend == ["unknown option c.DockerBackend.zzzzzz"]
+
+
+def test_other_programs_sections_are_left_alone():
+    """The kernel also reads the IPython profile's ipython_config.py: its sections for other
+    programs, and options of classes that are not ours, are traitlets' business."""
+    config = Config({"TerminalInteractiveShell": {"confirm_exit": False}, "TerminalIPythonApp": {"display_banner": 0},
+                     "InteractiveShell": {"no_such_option_here": 1}, "NotebookApp": {"token": ""}})
+    assert unknown_options(config, [SandboxKernel, get_backend_class("docker")]) == []

@@ -194,6 +194,18 @@ def test_options_from_a_jupyter_config_file(tmp_path):
     assert reply["ename"] == "ExecutionTimeout" and "longer than 1.5 s" in reply["evalue"]
 
 
+def test_an_ipython_profile_for_other_programs_is_no_error(tmp_path):
+    """The kernel reads the profile's ipython_config.py too; options of other programs in it
+    (TerminalInteractiveShell, ...) are not reported as unknown."""
+    profile = tmp_path / "profile_default"
+    profile.mkdir()
+    (profile / "ipython_config.py").write_text("c.TerminalInteractiveShell.confirm_exit = False\n"
+                                              "c.TerminalIPythonApp.display_banner = False\n")
+    with kernel("local", IPYTHONDIR=str(tmp_path)) as (_, kc):
+        reply, _ = run(kc, "1 + 1")
+    assert reply["status"] == "ok", reply
+
+
 def test_sandbox_at_launch_then_first_cell_is_warm():
     with kernel("local", "--SandboxKernel.start_sandbox_at_launch=True") as (_, kc):
         banner_deadline = time.monotonic() + 20
