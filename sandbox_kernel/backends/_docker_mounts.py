@@ -53,7 +53,8 @@ def parse_mount(entry: str, *, workdir: str = "", kernel_dir: str = "/kernel") -
 
     Raises:
         MountError: a malformed entry, a relative or missing host path, the engine's socket,
-            or a container path outside the sandbox's home or over a reserved path.
+            or a container path outside the sandbox's home or over the root, ``/kernel`` or the
+            working directory.
     """
     parts = entry.split(":")
     mode = "ro"
@@ -67,8 +68,9 @@ def parse_mount(entry: str, *, workdir: str = "", kernel_dir: str = "/kernel") -
     if not os.path.exists(host):
         raise MountError(f"mount {entry!r}: {host} does not exist on the host")
     source = os.path.realpath(host)
+    sockets = [*ENGINE_SOCKETS, os.environ.get("DOCKER_HOST", "").removeprefix("unix://")]
     if any(os.path.realpath(sock) == source or os.path.realpath(sock).startswith(source.rstrip("/") + "/")
-           for sock in ENGINE_SOCKETS if os.path.exists(sock)):
+           for sock in sockets if sock.startswith("/") and os.path.exists(sock)):
         raise MountError(f"mount {entry!r}: {source} holds the Docker engine's socket, which never enters a sandbox")
     if not posixpath.isabs(target):
         raise MountError(f"mount {entry!r}: the container path must be absolute, e.g. {SANDBOX_HOME}/data")
