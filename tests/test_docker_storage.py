@@ -224,5 +224,5 @@ def test_gc_dry_run_lists_leftovers_and_removes_nothing(client):
     listed = gc("--dry-run")
     assert f"would remove {container.lstrip('/')}" in listed and "would remove" in listed.splitlines()[-1]
     assert held_by(client, owner.pid) == held  # nothing removed, host directory included
-    assert f"removed {container.lstrip('/')}" in gc()
+    gc()  # (removal itself: test_docker.py's leftovers test; any sandbox's start may also have removed them)
     assert held_by(client, owner.pid) == NOTHING
