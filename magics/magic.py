@@ -19,6 +19,7 @@ from traitlets import Float, TraitError, Unicode
 
 from sandbox_kernel.backends import get_backend_class
 from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.config_check import unknown_options
 from sandbox_kernel.errors import ConfigError, SandboxError
 from sandbox_kernel.events import Error
 from sandbox_kernel.policy import OutputOptions, OutputPolicy
@@ -131,6 +132,10 @@ class SandboxMagics(Magics, OutputOptions):
     def _make_backend(self, name: str, backend_name: str, options: list[str]) -> Backend:
         cls = get_backend_class(backend_name)
         traits = backend_traits(cls, options)
+        sections = [c.__name__ for c in cls.__mro__ if issubclass(c, Backend)]  # the host's config for it
+        if unknown := unknown_options(self.config, [cls], sections=sections, prefix="c."):
+            raise usage(f"bad option for the {backend_name} backend in the IPython config: {'; '.join(unknown)}",
+                        CELL_USAGE)
         try:
             return cls(parent=self, session=name, **traits)
         except (TraitError, ValueError) as exc:

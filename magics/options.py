@@ -10,6 +10,7 @@ converted from text the way traitlets converts command-line config
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,8 +121,7 @@ def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
         if ALIASES.get(name) in traits:
             name = ALIASES[name]
         if name not in traits or name == "session":
-            known = ", ".join(option_names(cls)) or "none"
-            raise usage(f"unknown option --{key} for the {cls.name} backend (its options: {known})", CELL_USAGE)
+            raise usage(f"unknown option --{key} for the {cls.name} backend ({_closest(key, cls)})", CELL_USAGE)
         if not sep:
             if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
                 raise usage(f"--{key} needs a value", CELL_USAGE)
@@ -129,6 +129,12 @@ def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
         strings.setdefault(name, []).append(value)
         i += 1
     return {name: _convert(traits[name], name, values) for name, values in strings.items()}
+
+
+def _closest(key: str, cls: type[Backend]) -> str:
+    """"did you mean --X?" for the closest option name (difflib), else the list of options."""
+    close = difflib.get_close_matches(f"--{key.replace('_', '-')}", option_names(cls), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else f"its options: {', '.join(option_names(cls)) or 'none'}"
 
 
 def _convert(trait: Any, name: str, values: list[str]) -> Any:

@@ -21,6 +21,7 @@ from traitlets import Bool, Float, TraitError, Unicode
 from . import __version__
 from .backends import get_backend_class
 from .backends.base import Backend, request_msg_id
+from .config_check import unknown_options
 from .errors import ConfigError, SandboxError
 from .events import Comm, Emit, Event, Outcome
 from .outputs import to_iopub
@@ -135,6 +136,8 @@ class SandboxKernel(Kernel, OutputOptions):
             raise self._config_error
         if self.sandbox is None:
             cls = get_backend_class(self.backend)
+            if unknown := unknown_options(self.config, [type(self), cls]):  # traitlets only warns
+                raise ConfigError(f"Bad option for the sandbox kernel: {'; '.join(unknown)}.")
             try:
                 self.sandbox = cls(parent=self)
             except (TraitError, ValueError) as exc:

@@ -159,6 +159,11 @@ def test_output_is_cut_at_the_limit_with_a_marker():
 @pytest.mark.parametrize("option, message", [
     ("--LocalBackend.memory_limit=lots", "Bad option for the local backend"),
     ("--SandboxKernel.cell_timeout=soon", "Bad option for the sandbox kernel"),
+    ("--LocalBackend.memory_limt=2g", "unknown option --LocalBackend.memory_limt; did you mean "
+                                      "--LocalBackend.memory_limit?"),
+    ("--SandboxKernel.cell_timout=5", "unknown option --SandboxKernel.cell_timout; did you mean "
+                                      "--SandboxKernel.cell_timeout?"),
+    ("--LocalBakend.memory_limit=2g", "no class is named LocalBakend; did you mean LocalBackend?"),
 ])
 def test_bad_configuration_is_one_short_message_and_kernel_keeps_answering(option, message):
     with kernel("local", option) as (_, kc):
@@ -187,6 +192,18 @@ def test_options_from_a_jupyter_config_file(tmp_path):
     with kernel("local", JUPYTER_CONFIG_DIR=str(tmp_path)) as (_, kc):
         reply, _ = run(kc, "import time\ntime.sleep(20)", timeout=20)
     assert reply["ename"] == "ExecutionTimeout" and "longer than 1.5 s" in reply["evalue"]
+
+
+def test_an_ipython_profile_for_other_programs_is_no_error(tmp_path):
+    """The kernel reads the profile's ipython_config.py too; options of other programs in it
+    (TerminalInteractiveShell, ...) are not reported as unknown."""
+    profile = tmp_path / "profile_default"
+    profile.mkdir()
+    (profile / "ipython_config.py").write_text("c.TerminalInteractiveShell.confirm_exit = False\n"
+                                              "c.TerminalIPythonApp.display_banner = False\n")
+    with kernel("local", IPYTHONDIR=str(tmp_path)) as (_, kc):
+        reply, _ = run(kc, "1 + 1")
+    assert reply["status"] == "ok", reply
 
 
 def test_sandbox_at_launch_then_first_cell_is_warm():

@@ -83,6 +83,7 @@ SCENARIO = {
     "bad_backend": "%%sandbox --backend no-such-backend --name fresh\n1",
     "bad_command": "%sandbox frobnicate",
     "typo_existing": "%%sandbox --memry-limit 1g\n1",
+    "typo_suggested": "%%sandbox --request-timout 30\n1",
     "other_backend": "%%sandbox --backend no-such-backend\n1",
     "bad_session": "%sandbox status nobody",
     "restart": "%sandbox restart default",
@@ -234,6 +235,8 @@ def test_bad_input_gives_one_line_usage(cells):
     assert "unknown command 'frobnicate'" in usage_line(cells["bad_command"])
     assert "unknown session 'nobody'" in usage_line(cells["bad_session"])
     assert "unknown option --memry-limit" in usage_line(cells["typo_existing"])
+    assert "unknown option --request-timout for the" in usage_line(cells["typo_suggested"])
+    assert "backend (did you mean --request-timeout?)" in usage_line(cells["typo_suggested"])
     assert "session 'default' runs the" in usage_line(cells["other_backend"])
 
 

@@ -138,13 +138,15 @@ def remove_hostdir(path: str | Path | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def remove_leftovers(client: Any, everything: bool = False) -> list[str]:
+def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = False) -> list[str]:
     """Remove the containers and volumes of owners that are gone (a kernel that crashed or was
     killed), their host directories, and host directories of gone processes. Blocking.
+    Workspace volumes (``workdir_volume``) have no owner label and are never touched.
 
     Args:
         client: a docker-py client.
         everything: remove every sandbox-kernel container and volume, live owners' too.
+        dry_run: remove nothing; only return what would be removed.
 
     Returns:
         The names of the removed containers and volumes.
@@ -153,17 +155,21 @@ def remove_leftovers(client: Any, everything: bool = False) -> list[str]:
     with engine_errors("list sandbox containers"):
         for info in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
             info_labels = info.get("Labels") or {}
-            if everything or owner_is_gone(info_labels.get(OWNER_LABEL, "")):
+            if dry_run and (everything or owner_is_gone(info_labels.get(OWNER_LABEL, ""))):
+                removed.append(info["Names"][0].lstrip("/"))
+            elif everything or owner_is_gone(info_labels.get(OWNER_LABEL, "")):
                 with contextlib.suppress(load_docker().errors.APIError):  # gone, or being removed by another
                     client.api.remove_container(info["Id"], force=True)
                     removed.append(info["Names"][0].lstrip("/"))
                 remove_hostdir(info_labels.get(HOSTDIR_LABEL))
         for volume in client.api.volumes(filters={"label": OWNER_LABEL}).get("Volumes") or []:
-            if everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, "")):
+            if dry_run and (everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, ""))):
+                removed.append(volume["Name"])
+            elif everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, "")):
                 with contextlib.suppress(load_docker().errors.APIError):  # in use, or removed by another
                     client.api.remove_volume(volume["Name"], force=True)
                     removed.append(volume["Name"])
-    for path in HOSTDIR_ROOT.glob(f"{HOSTDIR_PREFIX}*"):
+    for path in [] if dry_run else HOSTDIR_ROOT.glob(f"{HOSTDIR_PREFIX}*"):
         pid = path.name.removeprefix(HOSTDIR_PREFIX).split("-")[0]
         if pid.isdigit() and (everything or _start_time(int(pid)) is None):
             remove_hostdir(path)
@@ -282,10 +288,12 @@ def no_python(image: str) -> str:
 
 
 def death_reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int,
-                 starting: bool) -> str:
+                 starting: bool, runtime: str = "", pids_limit: int = 0) -> str:
     """Why the stopped container stopped, as a phrase for :class:`SandboxDied`, from its state
     (``State.OOMKilled``, ``State.ExitCode``), the engine's ``kill`` events and, for a kernel
-    that never became ready, the container's log. Blocking; never raises."""
+    that never became ready, the container's log. Under gVisor, exit code 2 is runsc's own
+    fatal error (Go), seen when the container's pids cgroup, which counts runsc's host threads,
+    is full. Blocking; never raises."""
     import signal
 
     from ..traits import format_bytes
@@ -300,6 +308,9 @@ def death_reason(client: Any, container_id: str, *, memory_limit: int, image: st
             name = signal.Signals(int(sig)).name if sig.isdigit() and int(sig) in signal.Signals._value2member_map_ else sig
             return f"its container was stopped from outside the notebook ({name}: docker kill, stop or rm)"
         code = state.get("ExitCode", -1)
+        if code == 2 and runtime == "runsc" and pids_limit:
+            return (f"gVisor (runsc) stopped it: runsc could not start another host thread, which happens when the "
+                    f"sandbox's processes reach pids_limit ({pids_limit}; under runsc it counts runsc's own threads)")
         if starting:
             log = client.api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
             if re.search(r"No module named '?ipykernel", log):

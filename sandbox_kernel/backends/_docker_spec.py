@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import secrets
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from . import _docker_engine as engine
+from ._docker_mounts import MountError, check_access, parse_gpus, parse_mounts
 from ._jupyter import KERNEL_ARGS
 
 KERNEL_DIR = "/kernel"
@@ -119,8 +122,26 @@ def volume_options(size: int, uid: int, gid: int) -> dict[str, str]:
     return {"type": "tmpfs", "device": "tmpfs", "o": (f"size={size}," if size else "") + f"uid={uid},gid={gid},mode=0755"}
 
 
+def host_mounts(backend: Any, uid: int, gid: int) -> list[dict[str, Any]]:
+    """The ``mounts`` option as the engine's mount entries (see :mod:`._docker_mounts`).
+
+    Raises:
+        ConfigError: a bad entry, or an ``rw`` one the kernel's uid cannot write.
+    """
+    try:
+        mounts = parse_mounts(list(backend.mounts), workdir=posixpath.normpath(backend.workdir), kernel_dir=KERNEL_DIR)
+        check_access(mounts, uid, gid)
+    except MountError as exc:
+        raise ConfigError(f"Bad option for the docker backend: {exc}.") from None
+    return [m.to_docker() for m in mounts]
+
+
 def container_spec(backend: Any, name: str, hostdir: Path, volume: str, labels: dict[str, str]) -> dict[str, Any]:
-    """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options."""
+    """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options.
+
+    Raises:
+        ConfigError: a bad ``mounts`` entry.
+    """
     docker = engine.load_docker()
     uid, gid = uid_gid(backend.user)
     env = {var: os.environ[var] for var in backend.env_vars if var in os.environ}
@@ -131,7 +152,8 @@ def container_spec(backend: Any, name: str, hostdir: Path, volume: str, labels: 
         network_mode=backend.network, read_only=backend.read_only, init=backend.init,
         tmpfs={"/tmp": "mode=1777" + (f",size={backend.tmp_size}" if backend.tmp_size else "")},
         mounts=[docker.types.Mount(KERNEL_DIR, str(hostdir), type="bind"),
-                docker.types.Mount(backend.workdir, volume, type="volume", no_copy=True)],
+                docker.types.Mount(backend.workdir, volume, type="volume", no_copy=True),
+                *host_mounts(backend, uid, gid)],
         cap_drop=list(backend.cap_drop), security_opt=["no-new-privileges"] if backend.no_new_privileges else [],
         log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
     )
@@ -143,5 +165,7 @@ def container_spec(backend: Any, name: str, hostdir: Path, volume: str, labels: 
         spec["nano_cpus"] = int(backend.cpus * 1e9)
     if backend.runtime:
         spec["runtime"] = backend.runtime
+    if (count := parse_gpus(backend.gpus)) is not None:
+        spec["device_requests"] = [docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])]
     assert not any("docker.sock" in str(m.get("Source")) for m in spec["mounts"]), "never mount the engine"
     return spec

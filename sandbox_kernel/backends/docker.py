@@ -33,8 +33,10 @@ from ..events import Emit, Outcome, Stream
 from ..images import DEFAULT_TAG
 from ..traits import ByteSize, format_bytes
 from . import _docker_engine as engine
+from . import _docker_workspace as workspace
 from ._docker_build import check_option, prepare_image, use_image
 from ._docker_image import BuildProgress
+from ._docker_mounts import parse_gpus
 from ._docker_spec import PIDS_HEADROOM, REAPER, container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
 from ._jupyter import KernelClientBackend
 from .base import StdinHandler
@@ -73,6 +75,13 @@ class DockerBackend(KernelClientBackend):
                                     "nothing else from the host environment enters it.").tag(config=True)
     runtime = Unicode("", help="OCI runtime, e.g. 'runsc' (gVisor) if the engine has it; empty: the engine's default.").tag(
         config=True)
+    mounts = List(Unicode(), help="Host paths to mount, HOST:CONTAINER[:ro|rw] each, read-only unless ':rw'; "
+                                  "CONTAINER inside /home/sandbox, e.g. '~/data:/home/sandbox/data'.").tag(config=True)
+    workdir_volume = Unicode("", help="A Docker volume for the working directory instead of the tmpfs: its files survive "
+                                      "restarts and new kernels naming it; removed only by `sandbox-kernel gc "
+                                      "--volumes`. Empty: a tmpfs that goes with the sandbox.").tag(config=True)
+    gpus = Unicode("", help="GPUs for the container: 'all' or a count (needs the NVIDIA Container Toolkit on the "
+                            "engine's host); empty: none.").tag(config=True)
     auto_build = Bool(True, help="Build a missing or outdated sandbox-kernel[:TAG] image at the first cell.").tag(config=True)
     build_base = Unicode("", help="Base image for automatic builds; empty: python:3.11-slim-bookworm or "
                                   "sandbox-kernel-base:bookworm, whichever is present.").tag(config=True)
@@ -104,6 +113,18 @@ class DockerBackend(KernelClientBackend):
     def _check_user(self, proposal: dict) -> str:
         if proposal["value"] and not re.fullmatch(r"\d+(:\d+)?", proposal["value"]):
             raise TraitError(f"user must be a numeric uid or uid:gid, not {proposal['value']!r}")
+        return proposal["value"]
+
+    @validate("workdir_volume")
+    def _check_workdir_volume(self, proposal: dict) -> str:
+        if proposal["value"] and not workspace.NAME.fullmatch(proposal["value"]):
+            raise TraitError(f"workdir_volume must be a volume name ([A-Za-z0-9][A-Za-z0-9_.-]+), "
+                             f"not {proposal['value']!r}")
+        return proposal["value"]
+
+    @validate("gpus")
+    def _check_gpus(self, proposal: dict) -> str:
+        parse_gpus(proposal["value"])  # ValueError: a bad option value
         return proposal["value"]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -144,20 +165,32 @@ class DockerBackend(KernelClientBackend):
             if progress is not None:
                 progress.done(ok)
 
-    def _create(self, client: Any, spec: dict[str, Any], volume_labels: dict[str, str]) -> Any:
-        with engine.engine_errors("create the sandbox's working directory volume"):
-            client.api.create_volume(self._volume, driver="local", labels=volume_labels,
-                                     driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
+    def _create(self, client: Any, spec: dict[str, Any], volume_labels: dict[str, str]) -> str | None:
+        """Create and start the container (and its working directory's volume); returns a
+        warning for the cell, if any. Blocking."""
+        new_workspace, warning = False, None
+        if self.workdir_volume:
+            new_workspace, warning = workspace.ensure_volume(client, self._volume, self.workdir_size)
+            if new_workspace:
+                workspace.give_to(client, self._volume, self._run_image, *self._uid_gid())
+        else:
+            with engine.engine_errors("create the sandbox's working directory volume"):
+                client.api.create_volume(self._volume, driver="local", labels=volume_labels,
+                                         driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
         with engine.engine_errors(f"start a sandbox container from {self._image_label}"):
             container = client.containers.create(**spec)
             self._container = container
             try:
                 container.start()
             except engine.load_docker().errors.APIError as exc:
+                if "could not select device driver" in str(exc):
+                    raise SandboxStartError(f"The sandbox could not start: gpus={self.gpus} needs GPU support in the "
+                                            "Docker engine, which it lacks. Fix: install the NVIDIA Container Toolkit "
+                                            "on the engine's host, or leave gpus empty.") from exc
                 if "executable file not found" not in str(exc):
                     raise
                 raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.") from exc
-        return container
+        return warning
 
     async def _launch(self) -> dict[str, Any]:
         client = await self._engine()
@@ -171,11 +204,14 @@ class DockerBackend(KernelClientBackend):
             self._info = prepare_hostdir(self._hostdir, uid)
             labels = engine.labels(self.session, self._hostdir)
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
-            self._volume = f"{name}-work"
+            self._volume = self.workdir_volume or f"{name}-work"
             spec = use_image(container_spec(self, name, self._hostdir, self._volume, labels), self._run_image,
                              self._kernelspec)
             self._created, self._ready = int(time.time()), False
-            await _run_blocking(self._create, client, spec, labels)
+            if (warning := await _run_blocking(self._create, client, spec, labels)) is not None:
+                self.log.warning("%s", warning)
+                if self._progress_handler is not None:
+                    self._progress_handler(Stream("stderr", warning + "\n"))
         except BaseException:
             await self._terminate()
             raise
@@ -220,7 +256,8 @@ class DockerBackend(KernelClientBackend):
                 self._orphans.append((kind, ident))
 
     async def _terminate(self) -> None:
-        container, volume, hostdir = self._container, self._volume, self._hostdir
+        container, hostdir = self._container, self._hostdir
+        volume = None if self.workdir_volume else self._volume  # a workspace outlives its sandboxes
         self._container = self._volume = self._hostdir = None
         self._ready = False
         if self._docker is not None:
@@ -252,8 +289,8 @@ class DockerBackend(KernelClientBackend):
             await self._shutdown_kernel_by_message()
             return "the Docker engine stopped answering (is dockerd running?)"
         return await _run_blocking(engine.death_reason, client, container_id, memory_limit=self.memory_limit,
-                                   image=self._image_label, created=self._created,
-                                   starting=not self._ready)
+                                   image=self._image_label, created=self._created, starting=not self._ready,
+                                   runtime=self.runtime, pids_limit=self.pids_limit)
 
     async def _shutdown_kernel_by_message(self) -> None:
         """With the engine gone the container cannot be removed: ask the kernel itself to exit
