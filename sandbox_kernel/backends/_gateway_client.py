@@ -1,0 +1,303 @@
+"""A Jupyter server's kernel API, from the client side: REST calls and the kernel's websocket.
+
+Endpoints (Jupyter Server REST API, also served by Kernel Gateway and Enterprise Gateway):
+``POST /api/kernels``, ``GET``/``DELETE /api/kernels/{id}``, ``POST /api/kernels/{id}/interrupt``
+and ``/restart``, and the websocket ``/api/kernels/{id}/channels``. Messages on the websocket
+use the ``v1.kernel.websocket.jupyter.org`` subprotocol when the server offers it, else the
+legacy JSON (binary when a message has buffers); jupyter_server's own functions frame both,
+jupyter_client's :class:`~jupyter_client.session.Session` builds and parses the messages.
+Spec: https://jupyter-server.readthedocs.io/en/latest/developers/websocket-protocols.html
+
+Why not ``jupyter_server.gateway.GatewayKernelClient``: it takes its settings from the
+process-wide ``GatewayClient`` singleton, opens its websocket without the auth header, reads
+it on a thread with ``websocket-client`` while ``get_msg`` polls with ``asyncio.sleep(0)``
+(a busy loop), speaks only the legacy JSON protocol without buffers and has no bound on
+message size. Tornado's async clients do all of that on our loop in a few lines.
+
+Third-party errors (tornado, ssl, OS) become :mod:`sandbox_kernel.errors` here, in
+:func:`http_errors`, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import queue
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.session import Session
+from jupyter_server.services.kernels.connection.base import (
+    deserialize_binary_message,
+    deserialize_msg_from_ws_v1,
+    serialize_binary_message,
+    serialize_msg_to_ws_v1,
+)
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.websocket import WebSocketClientConnection, websocket_connect
+
+from ..errors import BackendUnavailable, SandboxError, SandboxStartError
+
+V1 = "v1.kernel.websocket.jupyter.org"
+CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
+TOO_BIG = 1009  # websocket close code: "message too big" (RFC 6455 7.4.1)
+
+
+class KernelGone(SandboxError):
+    """The gateway answered 404 for the kernel: it was deleted, culled, or never existed."""
+
+
+@dataclass
+class Endpoint:
+    """Where the gateway is and how to talk to it. ``token`` is sent as ``Authorization:
+    token ...`` and is never part of ``repr``, logs or messages."""
+
+    url: str
+    token: str = field(default="", repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    validate_cert: bool = True
+    ca_certs: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    request_timeout: float = 30.0
+
+    def request(self, path: str, method: str = "GET", body: Any = None, timeout: float | None = None,
+                websocket: bool = False) -> HTTPRequest:
+        base = self.url.rstrip("/")
+        if websocket:
+            base = "ws" + base[4:] if base.startswith("http") else base
+        headers = dict(self.headers)
+        if self.token:
+            headers["Authorization"] = f"token {self.token}"
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        timeout = timeout or self.request_timeout
+        return HTTPRequest(f"{base}{path}", method=method, headers=headers,
+                           body=None if body is None else json.dumps(body),
+                           allow_nonstandard_methods=method == "POST" and body is None,
+                           connect_timeout=timeout, request_timeout=timeout,
+                           validate_cert=self.validate_cert, ca_certs=self.ca_certs or None,
+                           client_cert=self.client_cert or None, client_key=self.client_key or None)
+
+
+@contextlib.contextmanager
+def http_errors(endpoint: Endpoint, doing: str) -> Iterator[None]:
+    """Map tornado/ssl/OS errors while ``doing`` something at the gateway to SandboxError."""
+    where = f"the gateway at {endpoint.url}"
+    try:
+        yield
+    except HTTPClientError as exc:
+        if exc.code in (401, 403):
+            raise BackendUnavailable(
+                f"{where} refused the credentials (HTTP {exc.code}) while trying to {doing}.",
+                fix="set the gateway's token in JUPYTER_GATEWAY_AUTH_TOKEN or --GatewayBackend.auth_token "
+                    "(and any other headers it needs in --GatewayBackend.headers)") from None
+        if exc.code == 404 and "kernel" in doing and "start" not in doing:
+            raise KernelGone(f"{where} has no such kernel") from None
+        if exc.code == 599:  # tornado's code for timeouts and lost connections
+            raise SandboxStartError(f"{where} did not answer in time while trying to {doing} "
+                                    f"({exc.message}).") from None
+        raise SandboxStartError(f"{where} could not {doing}: HTTP {exc.code} {_reason(exc)}.") from None
+    except ssl.SSLError as exc:
+        raise SandboxStartError(
+            f"TLS with {where} failed ({exc.reason or exc}); give its CA bundle in --GatewayBackend.ca_certs "
+            "(or, for a test gateway only, --GatewayBackend.validate_cert=False).") from None
+    except OSError as exc:
+        raise SandboxStartError(f"Cannot reach {where} ({exc.strerror or exc}): is it running, and is "
+                                "--GatewayBackend.url (JUPYTER_GATEWAY_URL) right?") from None
+
+
+def _reason(exc: HTTPClientError) -> str:
+    """The server's own ``message``/``reason`` from a JSON error body, else the HTTP reason."""
+    body = exc.response.body if exc.response is not None else b""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        data = json.loads(body)
+        text = data.get("message") or data.get("reason")
+        if text:
+            return str(text).strip().splitlines()[-1][:300]
+    return exc.message or ""
+
+
+async def call(endpoint: Endpoint, path: str, doing: str, method: str = "GET", body: Any = None,
+               timeout: float | None = None) -> Any:
+    """One REST call; returns the decoded JSON body (None when empty).
+
+    Raises:
+        BackendUnavailable (401/403), KernelGone (404 for a kernel), SandboxStartError."""
+    client = AsyncHTTPClient(force_instance=True)
+    try:
+        with http_errors(endpoint, doing):
+            response = await client.fetch(endpoint.request(path, method, body, timeout))
+    finally:
+        client.close()
+    return json.loads(response.body) if response.body else None
+
+
+def _on_local_close(conn: WebSocketClientConnection, hook) -> None:
+    """Call ``hook(code)`` when tornado closes ``conn`` from this side. Tornado refuses a frame
+    longer than ``max_message_size`` before reading its payload by closing with 1009, but does
+    not record that code (``close_code`` is only the peer's): this wrapper is how we learn it.
+    Uses ``conn.protocol.close`` (tornado 6); tests/test_gateway.py fails if that changes."""
+    protocol = conn.protocol
+    close = protocol.close
+
+    def recording_close(code: int | None = None, reason: str | None = None) -> None:
+        hook(code)
+        close(code, reason)
+
+    protocol.close = recording_close
+
+
+def kernel_path(kernel_id: str, *rest: str) -> str:
+    return "/".join(["/api/kernels", quote(kernel_id, safe=""), *rest])
+
+
+class KernelWebsocket:
+    """The kernel's websocket: one reader routes each message to its channel's queue.
+
+    ``closed`` is a future that gets the reason as a phrase once the connection ends
+    (the server closed it, the network dropped, a message exceeded ``max_message_size``).
+    ``watch(msg)`` is called with every iopub message before it is queued."""
+
+    def __init__(self, conn: WebSocketClientConnection, session: Session, max_message_size: int) -> None:
+        self.conn, self.session, self.max_message_size = conn, session, max_message_size
+        self.v1 = conn.selected_subprotocol == V1
+        self.queues: dict[str, asyncio.Queue] = {name: asyncio.Queue() for name in CHANNELS}
+        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.watch = lambda msg: None
+        self.refused_too_big = False
+        _on_local_close(conn, self._closing)
+        self._reader = asyncio.ensure_future(self._read())
+
+    def _closing(self, code: int | None) -> None:
+        self.refused_too_big |= code == TOO_BIG
+
+    @classmethod
+    async def open(cls, endpoint: Endpoint, kernel_id: str, session: Session, *, timeout: float,
+                   max_message_size: int, ping_interval: float) -> KernelWebsocket:
+        request = endpoint.request(kernel_path(kernel_id, "channels") + f"?session_id={session.session}",
+                                   timeout=timeout, websocket=True)
+        with http_errors(endpoint, "connect to the kernel's channels"):
+            conn = await websocket_connect(request, subprotocols=[V1], max_message_size=max_message_size or 2**62,
+                                           ping_interval=ping_interval or None, ping_timeout=ping_interval * 3 or None)
+        return cls(conn, session, max_message_size)
+
+    def _decode(self, raw: str | bytes) -> tuple[str, dict[str, Any]]:
+        if self.v1:
+            channel, parts = deserialize_msg_from_ws_v1(raw)
+            return channel, self.session.deserialize([b"", *parts])  # unsigned: the server checked it
+        msg = deserialize_binary_message(raw) if isinstance(raw, bytes) else json.loads(raw)
+        return msg.pop("channel", "iopub"), msg
+
+    async def _read(self) -> None:
+        reason = "the connection to the gateway closed"
+        try:
+            while (raw := await self.conn.read_message()) is not None:
+                try:
+                    channel, msg = self._decode(raw)
+                except Exception:  # a malformed frame: drop it, keep the session
+                    continue
+                if channel == "iopub":
+                    self.watch(msg)
+                if channel in self.queues:
+                    self.queues[channel].put_nowait(msg)
+            if self.refused_too_big or self.conn.close_code == TOO_BIG:
+                reason = (f"it sent one message larger than max_message_size "
+                          f"({self.max_message_size // 1024**2} MiB), so the connection was closed")
+            elif self.conn.close_code is None:
+                reason = "the connection to the gateway was lost"
+        finally:
+            if not self.closed.done():
+                self.closed.set_result(reason)
+
+    def send(self, channel: str, msg: dict[str, Any]) -> None:
+        """Write ``msg`` (a :meth:`Session.msg` dict, with ``buffers`` if any) to ``channel``."""
+        if self.closed.done():
+            return
+        buffers = [bytes(b) for b in msg.get("buffers") or []]
+        if self.v1:
+            pack = self.session.pack
+            parts = [pack(msg["header"]), pack(msg["parent_header"]), pack(msg["metadata"]), pack(msg["content"])]
+            frame: str | bytes = serialize_msg_to_ws_v1([*parts, *buffers], channel)
+        else:
+            body = {k: msg[k] for k in ("header", "parent_header", "metadata", "content")}
+            body.update(channel=channel, buffers=buffers)
+            frame = serialize_binary_message(body) if buffers else json.dumps({**body, "buffers": []},
+                                                                               default=str)
+        with contextlib.suppress(Exception):  # closed meanwhile: the death watch reports it
+            self.conn.write_message(frame, binary=isinstance(frame, bytes))
+
+    def close(self) -> None:
+        self._reader.cancel()
+        self.conn.close()
+        if not self.closed.done():
+            self.closed.set_result("the connection was closed by this client")
+
+
+class WebsocketChannel:
+    """One channel of :class:`KernelWebsocket`, with the interface of jupyter_client's
+    ``AsyncZMQSocketChannel`` that :class:`~jupyter_client.asynchronous.AsyncKernelClient` uses."""
+
+    def __init__(self, name: str, ws: KernelWebsocket) -> None:
+        self.name, self.ws = name, ws
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self.ws.send(self.name, msg)
+
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next message; raises :class:`queue.Empty` after ``timeout`` seconds."""
+        try:
+            return await asyncio.wait_for(self.ws.queues[self.name].get(), timeout)
+        except asyncio.TimeoutError:
+            raise queue.Empty from None
+
+    async def msg_ready(self) -> bool:
+        return not self.ws.queues[self.name].empty()
+
+    def is_alive(self) -> bool:
+        return not self.ws.closed.done()
+
+    is_beating = is_alive
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class GatewayKernelClient(AsyncKernelClient):
+    """jupyter_client's async kernel client whose channels are a gateway's kernel websocket:
+    ``execute``, ``complete``, ``input``, ``wait_for_ready``... work unchanged."""
+
+    def __init__(self, ws: KernelWebsocket, **kwargs: Any) -> None:
+        super().__init__(session=ws.session, **kwargs)
+        self.ws = ws
+        self._ws_channels = {name: WebsocketChannel(name, ws) for name in CHANNELS}
+
+    shell_channel = property(lambda self: self._ws_channels["shell"])
+    iopub_channel = property(lambda self: self._ws_channels["iopub"])
+    stdin_channel = property(lambda self: self._ws_channels["stdin"])
+    control_channel = property(lambda self: self._ws_channels["control"])
+    hb_channel = property(lambda self: self._ws_channels["hb"])
+
+    def start_channels(self, *args: Any, **kwargs: Any) -> None:
+        """The websocket is open already."""
+
+    def stop_channels(self) -> None:
+        self.ws.close()
+
+    @property
+    def channels_running(self) -> bool:
+        return not self.ws.closed.done()
+
+    async def _async_is_alive(self) -> bool:
+        return not self.ws.closed.done()

@@ -1,0 +1,280 @@
+"""The ``gateway`` backend: the session's kernel runs on a Jupyter Kernel Gateway, a Jupyter
+Enterprise Gateway (kernels as Kubernetes pods, Docker containers, YARN applications) or any
+Jupyter Server, reached through its REST + websocket kernel API (see ``_gateway_client``).
+
+Isolation is the gateway's: a Kernel Gateway on the same host gives none (its kernels are
+processes of the gateway's user); Enterprise Gateway on Kubernetes gives each kernel a pod with
+its own limits and network policies. The gateway's token never appears in messages, logs,
+``describe()`` or notebooks. Death is learned from the gateway: the kernel's websocket closing,
+the server's ``status: restarting``/``dead`` on IOPub (its restarter saw the process exit), and
+``GET /api/kernels/{id}`` every ``heartbeat_interval`` (404: deleted or culled; no answer for
+``heartbeat_timeout``: the gateway is gone). Options and the mapping to gateway settings:
+docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from jupyter_client.session import Session
+from traitlets import Bool, Dict, Float, Unicode, default
+
+from ..errors import BackendUnavailable, SandboxError, SandboxStartError
+from ..events import Display, Emit, Outcome
+from ..traits import ByteSize
+from . import _gateway_files as files
+from ._gateway_client import Endpoint, GatewayKernelClient, KernelGone, KernelWebsocket, call, kernel_path
+from ._jupyter import KernelClientBackend
+from .base import StdinHandler
+
+
+class GatewayBackend(KernelClientBackend):
+    """A kernel on a Jupyter gateway or server, one per session (see the module docstring)."""
+
+    name = "gateway"
+
+    url = Unicode(help="Base URL of the gateway, e.g. http://127.0.0.1:8888 (default: $JUPYTER_GATEWAY_URL).").tag(
+        config=True)
+    auth_token = Unicode(help="The gateway's token, sent as 'Authorization: token ...' (default: "
+                              "$JUPYTER_GATEWAY_AUTH_TOKEN). Prefer the variable: options can end up in notebooks.").tag(
+        config=True, secret=True)
+    kernel_name = Unicode("", help="Kernelspec name on the gateway; empty: the gateway's default kernel.").tag(config=True)
+    headers = Dict(value_trait=Unicode(), help="Extra HTTP headers for every request, e.g. for an auth proxy "
+                                               "(default: $JUPYTER_GATEWAY_HEADERS, a JSON object).").tag(config=True)
+    validate_cert = Bool(True, help="Verify the gateway's TLS certificate (false only for a test gateway).").tag(
+        config=True)
+    ca_certs = Unicode("", help="CA bundle (PEM file) to verify the gateway's certificate; empty: the system's.").tag(
+        config=True)
+    client_cert = Unicode("", help="Client certificate (PEM file) for gateways that require mutual TLS.").tag(config=True)
+    client_key = Unicode("", help="Private key (PEM file) of client_cert.").tag(config=True)
+    env = Dict(value_trait=Unicode(), help="Variables for the kernel, sent at start: Enterprise Gateway honours "
+                                           "KERNEL_* (KERNEL_USERNAME, KERNEL_NAMESPACE, KERNEL_IMAGE...); Kernel "
+                                           "Gateway those it allows (allowed_envs).").tag(config=True)
+    connect_timeout = Float(120.0, help="Seconds to wait for the gateway to start the kernel and open its channels "
+                                        "(a Kubernetes pod can take a minute to schedule).").tag(config=True)
+    keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id).").tag(
+        config=True)
+    kernel_id = Unicode("", help="Attach to this existing kernel on the gateway instead of starting one.").tag(config=True)
+    max_message_size = ByteSize(32 * 1024**2, help="Largest message accepted from the kernel; a larger one is refused "
+                                                   "before it is read and ends the session. 0: no limit.").tag(config=True)
+    heartbeat_interval = Float(2.0, help="Seconds between checks that the kernel still exists on the gateway "
+                                         "(and between websocket pings).").tag(config=True)
+    heartbeat_timeout = Float(15.0, help="Seconds without an answer from the gateway before the kernel counts as "
+                                         "lost.").tag(config=True)
+
+    @default("url")
+    def _url_default(self) -> str:
+        return os.environ.get("JUPYTER_GATEWAY_URL", "")
+
+    @default("auth_token")
+    def _auth_token_default(self) -> str:
+        return os.environ.get("JUPYTER_GATEWAY_AUTH_TOKEN", "")
+
+    @default("headers")
+    def _headers_default(self) -> dict[str, str]:
+        with contextlib.suppress(ValueError, TypeError):
+            return {str(k): str(v) for k, v in json.loads(os.environ.get("JUPYTER_GATEWAY_HEADERS", "{}")).items()}
+        return {}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._kernel: str | None = None  # the kernel's id on the gateway while we use it
+        self._ws: KernelWebsocket | None = None
+        self._died: asyncio.Future | None = None
+        self._first_emit: Emit | None = None
+        self._attach = self.kernel_id
+
+    # -- the gateway -----------------------------------------------------------------------------
+    def _endpoint(self) -> Endpoint:
+        if not self.url:
+            raise BackendUnavailable("No gateway URL is set.",
+                                     fix="set JUPYTER_GATEWAY_URL or --GatewayBackend.url=http://HOST:PORT")
+        return Endpoint(self.url, self.auth_token, dict(self.headers), self.validate_cert, self.ca_certs or None,
+                        self.client_cert or None, self.client_key or None, self.request_timeout)
+
+    def _where(self) -> str:
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}".rstrip("/")
+
+    async def _launch(self) -> dict[str, Any]:
+        endpoint = self._endpoint()
+        if self._attach:
+            try:
+                model = await call(endpoint, kernel_path(self._attach), "attach to the kernel")
+            except KernelGone:
+                raise SandboxStartError(f"The gateway at {self._where()} has no kernel {self._attach} to attach to "
+                                        "(unset --GatewayBackend.kernel_id to start a new one).") from None
+            self._attach = ""  # once: a kernel that dies is replaced by a new one
+            self._kernel = model["id"]
+            return {"kernel_id": self._kernel}
+        env = {**self.env, "KERNEL_LAUNCH_TIMEOUT": str(int(self.connect_timeout))}
+        body = {"name": self.kernel_name, "env": env} if self.kernel_name else {"env": env}
+        with _Progress(self._first_emit or self._progress_handler, self._where(), self.kernel_name) as progress:
+            model = await call(endpoint, "/api/kernels", "start a kernel", "POST", body, timeout=self.connect_timeout)
+            progress.ok = True
+        self._kernel = model["id"]
+        return {"kernel_id": self._kernel}
+
+    async def _open_client(self, info: dict[str, Any]) -> GatewayKernelClient:
+        self._ws = await KernelWebsocket.open(self._endpoint(), info["kernel_id"], Session(key=b""),
+                                             timeout=self.connect_timeout, max_message_size=self.max_message_size,
+                                             ping_interval=self.heartbeat_interval)
+        self._died = asyncio.get_running_loop().create_future()
+        self._ws.watch = self._watch
+        return GatewayKernelClient(self._ws)
+
+    def _watch(self, msg: dict[str, Any]) -> None:
+        """The server's own ``status: restarting`` or ``dead`` on IOPub (no parent): its
+        restarter found the kernel's process gone."""
+        state = msg.get("content", {}).get("execution_state")
+        if state in ("restarting", "dead") and not msg.get("parent_header") and not self._died.done():
+            self._died.set_result("its process stopped (the gateway reported the kernel "
+                                  f"{'restarting' if state == 'restarting' else 'dead'})")
+
+    async def _terminate(self) -> None:
+        ws, kernel, self._ws, self._kernel = self._ws, self._kernel, None, None
+        if ws is not None:
+            ws.close()
+        if kernel is None or self.keep_alive:
+            return
+        try:
+            await call(self._endpoint(), kernel_path(kernel), "shut down the kernel", "DELETE",
+                       timeout=min(self.request_timeout, 10.0))
+        except KernelGone:
+            pass
+        except SandboxError as exc:  # the gateway is gone: its own culling has to take the kernel
+            self.log.warning("could not delete kernel %s on the gateway: %s", kernel, exc)
+
+    # -- death -----------------------------------------------------------------------------------
+    async def _wait_dead(self) -> str:
+        ws, died = self._ws, self._died
+        poll = asyncio.ensure_future(self._poll(self._kernel))
+        try:
+            await asyncio.wait({ws.closed, died, poll}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            poll.cancel()
+        if died.done():
+            return died.result()
+        if poll.done() and not poll.cancelled():
+            return poll.result()
+        try:  # the websocket closed: was the kernel deleted, or is the gateway gone?
+            await call(self._endpoint(), kernel_path(self._kernel or ""), "check the kernel", timeout=5)
+        except KernelGone:
+            return "the kernel was deleted on the gateway (shut down there, or culled as idle)"
+        except SandboxError:
+            return f"the connection to the gateway at {self._where()} was lost"
+        return ws.closed.result()
+
+    async def _poll(self, kernel: str | None) -> str:
+        """Return why the kernel is gone, checking ``GET /api/kernels/{id}`` every heartbeat_interval."""
+        answered = time.monotonic()
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            try:
+                model = await call(self._endpoint(), kernel_path(kernel or ""), "check the kernel",
+                                   timeout=self.heartbeat_timeout)
+            except KernelGone:
+                return "the kernel was deleted on the gateway (shut down there, or culled as idle)"
+            except SandboxError:
+                if time.monotonic() - answered > self.heartbeat_timeout:
+                    return f"the gateway at {self._where()} stopped answering"
+                continue
+            answered = time.monotonic()
+            if model.get("execution_state") == "dead":
+                return "its process stopped (the gateway reported the kernel dead)"
+
+    # -- running code ----------------------------------------------------------------------------
+    async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
+                      stdin: StdinHandler | None = None) -> Outcome:
+        self._first_emit = emit  # a slow kernel start shows its progress in this cell
+        try:
+            return await super().execute(code, emit, timeout=timeout, stdin=stdin)
+        finally:
+            self._first_emit = None
+
+    async def interrupt(self) -> None:
+        """``POST /api/kernels/{id}/interrupt``: the gateway signals or messages the kernel as its
+        kernelspec says."""
+        if self._kernel is None:
+            return
+        with contextlib.suppress(SandboxError):  # gone meanwhile: the death watch reports it
+            await call(self._endpoint(), kernel_path(self._kernel, "interrupt"), "interrupt the kernel", "POST")
+
+    async def restart(self) -> None:
+        """``POST /api/kernels/{id}/restart`` (same kernel id, fresh interpreter), then a new
+        websocket; a kernel the gateway no longer has is replaced by a new one."""
+        if not self.started:
+            return await self.start()
+        async with self._lock:
+            for task in [*self._tasks, self._death]:
+                task.cancel()
+            self._client.stop_channels()
+            self._client = None
+            try:
+                await call(self._endpoint(), kernel_path(self._kernel, "restart"), "restart the kernel", "POST",
+                           timeout=self.connect_timeout)
+                self._client = await self._connect({"kernel_id": self._kernel})
+                self._start_readers()
+                return
+            except SandboxError:
+                pass
+        await self.shutdown()
+        await self.start()
+
+    # -- files: through the kernel itself (Enterprise Gateway has no file API) ----------------------
+    async def upload(self, local: Any, remote: str) -> str:
+        await self.start()
+        return await files.upload(self._run_silent, local, remote)
+
+    async def download(self, remote: str, local: Any) -> Any:
+        await self.start()
+        return await files.download(self._run_silent, remote, local)
+
+    async def _run_silent(self, code: str, expressions: dict[str, str] | None = None) -> dict[str, Any]:
+        """The ``execute_reply`` content of ``code`` run silently (no outputs, no history)."""
+        return await self._call(self._client.execute(code, silent=True, store_history=False,
+                                                     user_expressions=expressions or {}))
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "sandbox_id": self._kernel, "gateway": self._where() if self.url else None,
+                "kernel_name": self.kernel_name or "(the gateway's default)", "keep_alive": self.keep_alive}
+
+
+class _Progress:
+    """While the gateway starts the kernel (``POST /api/kernels`` can take a minute on
+    Kubernetes), one display in the cell that updates in place every second, after the first 2 s."""
+
+    def __init__(self, emit: Emit | None, where: str, kernel_name: str) -> None:
+        self.emit, self.ok = emit, False
+        self.what = f"a {kernel_name} kernel" if kernel_name else "a kernel"
+        self.where, self.display_id = where, f"sandbox-kernel-gateway-start-{id(self):x}"
+        self.started, self.shown, self.task = time.monotonic(), False, None
+
+    def _show(self, text: str) -> None:
+        self.emit(Display({"text/plain": text}, display_id=self.display_id, update=self.shown))
+        self.shown = True
+
+    async def _tick(self) -> None:
+        await asyncio.sleep(2)
+        while True:
+            self._show(f"Starting {self.what} on the gateway at {self.where} "
+                       f"[{time.monotonic() - self.started:.0f} s]")
+            await asyncio.sleep(1)
+
+    def __enter__(self) -> _Progress:
+        if self.emit is not None:
+            self.task = asyncio.ensure_future(self._tick())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        if self.shown:
+            verb = "Started" if self.ok else "Could not start"
+            self._show(f"{verb} {self.what} on the gateway at {self.where} in {time.monotonic() - self.started:.0f} s.")
