@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import queue
+import secrets
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -157,6 +158,15 @@ def kernel_path(kernel_id: str, *rest: str) -> str:
     return "/".join(["/api/kernels", quote(kernel_id, safe=""), *rest])
 
 
+def ws_session() -> Session:
+    """A Session for websocket messages: they travel unsigned (the server signs what it sends
+    on to the kernel's ZMQ sockets and checks what comes back), so nothing is signed or
+    checked here. A key keeps jupyter_client from warning about unsigned messages."""
+    session = Session(key=secrets.token_hex(16).encode())
+    session.auth = None
+    return session
+
+
 class KernelWebsocket:
     """The kernel's websocket: one reader routes each message to its channel's queue.
 
@@ -184,7 +194,7 @@ class KernelWebsocket:
                                    timeout=timeout, websocket=True)
         with http_errors(endpoint, "connect to the kernel's channels"):
             conn = await websocket_connect(request, subprotocols=[V1], max_message_size=max_message_size or 2**62,
-                                           ping_interval=ping_interval or None, ping_timeout=ping_interval * 3 or None)
+                                           ping_interval=ping_interval or None, ping_timeout=ping_interval or None)
         return cls(conn, session, max_message_size)
 
     def _decode(self, raw: str | bytes) -> tuple[str, dict[str, Any]]:

@@ -22,14 +22,13 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from jupyter_client.session import Session
 from traitlets import Bool, Dict, Float, Unicode, default
 
 from ..errors import BackendUnavailable, SandboxError, SandboxStartError
 from ..events import Display, Emit, Outcome
 from ..traits import ByteSize
 from . import _gateway_files as files
-from ._gateway_client import Endpoint, GatewayKernelClient, KernelGone, KernelWebsocket, call, kernel_path
+from ._gateway_client import Endpoint, GatewayKernelClient, KernelGone, KernelWebsocket, call, kernel_path, ws_session
 from ._jupyter import KernelClientBackend
 from .base import StdinHandler
 
@@ -64,9 +63,9 @@ class GatewayBackend(KernelClientBackend):
     max_message_size = ByteSize(32 * 1024**2, help="Largest message accepted from the kernel; a larger one is refused "
                                                    "before it is read and ends the session. 0: no limit.").tag(config=True)
     heartbeat_interval = Float(2.0, help="Seconds between checks that the kernel still exists on the gateway "
-                                         "(and between websocket pings).").tag(config=True)
+                                         "").tag(config=True)
     heartbeat_timeout = Float(15.0, help="Seconds without an answer from the gateway before the kernel counts as "
-                                         "lost.").tag(config=True)
+                                         "lost (also the websocket's ping interval and timeout).").tag(config=True)
 
     @default("url")
     def _url_default(self) -> str:
@@ -102,6 +101,15 @@ class GatewayBackend(KernelClientBackend):
         parts = urlsplit(self.url)
         return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}".rstrip("/")
 
+    async def start(self) -> None:
+        """Start (or attach to) the kernel on the gateway and open its websocket; a start slower
+        than 2 s shows its progress in the cell that caused it."""
+        if self.started:
+            return
+        with _Progress(self._first_emit or self._progress_handler, self._where(), self.kernel_name) as progress:
+            await super().start()
+            progress.ok = True
+
     async def _launch(self) -> dict[str, Any]:
         endpoint = self._endpoint()
         if self._attach:
@@ -115,16 +123,14 @@ class GatewayBackend(KernelClientBackend):
             return {"kernel_id": self._kernel}
         env = {**self.env, "KERNEL_LAUNCH_TIMEOUT": str(int(self.connect_timeout))}
         body = {"name": self.kernel_name, "env": env} if self.kernel_name else {"env": env}
-        with _Progress(self._first_emit or self._progress_handler, self._where(), self.kernel_name) as progress:
-            model = await call(endpoint, "/api/kernels", "start a kernel", "POST", body, timeout=self.connect_timeout)
-            progress.ok = True
+        model = await call(endpoint, "/api/kernels", "start a kernel", "POST", body, timeout=self.connect_timeout)
         self._kernel = model["id"]
         return {"kernel_id": self._kernel}
 
     async def _open_client(self, info: dict[str, Any]) -> GatewayKernelClient:
-        self._ws = await KernelWebsocket.open(self._endpoint(), info["kernel_id"], Session(key=b""),
+        self._ws = await KernelWebsocket.open(self._endpoint(), info["kernel_id"], ws_session(),
                                              timeout=self.connect_timeout, max_message_size=self.max_message_size,
-                                             ping_interval=self.heartbeat_interval)
+                                             ping_interval=self.heartbeat_timeout)
         self._died = asyncio.get_running_loop().create_future()
         self._ws.watch = self._watch
         return GatewayKernelClient(self._ws)
@@ -241,9 +247,24 @@ class GatewayBackend(KernelClientBackend):
         return await self._call(self._client.execute(code, silent=True, store_history=False,
                                                      user_expressions=expressions or {}))
 
+    async def usage(self) -> dict[str, int] | None:
+        """The kernel process's resident memory as it reads it itself (``VmRSS`` in
+        ``/proc/self/status``, Linux kernels); None while a cell runs (the kernel answers one
+        request at a time) or when it cannot tell."""
+        if self._client is None or any(r.execute for r in self._requests.values()):
+            return None
+        rss = "int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024"
+        try:
+            reply = await asyncio.wait_for(self._run_silent("", {"rss": rss}), 5)
+            value = reply["user_expressions"]["rss"]
+            return {"memory_bytes": int(value["data"]["text/plain"])} if value.get("status") == "ok" else None
+        except (SandboxError, asyncio.TimeoutError, KeyError, ValueError):
+            return None
+
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "sandbox_id": self._kernel, "gateway": self._where() if self.url else None,
-                "kernel_name": self.kernel_name or "(the gateway's default)", "keep_alive": self.keep_alive}
+                "kernel_name": self.kernel_name or "(the gateway's default)", "keep_alive": self.keep_alive,
+                "limits": {"set_by": "the gateway (its kernelspec and KERNEL_* settings)"}}
 
 
 class _Progress:
