@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
+import os
 import secrets
 import shutil
 import socket
@@ -49,13 +51,17 @@ def wait_http(url: str, timeout: float, process: subprocess.Popen | None = None)
 class KernelGateway:
     """``python -m kernel_gateway`` on a free port of 127.0.0.1 with a random token; restartable."""
 
-    def __init__(self, *options: str) -> None:
+    def __init__(self, *options: str, kernelspecs: dict[str, list[str]] | None = None) -> None:
         self.token = secrets.token_hex(16)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.options = options
         self.workdir = Path(tempfile.mkdtemp(prefix="sandbox-gateway-test-"))
         self.process: subprocess.Popen | None = None
+        for name, argv in (kernelspecs or {}).items():
+            spec = self.workdir / "share" / "kernels" / name
+            spec.mkdir(parents=True)
+            (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": name, "language": "python"}))
 
     def start(self) -> KernelGateway:
         log = open(self.workdir / "gateway.log", "ab")
@@ -63,7 +69,7 @@ class KernelGateway:
             [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
              f"--KernelGatewayApp.port={self.port}", "--KernelGatewayApp.port_retries=0",
              f"--KernelGatewayApp.auth_token={self.token}", *self.options],
-            cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            cwd=self.workdir, env={**os.environ, "JUPYTER_PATH": str(self.workdir / "share")}, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         wait_http(f"{self.url}/api", 60, self.process)
         return self
@@ -116,13 +122,21 @@ def _unavailable() -> str | None:
 
 # The gateway's restarter checks its kernels every time_to_dead seconds (jupyter_client: 3 s);
 # a shorter period makes a dead kernel's report quicker, as a production gateway may choose.
-OPTIONS = ("--KernelRestarter.time_to_dead=0.5",)
+# Its websocket drops IOPub output above 1 MB/s by default (jupyter_server's rate limit), which
+# would hide large outputs from the tests of max_message_size; docs/gateway.md says the same.
+OPTIONS = ("--KernelRestarter.time_to_dead=0.5", "--ZMQChannelsWebsocketConnection.limit_rate=False")
+
+SLOW_START_S = 3
+KERNELSPECS = {"slow-python": [sys.executable, "-c", f"import runpy, sys, time; time.sleep({SLOW_START_S}); "
+                               "sys.argv = ['ipykernel_launcher', '-f', sys.argv[1]]; "
+                               "runpy.run_module('ipykernel_launcher', run_name='__main__')", "{connection_file}"]}
+"""A kernel that takes SLOW_START_S seconds to come up, as a pod being scheduled does."""
 
 
 @contextlib.contextmanager
 def _prepare() -> Iterator[Prepared]:
     global _gateway
-    server = KernelGateway(*OPTIONS).start()
+    server = KernelGateway(*OPTIONS, kernelspecs=KERNELSPECS).start()
     _gateway = server
     try:
         yield Prepared(traits={"url": server.url, "auth_token": server.token, "heartbeat_interval": 1.0},
