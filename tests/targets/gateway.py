@@ -25,10 +25,10 @@ from . import Prepared, Target
 _gateway: KernelGateway | None = None
 
 
-def free_port() -> int:
-    """A port the OS just gave out on 127.0.0.1 (the gateway's own option cannot report one it picked)."""
+def free_port(ip: str = "127.0.0.1") -> int:
+    """A port the OS just gave out on ``ip`` (the gateways cannot report a port they picked)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((ip, 0))
         return sock.getsockname()[1]
 
 
