@@ -53,6 +53,10 @@ class KernelGone(SandboxError):
     """The gateway answered 404 for the kernel: it was deleted, culled, or never existed."""
 
 
+class GatewayUnreachable(SandboxStartError):
+    """No answer from the gateway: refused, timed out, or the connection dropped."""
+
+
 @dataclass
 class Endpoint:
     """Where the gateway is and how to talk to it. ``token`` is sent as ``Authorization:
@@ -93,15 +97,20 @@ def http_errors(endpoint: Endpoint, doing: str) -> Iterator[None]:
     try:
         yield
     except HTTPClientError as exc:
-        if exc.code in (401, 403):
+        if exc.code == 401 or (exc.code == 403 and "start" not in doing):
             raise BackendUnavailable(
                 f"{where} refused the credentials (HTTP {exc.code}) while trying to {doing}.",
                 fix="set the gateway's token in JUPYTER_GATEWAY_AUTH_TOKEN or --GatewayBackend.auth_token "
                     "(and any other headers it needs in --GatewayBackend.headers)") from None
+        if exc.code == 403:  # Kernel Gateway: a bad token; Enterprise Gateway: also a refused user or limit
+            raise BackendUnavailable(
+                f"{where} refused to {doing} (HTTP 403: {_reason(exc)}).",
+                fix="check the token (JUPYTER_GATEWAY_AUTH_TOKEN or --GatewayBackend.auth_token) and, for "
+                    "Enterprise Gateway, the user in --GatewayBackend.env KERNEL_USERNAME=NAME") from None
         if exc.code == 404 and "kernel" in doing and "start" not in doing:
             raise KernelGone(f"{where} has no such kernel") from None
         if exc.code == 599:  # tornado's code for timeouts and lost connections
-            raise SandboxStartError(f"{where} did not answer in time while trying to {doing} "
+            raise GatewayUnreachable(f"{where} did not answer in time while trying to {doing} "
                                     f"({exc.message}).") from None
         raise SandboxStartError(f"{where} could not {doing}: HTTP {exc.code} {_reason(exc)}.") from None
     except ssl.SSLError as exc:
@@ -109,7 +118,7 @@ def http_errors(endpoint: Endpoint, doing: str) -> Iterator[None]:
             f"TLS with {where} failed ({exc.reason or exc}); give its CA bundle in --GatewayBackend.ca_certs "
             "(or, for a test gateway only, --GatewayBackend.validate_cert=False).") from None
     except OSError as exc:
-        raise SandboxStartError(f"Cannot reach {where} ({exc.strerror or exc}): is it running, and is "
+        raise GatewayUnreachable(f"Cannot reach {where} ({exc.strerror or exc}): is it running, and is "
                                 "--GatewayBackend.url (JUPYTER_GATEWAY_URL) right?") from None
 
 

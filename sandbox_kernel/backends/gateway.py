@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import json
 import os
 import time
@@ -28,7 +29,8 @@ from ..errors import BackendUnavailable, SandboxError, SandboxStartError
 from ..events import Display, Emit, Outcome
 from ..traits import ByteSize
 from . import _gateway_files as files
-from ._gateway_client import Endpoint, GatewayKernelClient, KernelGone, KernelWebsocket, call, kernel_path, ws_session
+from ._gateway_client import (Endpoint, GatewayKernelClient, GatewayUnreachable, KernelGone, KernelWebsocket, call,
+                              kernel_path, ws_session)
 from ._jupyter import KernelClientBackend
 from .base import StdinHandler
 
@@ -54,7 +56,8 @@ class GatewayBackend(KernelClientBackend):
     client_key = Unicode("", help="Private key (PEM file) of client_cert.").tag(config=True)
     env = Dict(value_trait=Unicode(), help="Variables for the kernel, sent at start: Enterprise Gateway honours "
                                            "KERNEL_* (KERNEL_USERNAME, KERNEL_NAMESPACE, KERNEL_IMAGE...); Kernel "
-                                           "Gateway those it allows (allowed_envs).").tag(config=True)
+                                           "Gateway those it allows (allowed_envs). KERNEL_USERNAME defaults to this "
+                                           "process's user.").tag(config=True)
     connect_timeout = Float(120.0, help="Seconds to wait for the gateway to start the kernel and open its channels "
                                         "(a Kubernetes pod can take a minute to schedule).").tag(config=True)
     keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id).").tag(
@@ -121,7 +124,7 @@ class GatewayBackend(KernelClientBackend):
             self._attach = ""  # once: a kernel that dies is replaced by a new one
             self._kernel = model["id"]
             return {"kernel_id": self._kernel}
-        env = {**self.env, "KERNEL_LAUNCH_TIMEOUT": str(int(self.connect_timeout))}
+        env = {"KERNEL_USERNAME": getpass.getuser(), **self.env, "KERNEL_LAUNCH_TIMEOUT": str(int(self.connect_timeout))}
         body = {"name": self.kernel_name, "env": env} if self.kernel_name else {"env": env}
         model = await call(endpoint, "/api/kernels", "start a kernel", "POST", body, timeout=self.connect_timeout)
         self._kernel = model["id"]
@@ -149,13 +152,23 @@ class GatewayBackend(KernelClientBackend):
             ws.close()
         if kernel is None or self.keep_alive:
             return
-        try:
-            await call(self._endpoint(), kernel_path(kernel), "shut down the kernel", "DELETE",
-                       timeout=min(self.request_timeout, 10.0))
-        except KernelGone:
-            pass
-        except SandboxError as exc:  # the gateway is gone: its own culling has to take the kernel
-            self.log.warning("could not delete kernel %s on the gateway: %s", kernel, exc)
+        # A kernel the gateway is restarting (its process died) cannot be deleted until the
+        # restart is done: jupyter_client answers 500 meanwhile. Try a few times.
+        for attempt in range(8):
+            try:
+                await call(self._endpoint(), kernel_path(kernel), "shut down the kernel", "DELETE",
+                           timeout=min(self.request_timeout, 10.0))
+                return
+            except KernelGone:
+                return
+            except (BackendUnavailable, GatewayUnreachable) as exc:
+                error = exc
+                break
+            except SandboxError as exc:
+                error = exc
+                await asyncio.sleep(0.25 * (attempt + 1))
+        self.log.warning("could not delete kernel %s on the gateway (it culls idle kernels itself, if "
+                         "configured to): %s", kernel, error)
 
     # -- death -----------------------------------------------------------------------------------
     async def _wait_dead(self) -> str:
