@@ -25,6 +25,7 @@ import contextlib
 import json
 import queue
 import secrets
+import socket
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -163,6 +164,27 @@ def _on_local_close(conn: WebSocketClientConnection, hook) -> None:
     protocol.close = recording_close
 
 
+def _tcp_socket(conn: WebSocketClientConnection) -> socket.socket | None:
+    """The connection's TCP socket, with TCP_NODELAY set (tornado 6: ``protocol.stream.socket``)."""
+    sock = getattr(getattr(conn.protocol, "stream", None), "socket", None)
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _quick_ack(sock: socket.socket | None) -> None:
+    """Acknowledge received data at once (Linux TCP_QUICKACK; it lapses, so it is set after
+    every read). jupyter_server leaves Nagle's algorithm on for its kernel websockets, so a
+    second small message (``execute_input`` right after ``status: busy``) waits for the ACK
+    of the first, which a delayed-ACK client holds 40 ms: measured 52 ms per warm ``1+1``
+    round trip through a Kernel Gateway without this, ~6 ms with it."""
+    if sock is not None and hasattr(socket, "TCP_QUICKACK"):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+
+
 def kernel_path(kernel_id: str, *rest: str) -> str:
     return "/".join(["/api/kernels", quote(kernel_id, safe=""), *rest])
 
@@ -191,6 +213,7 @@ class KernelWebsocket:
         self.watch = lambda msg: None
         self.refused_too_big = False
         _on_local_close(conn, self._closing)
+        self._socket = _tcp_socket(conn)
         self._reader = asyncio.ensure_future(self._read())
 
     def _closing(self, code: int | None) -> None:
@@ -217,6 +240,7 @@ class KernelWebsocket:
         reason = "the connection to the gateway closed"
         try:
             while (raw := await self.conn.read_message()) is not None:
+                _quick_ack(self._socket)
                 try:
                     channel, msg = self._decode(raw)
                 except Exception:  # a malformed frame: drop it, keep the session
