@@ -209,7 +209,8 @@ class KernelWebsocket:
         self.conn, self.session, self.max_message_size = conn, session, max_message_size
         self.v1 = conn.selected_subprotocol == V1
         self.queues: dict[str, asyncio.Queue] = {name: asyncio.Queue() for name in CHANNELS}
-        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self.closed: asyncio.Future = self._loop.create_future()
         self.watch = lambda msg: None
         self.refused_too_big = False
         _on_local_close(conn, self._closing)
@@ -258,9 +259,24 @@ class KernelWebsocket:
             if not self.closed.done():
                 self.closed.set_result(reason)
 
+    def _on_own_loop(self, method, *args: Any) -> bool:
+        """Tornado's streams belong to the loop that opened them; ipykernel runs control
+        requests (shutdown) on a thread of their own. Off that loop, schedule ``method`` on it
+        and return True."""
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is self._loop:
+            return False
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nothing left to do
+            self._loop.call_soon_threadsafe(method, *args)
+        return True
+
     def send(self, channel: str, msg: dict[str, Any]) -> None:
-        """Write ``msg`` (a :meth:`Session.msg` dict, with ``buffers`` if any) to ``channel``."""
-        if self.closed.done():
+        """Write ``msg`` (a :meth:`Session.msg` dict, with ``buffers`` if any) to ``channel``.
+        Any thread."""
+        if self._on_own_loop(self.send, channel, msg) or self.closed.done():
             return
         buffers = [bytes(b) for b in msg.get("buffers") or []]
         if self.v1:
@@ -276,6 +292,9 @@ class KernelWebsocket:
             self.conn.write_message(frame, binary=isinstance(frame, bytes))
 
     def close(self) -> None:
+        """Close the websocket (any thread)."""
+        if self._on_own_loop(self.close):
+            return
         self._reader.cancel()
         self.conn.close()
         if not self.closed.done():
