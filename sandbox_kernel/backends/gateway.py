@@ -26,13 +26,25 @@ from urllib.parse import urlsplit
 from traitlets import Bool, Dict, Float, Unicode, default
 
 from ..errors import BackendUnavailable, SandboxError, SandboxStartError
-from ..events import Display, Emit, Outcome
+from ..events import Emit, Outcome
 from ..traits import ByteSize
 from . import _gateway_files as files
 from ._gateway_client import (Endpoint, GatewayKernelClient, GatewayUnreachable, KernelGone, KernelWebsocket, call,
                               kernel_path, ws_session)
-from ._jupyter import KernelClientBackend
+from ._gateway_progress import StartProgress
+from ._jupyter import KernelClientBackend, _Request
 from .base import StdinHandler
+
+
+MAX_DROPS_PER_MINUTE = 20
+"""More messages above max_message_size than this in a minute end the session."""
+INTERRUPT_AFTER_DROPS = 3
+"""After this many dropped messages in a minute the running cell is interrupted."""
+
+
+def _iopub(msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+    """An IOPub message made here, for a running cell's relay."""
+    return {"header": {"msg_type": msg_type}, "parent_header": {}, "metadata": {}, "content": content}
 
 
 class GatewayBackend(KernelClientBackend):
@@ -63,8 +75,9 @@ class GatewayBackend(KernelClientBackend):
     keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id).").tag(
         config=True)
     kernel_id = Unicode("", help="Attach to this existing kernel on the gateway instead of starting one.").tag(config=True)
-    max_message_size = ByteSize(32 * 1024**2, help="Largest message accepted from the kernel; a larger one is refused "
-                                                   "before it is read and ends the session. 0: no limit.").tag(config=True)
+    max_message_size = ByteSize(32 * 1024**2, help="Largest message accepted from the kernel; a larger one is dropped "
+                                                   "before it is read (the cell says so, the kernel keeps its state). "
+                                                   "0: no limit.").tag(config=True)
     heartbeat_interval = Float(2.0, help="Seconds between checks that the kernel still exists on the gateway "
                                          "").tag(config=True)
     heartbeat_timeout = Float(15.0, help="Seconds without an answer from the gateway before the kernel counts as "
@@ -109,7 +122,7 @@ class GatewayBackend(KernelClientBackend):
         than 2 s shows its progress in the cell that caused it."""
         if self.started:
             return
-        with _Progress(self._first_emit or self._progress_handler, self._where(), self.kernel_name) as progress:
+        with StartProgress(self._first_emit or self._progress_handler, self._where(), self.kernel_name) as progress:
             await super().start()
             progress.ok = True
 
@@ -172,10 +185,17 @@ class GatewayBackend(KernelClientBackend):
 
     # -- death -----------------------------------------------------------------------------------
     async def _wait_dead(self) -> str:
-        ws, died = self._ws, self._died
+        died, drops = self._died, []
         poll = asyncio.ensure_future(self._poll(self._kernel))
         try:
-            await asyncio.wait({ws.closed, died, poll}, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                ws = self._ws
+                await asyncio.wait({ws.closed, died, poll}, return_when=asyncio.FIRST_COMPLETED)
+                drops = [t for t in drops if time.monotonic() - t < 60] + [time.monotonic()]
+                if died.done() or poll.done() or not ws.refused_too_big or len(drops) > MAX_DROPS_PER_MINUTE:
+                    break
+                if not await self._reconnect(interrupt=len(drops) == INTERRUPT_AFTER_DROPS):
+                    break
         finally:
             poll.cancel()
         if died.done():
@@ -189,6 +209,58 @@ class GatewayBackend(KernelClientBackend):
         except SandboxError:
             return f"the connection to the gateway at {self._where()} was lost"
         return ws.closed.result()
+
+    async def _reconnect(self, interrupt: bool) -> bool:
+        """After the websocket was closed over a message above max_message_size: open a new one,
+        tell the running cell that an output was dropped and, with ``interrupt``, stop a cell
+        that keeps sending such outputs. The kernel and its state are kept. A new session id:
+        with the old one the server would replay what it buffered (the huge message may be
+        among it) and its shell replies could keep going to the old connection's socket, which
+        has the same ZMQ identity. False if the kernel cannot be reached again."""
+        old = self._ws
+        for task in self._tasks:
+            task.cancel()
+        try:
+            self._ws = await KernelWebsocket.open(self._endpoint(), self._kernel, ws_session(),
+                                                 timeout=self.connect_timeout, max_message_size=self.max_message_size,
+                                                 ping_interval=self.heartbeat_timeout)
+        except SandboxError:
+            self._ws = old
+            return False
+        self._ws.watch = self._watch
+        self._client = GatewayKernelClient(self._ws)
+        note = (f"[an output larger than max_message_size ({self.max_message_size // 1024**2} MiB) was dropped "
+                "before it reached this machine, with output that closely followed it; raise "
+                "--GatewayBackend.max_message_size to receive it]\n")
+        running = [request for request in self._requests.values() if request.execute]
+        for request in running:  # one note per cell
+            text = "" if getattr(request, "dropped", False) else note
+            text += "[the cell kept sending such outputs and was interrupted]\n" if interrupt else ""
+            request.dropped = True
+            if text:
+                request.iopub.put_nowait(_iopub("stream", {"name": "stderr", "text": text}))
+        self._start_readers()
+        self._tasks.append(asyncio.ensure_future(self._settle(running)))
+        if interrupt:
+            await self.interrupt()
+        return True
+
+    async def _settle(self, running: list) -> None:
+        """End the cells that were running when a message was dropped once the kernel has
+        finished them: their reply went to the closed connection, and their ``status: idle``
+        may have too. A ``kernel_info_request`` is answered after the running
+        ``execute_request`` (the shell handles one request at a time)."""
+        msg = self._client.session.msg("kernel_info_request", {})
+        marker = self._requests[msg["header"]["msg_id"]] = _Request()
+        self._client.shell_channel.send(msg)
+        try:
+            await marker.reply  # no limit: the cell may run for hours; cancelled at shutdown
+        finally:
+            self._requests.pop(msg["header"]["msg_id"], None)
+        for request in running:  # an idle too many is never read: the relay stops at the first
+            request.iopub.put_nowait(_iopub("status", {"execution_state": "idle"}))
+            if not request.reply.done():
+                request.reply.set_result({"content": {"status": "ok", "execution_count": None}})
 
     async def _poll(self, kernel: str | None) -> str:
         """Return why the kernel is gone, checking ``GET /api/kernels/{id}`` every heartbeat_interval."""
@@ -278,37 +350,3 @@ class GatewayBackend(KernelClientBackend):
         return {**super().describe(), "sandbox_id": self._kernel, "gateway": self._where() if self.url else None,
                 "kernel_name": self.kernel_name or "(the gateway's default)", "keep_alive": self.keep_alive,
                 "limits": {"set_by": "the gateway (its kernelspec and KERNEL_* settings)"}}
-
-
-class _Progress:
-    """While the gateway starts the kernel (``POST /api/kernels`` can take a minute on
-    Kubernetes), one display in the cell that updates in place every second, after the first 2 s."""
-
-    def __init__(self, emit: Emit | None, where: str, kernel_name: str) -> None:
-        self.emit, self.ok = emit, False
-        self.what = f"a {kernel_name} kernel" if kernel_name else "a kernel"
-        self.where, self.display_id = where, f"sandbox-kernel-gateway-start-{id(self):x}"
-        self.started, self.shown, self.task = time.monotonic(), False, None
-
-    def _show(self, text: str) -> None:
-        self.emit(Display({"text/plain": text}, display_id=self.display_id, update=self.shown))
-        self.shown = True
-
-    async def _tick(self) -> None:
-        await asyncio.sleep(2)
-        while True:
-            self._show(f"Starting {self.what} on the gateway at {self.where} "
-                       f"[{time.monotonic() - self.started:.0f} s]")
-            await asyncio.sleep(1)
-
-    def __enter__(self) -> _Progress:
-        if self.emit is not None:
-            self.task = asyncio.ensure_future(self._tick())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.task is not None:
-            self.task.cancel()
-        if self.shown:
-            verb = "Started" if self.ok else "Could not start"
-            self._show(f"{verb} {self.what} on the gateway at {self.where} in {time.monotonic() - self.started:.0f} s.")
