@@ -10,6 +10,8 @@ import asyncio
 import hashlib
 import json
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -240,3 +242,50 @@ def test_the_magic_refuses_a_token_on_its_line():
         backend_traits(GatewayBackend, ["--auth-token", "abc"])
     assert "--auth-token" not in option_names(GatewayBackend)
     assert backend_traits(GatewayBackend, ["--kernel-name", "python3"]) == {"kernel_name": "python3"}
+
+
+async def test_a_gateway_that_stops_answering_ends_the_cell(own_gateway):
+    """SIGSTOP: the gateway's sockets stay open but nothing answers (a hung host)."""
+    async with backends("gateway") as make:
+        backend = make(url=own_gateway.url, auth_token=own_gateway.token, heartbeat_interval=0.5,
+                       heartbeat_timeout=2)
+        await backend.execute("x = 1", Recorder())
+        running = asyncio.ensure_future(backend.execute("import time\ntime.sleep(60)", Recorder()))
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        os.kill(own_gateway.process.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(SandboxDied, match="gateway at http://127.0.0.1:.* (stopped answering|was lost)"):
+                await asyncio.wait_for(running, 30)
+            assert time.monotonic() - started < 10
+        finally:
+            os.kill(own_gateway.process.pid, signal.SIGCONT)
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl), as a private CA's would be."""
+    folder = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(folder / "key.pem"),
+                    "-out", str(folder / "cert.pem")], check=True, capture_output=True)
+    return folder / "cert.pem", folder / "key.pem"
+
+
+async def test_tls_verifies_the_gateway_and_takes_a_ca_bundle(tls_files):
+    prepared("gateway")
+    cert, key = tls_files
+    server = KernelGateway(*OPTIONS, f"--KernelGatewayApp.certfile={cert}", f"--KernelGatewayApp.keyfile={key}",
+                           scheme="https").start()
+    try:
+        async with backends("gateway") as make:
+            with pytest.raises(SandboxStartError, match="TLS with the gateway at https://127.0.0.1.*ca_certs"):
+                await make(url=server.url, auth_token=server.token).start()
+            rec = Recorder()
+            await make(url=server.url, auth_token=server.token, ca_certs=str(cert)).execute("6 * 7", rec)
+            assert rec.result() == "42"
+            rec = Recorder()
+            await make(url=server.url, auth_token=server.token, validate_cert=False).execute("6 * 7", rec)
+            assert rec.result() == "42"
+    finally:
+        server.close()

@@ -104,6 +104,7 @@ class GatewayBackend(KernelClientBackend):
         self._died: asyncio.Future | None = None
         self._first_emit: Emit | None = None
         self._attach = self.kernel_id
+        self._unreachable = False  # the death watch found the gateway gone: shutdown skips DELETE
 
     # -- the gateway -----------------------------------------------------------------------------
     def _endpoint(self) -> Endpoint:
@@ -163,7 +164,11 @@ class GatewayBackend(KernelClientBackend):
         ws, kernel, self._ws, self._kernel = self._ws, self._kernel, None, None
         if ws is not None:
             ws.close()
+        unreachable, self._unreachable = self._unreachable, False
         if kernel is None or self.keep_alive:
+            return
+        if unreachable:  # do not wait for a gateway that does not answer
+            self.log.warning("left kernel %s on the gateway, which stopped answering (its culling takes it)", kernel)
             return
         # A kernel the gateway is restarting (its process died) cannot be deleted until the
         # restart is done: jupyter_client answers 500 meanwhile. Try a few times.
@@ -203,10 +208,12 @@ class GatewayBackend(KernelClientBackend):
         if poll.done() and not poll.cancelled():
             return poll.result()
         try:  # the websocket closed: was the kernel deleted, or is the gateway gone?
-            await call(self._endpoint(), kernel_path(self._kernel or ""), "check the kernel", timeout=5)
+            await call(self._endpoint(), kernel_path(self._kernel or ""), "check the kernel",
+                       timeout=min(5.0, self.heartbeat_timeout))
         except KernelGone:
             return "the kernel was deleted on the gateway (shut down there, or culled as idle)"
         except SandboxError:
+            self._unreachable = True
             return f"the connection to the gateway at {self._where()} was lost"
         return ws.closed.result()
 
@@ -274,6 +281,7 @@ class GatewayBackend(KernelClientBackend):
                 return "the kernel was deleted on the gateway (shut down there, or culled as idle)"
             except SandboxError:
                 if time.monotonic() - answered > self.heartbeat_timeout:
+                    self._unreachable = True
                     return f"the gateway at {self._where()} stopped answering"
                 continue
             answered = time.monotonic()
