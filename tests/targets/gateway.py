@@ -49,6 +49,16 @@ def wait_http(url: str, timeout: float, process: subprocess.Popen | None = None)
     raise RuntimeError(f"{url} did not answer within {timeout:g} s")
 
 
+def die_with_parent() -> None:
+    """For ``Popen(preexec_fn=...)``: the server gets SIGTERM when the test process dies, even
+    by SIGKILL (Linux ``prctl(PR_SET_PDEATHSIG)``), so no gateway outlives a killed run."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+
+
 class KernelGateway:
     """``python -m kernel_gateway`` on a free port of 127.0.0.1 with a random token; restartable."""
 
@@ -70,7 +80,8 @@ class KernelGateway:
             [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
              f"--KernelGatewayApp.port={self.port}", "--KernelGatewayApp.port_retries=0",
              f"--KernelGatewayApp.auth_token={self.token}", *self.options],
-            cwd=self.workdir, env={**os.environ, "JUPYTER_PATH": str(self.workdir / "share")}, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            cwd=self.workdir, env={**os.environ, "JUPYTER_PATH": str(self.workdir / "share")}, stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         log.close()
         wait_http(f"{self.url}/api", 60, self.process)
         return self

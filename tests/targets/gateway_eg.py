@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .gateway import free_port, wait_http
+from .gateway import die_with_parent, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
 EG_VENV = Path(os.environ.get("SANDBOX_EG_VENV", ROOT / "build" / "eg-venv"))
@@ -120,7 +120,8 @@ class EnterpriseGateway:
             [str(EG_VENV / "bin" / "jupyter-enterprisegateway"), "--ip=127.0.0.1", f"--port={self.port}",
              "--port_retries=0", f"--EnterpriseGatewayApp.auth_token={self.token}",
              f"--EnterpriseGatewayApp.default_kernel_name={KERNEL_NAME}"],
-            cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent)
         log.close()
         wait_http(f"{self.url}/api", 60, self.process)
         return self
