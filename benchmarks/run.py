@@ -9,6 +9,8 @@ frontend starts it:
   20MB out   seconds to stream 20 MB of stdout through the kernel
 Ratios are against the first kernel (the plain ipykernel baseline), measured in the same
 process: these machines are noisy, so compare ratios rather than absolutes.
+With sandbox-gateway among the kernels, a Jupyter Kernel Gateway is started on 127.0.0.1 for the
+run (its kernels are plain ipykernel processes: the figures are the gateway hop's cost).
 With sandbox-docker among the kernels, benchmarks/docker_run.py adds its per-snippet comparison
 with `docker run --rm`, the interrupt latency and the out-of-memory report time; `--output FILE`
 writes the tables as Markdown (the README's Benchmarks section holds the latest).
@@ -17,6 +19,8 @@ writes the tables as Markdown (the README's Benchmarks section holds the latest)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import platform
 import statistics
 import sys
@@ -27,7 +31,8 @@ from jupyter_client.manager import start_new_kernel
 
 # kernel name -> extra argv (the output cap is lifted so the throughput test sees all 20 MB)
 OPTIONS = {"sandbox-local": ["--SandboxKernel.max_output_bytes=0"],
-           "sandbox-docker": ["--SandboxKernel.max_output_bytes=0"]}
+           "sandbox-docker": ["--SandboxKernel.max_output_bytes=0"],
+           "sandbox-gateway": ["--SandboxKernel.max_output_bytes=0"]}
 
 
 def run_cell(kc, code: str, timeout: float = 300) -> None:
@@ -71,18 +76,43 @@ def warm_and_bulk(name: str, rounds: int) -> tuple[float, float, float]:
         km.shutdown_kernel()
 
 
+@contextlib.contextmanager
+def kernel_gateway():
+    """A Kernel Gateway on loopback for the run; the sandbox-gateway kernels find it through
+    JUPYTER_GATEWAY_URL / JUPYTER_GATEWAY_AUTH_TOKEN. Its IOPub rate limit is off, as it should
+    be on a gateway that carries large outputs (docs/gateway.md)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.targets.gateway import KernelGateway
+
+    server = KernelGateway("--ZMQChannelsWebsocketConnection.limit_rate=False").start()
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    try:
+        yield server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--starts", type=int, default=5)
-    parser.add_argument("--kernels", default="python3,sandbox-local,sandbox-docker")
+    parser.add_argument("--kernels", default="python3,sandbox-local,sandbox-docker,sandbox-gateway")
     parser.add_argument("--output", type=Path, help="also write the tables to this Markdown file")
     args = parser.parse_args()
     rows = []
-    for name in args.kernels.split(","):
-        start = start_to_first_result(name, args.starts)
-        p50, p95, bulk = warm_and_bulk(name, args.rounds)
-        rows.append((name, start, p50, p95, bulk))
+    with contextlib.ExitStack() as stack:
+        if "sandbox-gateway" in args.kernels.split(","):
+            stack.enter_context(kernel_gateway())
+        for name in args.kernels.split(","):
+            start = start_to_first_result(name, args.starts)
+            p50, p95, bulk = warm_and_bulk(name, args.rounds)
+            rows.append((name, start, p50, p95, bulk))
     base = rows[0]
     lines = [f"| kernel | start→first result (s) | warm 1+1 p50 (ms) | p95 (ms) | 20 MB stdout (s) | "
              f"ratio vs {base[0]}: start / p50 / 20 MB |", "|---|---|---|---|---|---|"]

@@ -101,7 +101,8 @@ ALIASES = {"attach": "sandbox_id"}
 
 def option_names(cls: type[Backend]) -> list[str]:
     """The ``--options`` the backend class accepts on the magic's line."""
-    return sorted(f"--{name.replace('_', '-')}" for name in cls.class_traits(config=True) if name != "session")
+    return sorted(f"--{name.replace('_', '-')}" for name, trait in cls.class_traits(config=True).items()
+                  if name != "session" and not trait.metadata.get("secret"))
 
 
 def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
@@ -122,6 +123,9 @@ def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
             name = ALIASES[name]
         if name not in traits or name == "session":
             raise usage(f"unknown option --{key} for the {cls.name} backend ({_closest(key, cls)})", CELL_USAGE)
+        if traits[name].metadata.get("secret"):  # the line is saved in the notebook
+            raise usage(f"--{key} is a secret and the cell's text is saved in the notebook: set it in the kernel's "
+                        f"environment or config instead (see the {cls.name} backend's docs)", CELL_USAGE)
         if not sep:
             if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
                 raise usage(f"--{key} needs a value", CELL_USAGE)

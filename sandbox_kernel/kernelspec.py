@@ -1,4 +1,4 @@
-"""Kernelspecs, one per backend: ``sandbox-local``, ``sandbox-docker``, ``sandbox-e2b``.
+"""Kernelspecs, one per backend: ``sandbox-local``, ``sandbox-docker``, ``sandbox-e2b``, ``sandbox-gateway``.
 
 Written with ``jupyter_client``'s ``KernelSpecManager``, so ``jupyter kernelspec list`` and
 every frontend (JupyterLab, VS Code, nbclient) find them. Spec format:

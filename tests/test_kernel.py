@@ -61,7 +61,7 @@ def test_display_kinds_and_matplotlib(local_kernel):
     assert {"text/html"} <= set(bundles[0]) and "image/png" in bundles[1]
 
 
-@pytest.mark.parametrize("name", ["local", "docker"])
+@pytest.mark.parametrize("name", ["local", "docker", "gateway"])
 def test_interrupt_button_stops_busy_loop_and_state_survives(name):
     with kernel(name) as (km, kc):
         run(kc, "survivor = 'alive'")

@@ -105,7 +105,7 @@ def result(outputs: list[dict]) -> dict:
     return next(m["content"]["data"] for m in outputs if m["header"]["msg_type"] == "execute_result")
 
 
-@pytest.fixture(scope="module", params=["local", "docker"])
+@pytest.fixture(scope="module", params=["local", "docker", "gateway"])
 def frontend(request):
     """A sandbox kernel of each comm-carrying backend, with a widget-manager frontend."""
     prepared(request.param)
@@ -287,7 +287,7 @@ def test_magic_drops_widget_views_the_host_cannot_render():
 
 
 # -- the magic's own widgets ------------------------------------------------------------------------
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=["local", "docker", "gateway"])
 def host(request):
     """A plain python3 kernel with the magic loaded, and a widget-manager frontend on it."""
     from tests.test_magic import host_kernel

@@ -17,7 +17,7 @@ from .base import Backend
 GROUP = "sandbox_kernel.backends"
 
 # The extra that provides each built-in backend's optional dependency.
-_EXTRAS = {"docker": "docker", "e2b": "e2b"}
+_EXTRAS = {"docker": "docker", "e2b": "e2b", "gateway": "gateway"}
 
 
 def backend_names() -> list[str]:

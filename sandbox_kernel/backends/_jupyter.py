@@ -123,18 +123,26 @@ class KernelClientBackend(Backend):
                     self._death = None
                 await self._terminate()
                 raise
-            loop = asyncio.get_running_loop()
-            self._tasks = [loop.create_task(reader()) for reader in (self._read_iopub, self._read_shell, self._read_stdin)]
+            self._start_readers()
             with contextlib.suppress(SandboxError):  # one round trip: its language_info and banner
                 self.kernel_info = await self._call(self._client.kernel_info())
 
-    async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
+    def _start_readers(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(reader()) for reader in (self._read_iopub, self._read_shell, self._read_stdin)]
+
+    async def _open_client(self, info: dict[str, Any]) -> AsyncKernelClient:
+        """A client with started channels for the kernel :meth:`_launch` described."""
         client = AsyncKernelClient()
         client.load_connection_info(info)
         # No heartbeat: death is known from the process or the engine (_wait_dead), and a
         # heartbeat unanswered for 1 s while a loaded machine still boots the kernel made
         # wait_for_ready() report "Kernel died before replying to kernel_info".
         client.start_channels(hb=False)
+        return client
+
+    async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
+        client = await self._open_client(info)
         self._death = asyncio.get_running_loop().create_task(self._wait_dead())
         ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.ready_timeout))
         await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)
@@ -323,7 +331,8 @@ class KernelClientBackend(Backend):
         wait = emit is not None and not any(r.execute for r in self._requests.values())
         if wait:
             request = self._requests[msg_id] = _Request()
-        self._client.session.send(self._client.shell_channel.socket, msg, buffers=buffers or [])
+        msg["buffers"] = buffers or []
+        self._client.shell_channel.send(msg)
         if not wait:
             return
         relay = asyncio.ensure_future(self._outputs(request, emit))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-NAMES = ["local", "docker", "e2b"]
+NAMES = ["local", "docker", "e2b", "gateway"]
 
 
 @dataclass
