@@ -213,16 +213,18 @@ async def test_engine_gone_ends_the_cell_and_the_kernel(make, client, tmp_path, 
     await asyncio.sleep(1)
     started = time.monotonic()
     proxy.cut()
-    with pytest.raises(SandboxDied, match="the Docker engine stopped answering"):
-        await running
-    assert time.monotonic() - started < 8
-    for _ in range(50):  # the kernel was told to exit, so the container stops by itself
-        if client.api.inspect_container(container)["State"]["Status"] == "exited":
-            break
-        await asyncio.sleep(0.1)
-    assert client.api.inspect_container(container)["State"]["Status"] == "exited"
-    SocketProxy(proxy_path)  # the engine is back: the next cell gets a fresh sandbox, the old one goes
-    assert (await run(backend, "1 + 1"))[1].result() == "2"
+    try:
+        with pytest.raises(SandboxDied, match="the Docker engine stopped answering"):
+            await running
+        assert time.monotonic() - started < 20
+        for _ in range(300):  # the kernel was told to exit, so the container stops by itself
+            if client.api.inspect_container(container)["State"]["Status"] == "exited":
+                break
+            await asyncio.sleep(0.1)
+        assert client.api.inspect_container(container)["State"]["Status"] == "exited"
+    finally:  # the engine is back, even when an assertion failed: the fixture removes what is left
+        proxy = SocketProxy(proxy_path)
+    assert (await run(backend, "1 + 1"))[1].result() == "2"  # a fresh sandbox; the old one goes
     assert not client.api.containers(all=True, filters={"id": container})
 
 

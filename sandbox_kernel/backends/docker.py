@@ -134,6 +134,7 @@ class DockerBackend(KernelClientBackend):
         self._volume: str | None = None
         self._hostdir: Path | None = None
         self._info: dict[str, Any] = {}
+        self._farewell: asyncio.Future | None = None  # telling the kernel to exit, the engine being gone
         self._created = 0
         self._ready = False
         self._pids_file: Path | None = None
@@ -260,6 +261,10 @@ class DockerBackend(KernelClientBackend):
         volume = None if self.workdir_volume else self._volume  # a workspace outlives its sandboxes
         self._container = self._volume = self._hostdir = None
         self._ready = False
+        if self._farewell is not None:  # before the host directory (the kernel's ipc sockets) goes
+            farewell, self._farewell = self._farewell, None
+            with contextlib.suppress(Exception):
+                await farewell
         if self._docker is not None:
             await _run_blocking(self._remove, self._docker, container, volume)
         engine.remove_hostdir(hostdir)
@@ -285,19 +290,20 @@ class DockerBackend(KernelClientBackend):
 
         threading.Thread(target=watch, name=f"sandbox-kernel-wait-{container_id[:12]}", daemon=True).start()
         lost = await stopped
-        if lost is not None:
-            await self._shutdown_kernel_by_message()
+        if lost is not None:  # dead from now on (a cell ends with this reason, not with the
+            # interrupt's KeyboardInterrupt); _terminate waits for the kernel to be told to exit
+            self._farewell = asyncio.ensure_future(self._shutdown_kernel_by_message(dict(self._info)))
             return "the Docker engine stopped answering (is dockerd running?)"
         return await _run_blocking(engine.death_reason, client, container_id, memory_limit=self.memory_limit,
                                    image=self._image_label, created=self._created, starting=not self._ready,
                                    runtime=self.runtime, pids_limit=self.pids_limit)
 
-    async def _shutdown_kernel_by_message(self) -> None:
+    async def _shutdown_kernel_by_message(self, info: dict[str, Any]) -> None:
         """With the engine gone the container cannot be removed: ask the kernel itself to exit
         (``interrupt_request`` to end a running cell, which a busy kernel needs before it
         honours ``shutdown_request``, both on the control channel), so nothing keeps running."""
         client = AsyncKernelClient()
-        client.load_connection_info(self._info)
+        client.load_connection_info(info)
         client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
         try:
             for request in ("interrupt_request", "shutdown_request"):
