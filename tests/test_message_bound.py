@@ -107,6 +107,30 @@ async def test_a_dropped_reply_or_input_request_ends_the_cell_with_the_note(name
 
 
 @pytest.mark.parametrize("name", KERNELS)
+async def test_an_oversized_message_between_cells_is_reported_to_the_comm_handler(name):
+    """A sandbox thread's huge output after its cell ended: the note goes where the front door
+    shows what arrives outside any request."""
+    import asyncio
+
+    async with backends(name) as make:
+        backend = make()
+        unsolicited = []
+        backend.set_comm_handler(lambda event, parent_id: unsolicited.append(event))
+        await backend.execute("import threading, time\nx = 1\n"
+                              f"threading.Thread(target=lambda: (time.sleep(0.5), {HUGE})).start()", Recorder())
+        for _ in range(300):
+            if unsolicited:
+                break
+            await asyncio.sleep(0.1)
+        after = Recorder()
+        await backend.execute("x + 1", after)
+    [note] = unsolicited
+    assert isinstance(note, Stream) and note.name == "stderr" and "more than 32 MiB was dropped" in note.text
+    assert [e.data["text/plain"] for e in after if isinstance(e, Display)] == ["2"]
+    assert after.text("stderr") == ""
+
+
+@pytest.mark.parametrize("name", KERNELS)
 async def test_large_allowed_outputs_arrive_whole(name):
     """20 MB of stdout, a 5 MB PNG and a widget-style comm with a 20 MB buffer stay under the
     default bound (each message, and each buffer, is bounded separately)."""

@@ -182,6 +182,7 @@ class KernelClientBackend(DropRecovery, Backend):
         while True:
             msg = await self._client.get_stdin_msg()
             request = self._requests.get(msg["parent_header"].get("msg_id"))
+            self._end_input = False  # the kernel got past a dropped input_request (see _on_drop)
             if msg["header"]["msg_type"] == "input_request" and request is not None and request.stdin:
                 asyncio.ensure_future(self._answer_input(request.stdin, msg["content"]))
 

@@ -43,6 +43,11 @@ FLOOR = 32 * 1024**2
 """The smallest automatic bound: room for widget state and for outputs near a small budget,
 whose JSON (escapes such as ``\\n``, base64 images) is larger than what the budget counts."""
 
+RECONNECT_DELAY = 0.1
+"""Seconds between a dropped connection and the new one, as libzmq's own ``ZMQ_RECONNECT_IVL``:
+the kernel's ROUTER sockets (shell, stdin, control) refuse a peer whose routing id is still
+taken, so the kernel's side must first let go of the old connection."""
+
 CHANNELS = ("iopub", "shell", "stdin", "control")
 """The client's channels that carry messages from the sandbox's kernel (heartbeat echoes only
 what the client sent)."""
@@ -97,6 +102,7 @@ class DropWatch:
             if event["event"] != zmq.EVENT_DISCONNECTED:
                 continue
             endpoint = event["endpoint"].decode()
+            await asyncio.sleep(RECONNECT_DELAY)
             with contextlib.suppress(zmq.ZMQError):  # already gone when libzmq reconnects by itself
                 socket.disconnect(endpoint)
             socket.connect(endpoint)
@@ -150,6 +156,7 @@ class DropRecovery:
     _resyncing: asyncio.Task | None = None
     _drops = 0  # connections closed so far; a probe in flight starts over when this changes
     _unclaimed_drop = False  # a connection closed while no request was pending
+    _end_input = False  # an input_request was dropped: answer EOF until the recovery is done
 
     @property
     def message_bound(self) -> tuple[int, str]:
@@ -182,7 +189,8 @@ class DropRecovery:
         for request in pending:
             request.dropped = True
         self._unclaimed_drop |= not pending
-        if channel == "stdin" and any(r.stdin for r in pending):
+        self._end_input |= channel == "stdin" and any(r.stdin for r in pending)
+        if self._end_input:
             self._client.input("\x04")  # the lost message was an input_request: end it (EOFError)
         if self._resyncing is None or self._resyncing.done():
             self._resyncing = asyncio.get_running_loop().create_task(self._resync())
@@ -197,8 +205,11 @@ class DropRecovery:
         while self._death is not None and not self._death.done():
             drops = self._drops
             replied, published = await self._probe()
+            self.log.debug("Recovery probe: reply %s, IOPub %s, drops %d -> %d", replied, published, drops, self._drops)
             if published and drops == self._drops:
                 break
+            if not replied and self._end_input:  # in case the EOF was lost too (ipykernel purges
+                self._client.input("\x04")  # stale input_replies before its next input_request)
             if replied:
                 deadline = deadline or loop.time() + self.ready_timeout
                 if loop.time() > deadline:
@@ -207,6 +218,7 @@ class DropRecovery:
         else:
             return
         note = drop_note(*self.message_bound)
+        self.log.debug("Recovered; ending %d requests", sum(r.dropped for r in self._requests.values()))
         for request in self._requests.values():
             if request.dropped and not request.reply.done():
                 request.reply.set_exception(MessageDropped(note.strip()))
@@ -215,19 +227,21 @@ class DropRecovery:
                 request.iopub.put_nowait(RESYNCED)
         if self._unclaimed_drop and self._comm_handler is not None:
             self._comm_handler(Stream("stderr", note), None)
-        self._unclaimed_drop = False
+        self._unclaimed_drop = self._end_input = False
 
     async def _probe(self) -> tuple[bool, bool]:
         """Send one ``kernel_info_request``: ``(its reply came, one of its IOPub messages came)``.
-        The reply is awaited while earlier requests keep the kernel busy, unless another
-        connection closes meanwhile (then a fresh probe is needed) or the kernel dies."""
+        The reply is awaited while earlier requests keep the kernel busy, but at most
+        ``request_timeout`` seconds (in case the probe itself was lost: then, or when another
+        connection closed meanwhile, a fresh probe follows), and not past the kernel's death."""
         msg = self._client.session.msg("kernel_info_request", {})
         msg_id, drops = msg["header"]["msg_id"], self._drops
         request = self._requests[msg_id] = Request()
         try:
             self._client.shell_channel.send(msg)
+            give_up = asyncio.get_running_loop().time() + self.request_timeout
             while not request.reply.done():
-                if drops != self._drops or self._death.done():
+                if drops != self._drops or self._death.done() or asyncio.get_running_loop().time() > give_up:
                     return False, False
                 await asyncio.wait({request.reply}, timeout=PROBE_IOPUB_WAIT)
             try:
