@@ -80,6 +80,23 @@ async def test_an_oversized_output_is_dropped_unheld_and_the_session_goes_on(nam
 
 
 @pytest.mark.parametrize("name", KERNELS)
+async def test_a_cell_that_goes_on_after_the_drop_keeps_its_later_output(name):
+    """The cell runs on for longer than the recovery's probe waits (request_timeout): output
+    after the drop still arrives, and the stale probes do not disturb the next cell."""
+    async with backends(name) as make:
+        backend = make(request_timeout=0.3)
+        await backend.execute("x = 1", Recorder())
+        rec = Recorder()
+        outcome = await backend.execute(f"{HUGE}\nimport time\ntime.sleep(1.5)\nprint('after')", rec)
+        after = Recorder()
+        await backend.execute("print(x + 1)", after)
+    assert outcome.status == "ok"
+    assert rec.text() == "after\n"
+    assert rec.text("stderr").count("was dropped") == 1
+    assert after.text() == "2\n" and after.text("stderr") == ""
+
+
+@pytest.mark.parametrize("name", KERNELS)
 async def test_a_dropped_reply_or_input_request_ends_the_cell_with_the_note(name):
     """The oversized message is the shell reply (a pager payload) or an input_request (stdin):
     the cell ends at once instead of waiting for what never comes."""
