@@ -5,6 +5,11 @@
   interrupt     the notebook's interrupt (``interrupt_request`` to the wrapper kernel) until the
                 ``while True: pass`` cell's reply, in a container
   death         an out-of-memory kill: from the engine's ``oom`` event to the cell's error reply
+  front doors   per-call cost of ``print(1)`` through each front door on a warm docker sandbox
+                (the kernel, ``Sandbox.run``, ``Sandbox.run_command``, the MCP server's
+                ``run_code`` over stdio) against ``docker run --rm``, in the same run
+
+``--front-doors`` runs only the last table.
 
 Run through ``benchmarks/run.py`` (``--kernels ...,sandbox-docker``), or alone:
 ``.venv/bin/python benchmarks/docker_run.py``.
@@ -12,8 +17,10 @@ Run through ``benchmarks/run.py`` (``--kernels ...,sandbox-docker``), or alone:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
+import sys
 import subprocess
 import threading
 import time
@@ -92,6 +99,62 @@ def oom_detection(km, kc, repeats: int) -> list[float]:
     return times
 
 
+def timed(call, repeats: int) -> tuple[float, float]:
+    """Median and p95 seconds of ``call()`` (after one untimed call)."""
+    call()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+
+
+async def mcp_calls(repeats: int) -> tuple[float, float]:
+    """Median and p95 seconds of the MCP server's ``run_code("print(1)")`` over stdio
+    (``sandbox-kernel mcp --backend docker``, one session, after one untimed call)."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sandbox_kernel", "mcp", "--backend", "docker"])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.call_tool("run_code", {"code": "print(1)"})
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            result = await session.call_tool("run_code", {"code": "print(1)"})
+            times.append(time.perf_counter() - started)
+            assert not result.is_error, result
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+
+
+def front_doors(repeats: int = 5, warm_repeats: int = 200) -> list[str]:
+    """Markdown table: per-call cost of ``print(1)`` through each front door on a warm docker
+    sandbox, against ``docker run --rm`` (a fresh container per call), same image, same run."""
+    from sandbox_kernel import Sandbox
+
+    cold = docker_run("print(1)", repeats)
+    rows = [("`docker run --rm IMAGE python -c 'print(1)'`", cold, None)]
+    km, kc = start_new_kernel(kernel_name="sandbox-docker", extra_arguments=KERNEL_OPTIONS, startup_timeout=300)
+    try:
+        kernel = timed(lambda: _cell(kc, "print(1)"), warm_repeats)
+        rows.append(("sandbox-docker kernel cell (jupyter_client)", *kernel))
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+    with Sandbox("docker") as sb:
+        rows.append(("`Sandbox.run` (Python API)", *timed(lambda: sb.run("print(1)"), warm_repeats)))
+        rows.append(("`Sandbox.run_command('echo 1')`", *timed(lambda: sb.run_command("echo 1"), warm_repeats // 4)))
+    rows.append(("MCP `run_code` over stdio (`sandbox-kernel mcp`)", *asyncio.run(mcp_calls(warm_repeats))))
+    lines = ["| per call, warm docker sandbox | p50 (ms) | p95 (ms) | `docker run --rm` / this |", "|---|---|---|---|"]
+    for label, p50, p95 in rows:
+        lines.append(f"| {label} | {p50 * 1000:.1f} | {'' if p95 is None else f'{p95 * 1000:.1f}'} | "
+                     f"{cold / p50:.0f}× |")
+    return lines
+
+
 def report(repeats: int = 5) -> list[str]:
     """Markdown lines: the per-snippet table, then interrupt and out-of-memory figures."""
     lines = ["| snippet | `docker run --rm` per snippet (s) | warm sandbox-docker cell (ms) | ratio |", "|---|---|---|---|"]
@@ -116,8 +179,8 @@ def report(repeats: int = 5) -> list[str]:
                   f"{statistics.median(interrupts) * 1000:.0f} ms, max {max(interrupts) * 1000:.0f} ms ({repeats} runs)",
               f"- out of memory (engine `oom` event → `SandboxDied` reply): median {statistics.median(deaths) * 1000:.0f} ms, "
               f"max {max(deaths) * 1000:.0f} ms ({repeats} runs)"]
-    return lines
+    return lines + ["", *front_doors(repeats)]
 
 
 if __name__ == "__main__":
-    print("\n".join(report()))
+    print("\n".join(front_doors() if "--front-doors" in sys.argv else report()))

@@ -16,10 +16,13 @@ event                          shown with
 ``ClearOutput``                ``IPython.display.clear_output``
 ``Error``                      raised at the end as :class:`SandboxCellError`, whose
                                ``_render_traceback_`` gives the sandbox's traceback
-``Comm`` (ipywidgets)          not forwarded yet: one note on stderr per cell; a widget's view
-                               (``application/vnd.jupyter.widget-view+json``) is dropped
-                               from its bundle, as the host has no model for it
+``Comm`` (ipywidgets)          not forwarded yet: the session's pipeline drops them and a
+                               widget's view (``application/vnd.jupyter.widget-view+json``),
+                               as the host has no model for it, and says so once
 =============================  ==============================================================
+
+Events reach :class:`CellOutputs` through the session's cell pipeline
+(:mod:`sandbox_kernel.pipeline`), so the output policy has already been applied.
 """
 
 from __future__ import annotations
@@ -30,11 +33,8 @@ from typing import Any
 from IPython import get_ipython
 from IPython.display import clear_output, publish_display_data
 
-from sandbox_kernel.events import ClearOutput, Comm, Display, Error, Event, Outcome, Stream
-from sandbox_kernel.outputs import WIDGET_VIEW, error_event, without_widget_view
-
-COMMS_NOTE = ("[ipywidgets and other comms inside %%sandbox are not supported yet: widgets will not work; "
-              "use the sandbox kernel (sandbox-kernel install) for them]\n")
+from sandbox_kernel.events import ClearOutput, Display, Error, Event, Outcome, Stream
+from sandbox_kernel.outputs import error_event
 
 
 def show(event: Event) -> None:
@@ -112,27 +112,14 @@ class CellOutputs:
     def __init__(self) -> None:
         self.result: SandboxResult | None = None
         self.errors: list[Error] = []
-        self._told_comms = False
 
     def take(self, event: Event) -> None:
-        if isinstance(event, Display) and WIDGET_VIEW in event.data:
-            self._tell_comms()
-            event = without_widget_view(event)
-            if event is None:
-                return
         if isinstance(event, Display) and event.execution_count is not None and not event.update:
             self.result = SandboxResult(event.data, event.metadata)
         elif isinstance(event, Error):
             self.errors.append(event)
-        elif isinstance(event, Comm):
-            self._tell_comms()
         else:
             show(event)
-
-    def _tell_comms(self) -> None:
-        if not self._told_comms:
-            self._told_comms = True
-            show(Stream("stderr", COMMS_NOTE))
 
     def finish(self, outcome: Outcome) -> SandboxCellError | None:
         """Show the errors that did not end the cell (e.g. from a post-execute hook) and return

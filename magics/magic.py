@@ -21,20 +21,25 @@ from sandbox_kernel.backends import get_backend_class
 from sandbox_kernel.backends.base import Backend
 from sandbox_kernel.errors import ConfigError, SandboxError
 from sandbox_kernel.events import Error
+from sandbox_kernel.policy import OutputOptions, OutputPolicy
 from sandbox_kernel.traits import ByteSize
 
 from . import session as sessions
 from .display import SandboxResult, cell_error, infrastructure_error
 from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
 from .run import run_cell, wait
-from .session import Session
+from .session import Session, magic_hint, magic_pipeline
 from .status import ListView, status_info
 from .widgets import StartProgress, StatusPanel
 
 
 @magics_class
-class SandboxMagics(Magics):
-    """Run chosen cells in a sandbox; everything else stays on the host."""
+class SandboxMagics(Magics, OutputOptions):
+    """Run chosen cells in a sandbox; everything else stays on the host.
+
+    The sandbox's outputs pass the output policy (``output_policy``: ``sanitize`` by default,
+    or ``--output-policy`` on a cell's line) before they reach the host's page.
+    """
 
     default_backend = Unicode("local", help="The backend of sessions made without --backend.").tag(config=True)
     default_timeout = Float(None, allow_none=True,
@@ -53,12 +58,14 @@ class SandboxMagics(Magics):
 
         Cell magic::
 
-            %%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--OPTION VALUE ...]
+            %%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS]
+                      [--output-policy sanitize|isolate|trust] [--OPTION VALUE ...]
 
         runs the cell in the session SESSION (default: ``default``), made with backend NAME
         (default: ``local``) on first use; ``--OPTION VALUE`` sets the backend's options (e.g.
         ``--memory-limit 1g``) when the session is made. State persists across cells of a
-        session; the host's namespace is untouched.
+        session; the host's namespace is untouched. ``--output-policy`` decides what the
+        cell's outputs may do in the page (default ``SandboxMagics.output_policy``, sanitize).
 
         Line magic::
 
@@ -86,7 +93,13 @@ class SandboxMagics(Magics):
         args = parse_cell_line(line)
         session = self._open(args.name, args.backend, args.options)
         timeout = args.timeout if args.timeout is not None else self.default_timeout
-        return run_cell(self.registry.loop, session, cell, timeout=timeout, max_output_bytes=self.max_output_bytes)
+        return run_cell(self.registry.loop, session, cell, timeout=timeout, max_output_bytes=self.max_output_bytes,
+                        policy=self._policy(args.output_policy))
+
+    def _policy(self, mode: str | None = None) -> OutputPolicy:
+        """The output policy of the magic's options now, with ``mode`` (the line's) if given."""
+        return OutputPolicy((mode or self.output_policy).lower(), self.allowed_origins, hint=magic_hint,
+                            widget_modules=self.allowed_widget_modules, comm_targets=self.allowed_comm_targets)
 
     def _open(self, name: str, backend_name: str | None = None, options: list[str] | tuple = ()) -> Session:
         """The session ``name``, made (and its sandbox started) on first use."""
@@ -112,7 +125,7 @@ class SandboxMagics(Magics):
             raise
         finally:
             backend.set_progress_handler(None)
-        session = Session(name, backend)
+        session = Session(name, backend, pipeline=magic_pipeline(self._policy()))
         self.registry.add(session)
         return session
 

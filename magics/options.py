@@ -18,13 +18,15 @@ from IPython.core.error import UsageError
 from traitlets import Container, Dict, TraitError
 
 from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.policy import POLICIES
 
-CELL_USAGE = "%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--backend-option VALUE ...]"
+CELL_USAGE = ("%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--output-policy sanitize|isolate|trust] "
+              "[--backend-option VALUE ...]")
 LINE_USAGE = ("%sandbox list | status [SESSION] | restart SESSION | stop SESSION|--all | "
               "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--name SESSION]")
 
 _OWN = {"--backend": "backend", "-b": "backend", "--name": "name", "-n": "name", "--timeout": "timeout",
-        "-t": "timeout"}
+        "-t": "timeout", "--output-policy": "output_policy"}
 
 
 def usage(message: str, usage_line: str) -> UsageError:
@@ -65,6 +67,8 @@ class CellArgs:
     name: str = "default"
     backend: str | None = None
     timeout: float | None = None
+    output_policy: str | None = None
+    """This cell's output policy (``--output-policy``), or None for the magic's default."""
     options: list[str] = field(default_factory=list)
     """The backend options, as tokens (``["--memory-limit", "1g"]``)."""
 
@@ -72,7 +76,10 @@ class CellArgs:
 def parse_cell_line(line: str) -> CellArgs:
     """Parse the ``%%sandbox`` line (see the module's docstring)."""
     found, rest = take_options(split(line, CELL_USAGE), _OWN, CELL_USAGE)
-    args = CellArgs(name=found.get("name", "default"), backend=found.get("backend"), options=rest)
+    args = CellArgs(name=found.get("name", "default"), backend=found.get("backend"),
+                    output_policy=found.get("output_policy"), options=rest)
+    if args.output_policy is not None and args.output_policy.lower() not in POLICIES:
+        raise usage(f"--output-policy is one of {', '.join(POLICIES)}, not {args.output_policy!r}", CELL_USAGE)
     if not args.name:
         raise usage("--name needs a session name", CELL_USAGE)
     if "timeout" in found:

@@ -24,7 +24,7 @@ from typing import Any
 
 from sandbox_kernel.backends.base import Backend
 from sandbox_kernel.errors import SandboxError
-from sandbox_kernel.outputs import OutputBudget
+from sandbox_kernel.policy import OutputPolicy
 
 from .display import CellOutputs, SandboxCellError, SandboxResult, infrastructure_error, show
 from .session import LoopThread, Session
@@ -164,8 +164,11 @@ def host_allows_stdin() -> bool:
 
 
 def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | None = None,
-             max_output_bytes: int = 0) -> SandboxResult | None:
+             max_output_bytes: int = 0, policy: OutputPolicy | None = None) -> SandboxResult | None:
     """Run ``code`` in ``session``'s sandbox, showing its outputs live in the current cell.
+
+    The events pass the session's cell pipeline (``policy``, default the session's; budget
+    ``max_output_bytes``) on the loop thread, then a queue to this thread, which shows them.
 
     Returns:
         The cell's last expression as a :class:`SandboxResult`, or None.
@@ -177,11 +180,7 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
     backend: Backend = session.backend
     inbox: queue.Queue = queue.Queue()
     outputs = CellOutputs()
-    budget = OutputBudget(max_output_bytes, setting="SandboxMagics.max_output_bytes")
-
-    def emit(event: Any) -> None:  # on the loop thread
-        for admitted in budget.admit(event):
-            inbox.put(admitted)
+    cell = session.pipeline.cell(inbox.put, max_output_bytes, policy)  # its sink runs on the loop thread
 
     async def ask(prompt: str, password: bool) -> str:  # on the loop thread
         answer: concurrent.futures.Future = concurrent.futures.Future()
@@ -189,23 +188,29 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
         return await asyncio.wrap_future(answer)
 
     stdin = ask if host_allows_stdin() else None
+    work = cell.run(lambda emit: backend.execute(code, emit, timeout=timeout, stdin=stdin))
     try:
-        outcome = wait(loop, backend.execute(code, emit, timeout=timeout, stdin=stdin), inbox=inbox,
-                       handle=outputs.take, on_interrupt=backend.interrupt, session=session.name)
-    except SandboxError as exc:
-        _flush_summary(budget)
+        outcome = wait(loop, work, inbox=inbox, handle=outputs.take, on_interrupt=backend.interrupt,
+                       session=session.name)
+    except SandboxError as exc:  # the magic stopped waiting (StillRunning)
         raise infrastructure_error(exc) from None
     finally:
         session.after_cell()
-    _flush_summary(budget)
+        _drain(inbox, outputs)
     failure = outputs.finish(outcome)
     if failure is not None:
         raise failure
     return outputs.result
 
 
-def _flush_summary(budget: OutputBudget) -> None:
-    if (marker := budget.summary()) is not None:
-        show(marker)
+def _drain(inbox: queue.Queue, outputs: CellOutputs) -> None:
+    """Show what the cell put on the queue after the waiting ended (its closing marker)."""
+    while True:
+        try:
+            item = inbox.get_nowait()
+        except queue.Empty:
+            break
+        if item is not _DONE and not isinstance(item, _InputRequest):
+            outputs.take(item)
     sys.stdout.flush()
 

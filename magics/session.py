@@ -11,37 +11,20 @@ process exits.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import concurrent.futures
 import concurrent.futures.thread  # registers its exit hook before ours: ours then runs first
 import threading
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.loop_thread import LoopThread, at_exit
+from sandbox_kernel.pipeline import OutputPipeline
+from sandbox_kernel.policy import OutputPolicy
 
 SHUTDOWN_TIMEOUT = 10.0
 """Seconds each session may take to shut down when the host process exits."""
-
-
-class LoopThread:
-    """An asyncio event loop running forever in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="sandbox-magic-loop", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
-        """Schedule ``coro`` on the loop (from any thread); returns its concurrent future."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
 
 @dataclass
@@ -51,18 +34,23 @@ class Session:
     Attributes:
         name: the session's name (``--name``).
         backend: its started backend.
+        pipeline: its output path (policy, widget rules, notes said once); by default under the
+            ``sanitize`` policy.
         started_at: wall-clock time (``time.time()``) the current sandbox started.
         cells: cells run in the current sandbox.
     """
 
     name: str
     backend: Backend
+    pipeline: OutputPipeline | None = None
     started_at: float = field(default_factory=time.time)
     cells: int = 0
     _sandbox_id: Any = None
 
     def __post_init__(self) -> None:
         self._sandbox_id = self.sandbox_id()
+        if self.pipeline is None:
+            self.pipeline = magic_pipeline(OutputPolicy(hint=magic_hint))
 
     def sandbox_id(self) -> Any:
         return self.backend.describe().get("sandbox_id")
@@ -82,19 +70,21 @@ class Session:
         return time.time() - self.started_at if self.backend.started else None
 
 
-def at_exit(func) -> None:
-    """Call ``func`` when the interpreter exits, while thread pools still work.
+def magic_hint(option: str, value: str) -> str:
+    """How a user of the magic sets an output option: ``%%sandbox --output-policy isolate``."""
+    if option == "output_policy":
+        return f"%%sandbox --output-policy {value}"
+    return f"%config SandboxMagics.{option} = [{value!r}]"
 
-    Backends shut down through thread pools (``run_in_executor``: a process's wait, docker-py
-    calls), which refuse work once :mod:`atexit` handlers run. ``threading._register_atexit``
-    (what :mod:`concurrent.futures` itself uses) runs hooks earlier, in reverse order of
-    registration; plain :mod:`atexit` is the fallback.
-    """
-    register = getattr(threading, "_register_atexit", None)
-    try:
-        register(func)
-    except (TypeError, RuntimeError):
-        atexit.register(func)
+
+COMMS_NOTE = ("[ipywidgets and other comms inside %%sandbox are not supported yet: widgets will not work; "
+              "use the sandbox kernel (sandbox-kernel install) for them]\n")
+
+
+def magic_pipeline(policy: OutputPolicy) -> OutputPipeline:
+    """The output pipeline of a magic session: comms do not reach the host's page yet."""
+    return OutputPipeline(policy, comms=False, no_comms_note=COMMS_NOTE,
+                          budget_setting="SandboxMagics.max_output_bytes")
 
 
 class Registry:
@@ -114,7 +104,7 @@ class Registry:
     def loop(self) -> LoopThread:
         with self._lock:
             if self._loop is None:
-                self._loop = LoopThread()
+                self._loop = LoopThread("sandbox-magic-loop")
             return self._loop
 
     def get(self, name: str) -> Session | None:

@@ -30,9 +30,32 @@ def status_info(session: Session) -> dict[str, Any]:
     return info
 
 
+def refresh_paused(session: Session, submit: Any, timeout: float = 5.0) -> None:
+    """Ask a backend that can pause sandboxes (e2b) which of its session's are paused, so the
+    status shows them (``describe()["paused_sandboxes"]``); best effort, up to ``timeout`` s.
+    ``submit(coroutine)`` runs it on the magic's loop thread and returns a future."""
+    ask = getattr(session.backend, "paused_sandboxes", None)
+    if ask is not None:
+        try:
+            submit(ask()).result(timeout)
+        except Exception:  # noqa: BLE001 - the status shows what it knows
+            pass
+
+
+def paused_note(session: Session) -> str | None:
+    """One line naming the session's paused sandboxes and how to resume one, or None."""
+    paused = session.backend.describe().get("paused_sandboxes")
+    if not paused:
+        return None
+    return (f"Paused sandboxes of session {session.name!r}: {', '.join(paused)} "
+            f"(resume one: %%sandbox --backend {session.backend.name} --attach ID)")
+
+
 def _value(key: str, value: Any) -> str:
     if key == "uptime_s":
         return format_uptime(value)
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items()) or "none"
     return "-" if value is None else str(value)

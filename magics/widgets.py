@@ -27,7 +27,7 @@ from sandbox_kernel.outputs import WIDGET_VIEW
 from sandbox_kernel.traits import format_bytes
 
 from .session import Registry, Session
-from .status import StatusView, format_uptime, status_info
+from .status import StatusView, format_uptime, paused_note, refresh_paused, status_info
 
 COLUMNS = (("session", "session"), ("backend", "backend"), ("sandbox_id", "sandbox id"), ("state", "state"),
            ("uptime_s", "uptime"), ("memory", "memory"), ("cells", "cells"))
@@ -76,6 +76,8 @@ class StatusPanel:
                  stop: Callable[[str], str]) -> None:
         self.sessions, self.registry = list(sessions), registry
         self.actions = {"Restart": restart, "Stop": stop}
+        for session in self.sessions:
+            refresh_paused(session, registry.loop.submit)
         self.text = StatusView([status_info(s) for s in self.sessions])
         self.usage: dict[str, dict[str, int] | None] = {}
         self.widget = self._build() if widgets_available() else None
@@ -96,7 +98,8 @@ class StatusPanel:
         grid = w.GridBox(children, layout=w.Layout(grid_template_columns=f"repeat({len(COLUMNS) + 1}, max-content)",
                                                      grid_gap="2px 18px", align_items="center"))
         self.message = w.HTML("")
-        return w.VBox([grid, self.message])
+        paused = [w.HTML(html.escape(note, quote=False)) for s in self.sessions if (note := paused_note(s))]
+        return w.VBox([grid, *paused, self.message])
 
     def _button(self, label: str, name: str) -> Any:
         import ipywidgets as w

@@ -12,3 +12,20 @@ def load_ipython_extension(ipython):
     from magics import load_ipython_extension as load
 
     load(ipython)
+
+
+def __getattr__(name):
+    """``from sandbox_kernel import Sandbox, AsyncSandbox, ExecutionResult, CommandResult``
+    (imported on first use, so ``import sandbox_kernel`` stays light)."""
+    if name in ("Sandbox", "AsyncSandbox"):
+        from . import api
+
+        return getattr(api, name)
+    if name in ("ExecutionResult", "CommandResult"):
+        from . import results
+
+        return getattr(results, name)
+    raise AttributeError(f"module 'sandbox_kernel' has no attribute {name!r}")
+
+
+__all__ = ["AsyncSandbox", "CommandResult", "ExecutionResult", "Sandbox", "__version__"]

@@ -3,6 +3,7 @@
     sandbox-kernel install [--user | --sys-prefix | --prefix DIR] [--backend NAME ...] [-- OPTIONS]
     sandbox-kernel uninstall [--backend NAME ...]
     sandbox-kernel list
+    sandbox-kernel mcp [--backend NAME] [--allowed-command REGEX ...] [--Backend.option=VALUE ...]
     sandbox-kernel -f CONNECTION_FILE [--SandboxKernel.backend=NAME ...]   (what kernelspecs run)
 """
 
@@ -47,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         launch(argv)
         return 0
     _load_commands()
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "traitlets_options", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     try:
         return _run(args)
     except SandboxError as exc:
@@ -85,7 +90,7 @@ def _load_commands() -> None:
     """Import the modules that add subcommands (``image``, ``gc``), where present."""
     import importlib
 
-    for module in ("sandbox_kernel.backends.docker_cli",):
+    for module in ("sandbox_kernel.backends.docker_cli", "sandbox_kernel.mcp_cli"):
         try:
             importlib.import_module(module)
         except ImportError:

@@ -22,13 +22,20 @@ from . import __version__
 from .backends import get_backend_class
 from .backends.base import Backend, request_msg_id
 from .errors import ConfigError, SandboxError
-from .events import Comm, Display, Event, Stream
-from .outputs import WIDGET_VIEW, OutputBudget, error_event, to_iopub, without_widget_view
+from .events import Comm, Emit, Event, Outcome
+from .outputs import to_iopub
+from .pipeline import OutputPipeline
+from .policy import OutputOptions
 from .traits import ByteSize
 
 
-class SandboxKernel(Kernel):
-    """The wrapper kernel. One backend per kernel process, started at the first cell."""
+class SandboxKernel(Kernel, OutputOptions):
+    """The wrapper kernel. One backend per kernel process, started at the first cell.
+
+    Every cell, comm message and unsolicited output of the sandbox goes through one
+    :class:`~sandbox_kernel.pipeline.OutputPipeline` (output policy, widget rules, budget)
+    before it becomes an IOPub message.
+    """
 
     implementation = "sandbox_kernel"
     implementation_version = __version__
@@ -62,7 +69,7 @@ class SandboxKernel(Kernel):
         self.sandbox: Backend | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._requests: OrderedDict[str, dict] = OrderedDict()  # recent frontend requests by msg_id
-        self._told_no_widgets = False
+        self.pipeline = OutputPipeline(self.make_policy())
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
         if self.start_sandbox_at_launch:  # a failure here is reported again by the first cell
@@ -101,6 +108,7 @@ class SandboxKernel(Kernel):
             except (TraitError, ValueError) as exc:
                 raise ConfigError(f"Bad option for the {self.backend} backend: {exc}") from exc
             self.sandbox.set_output_budget(self.max_output_bytes, "SandboxKernel.max_output_bytes")
+            self.pipeline.comms, self.pipeline.backend = self.sandbox.supports_comms, self.sandbox.name
             self.sandbox.set_comm_handler(self._publish_unsolicited)
             self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
         await self.sandbox.start()
@@ -139,17 +147,12 @@ class SandboxKernel(Kernel):
         parent = self._requests.get(parent_id) if parent_id else None
         if parent is None and self._requests:
             parent = next(reversed(self._requests.values()))
-        self._publish(event, parent or {})
+        self._publish_policed(event, parent or {})
 
-    def _without_widgets(self, event: Display) -> Display | None:
-        """A widget's view from a backend that cannot carry comms: its model cannot reach the
-        frontend, so show the rest of the bundle and say why, once per kernel."""
-        if not self._told_no_widgets:
-            self._told_no_widgets = True
-            self._publish(Stream("stderr", f"[ipywidgets cannot work with the {self.sandbox.name} backend: it does "
-                                           "not carry comms, so widgets are shown as text. Use the local or docker "
-                                           "backend for widgets.]\n"))
-        return without_widget_view(event)
+    def _publish_policed(self, event: Event, parent: dict) -> None:
+        """Publish what the sandbox sent outside a cell (no budget), under the output policy."""
+        for shown in self.pipeline.police(event):
+            self._publish(shown, parent)
 
     # -- comms (ipywidgets) -------------------------------------------------------------------
     async def _forward_comm(self, stream, ident, msg) -> None:
@@ -167,11 +170,12 @@ class SandboxKernel(Kernel):
             if msg_type == "comm_open":
                 self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
             return
+        self.pipeline.from_frontend(msg_type, content)
         with self._serving(msg):
             try:
                 await sandbox.send_comm(msg_type, content, msg.get("metadata"),
                                         [bytes(b) for b in msg.get("buffers", [])],
-                                        emit=lambda event: self._publish(event, msg))
+                                        emit=lambda event: self._publish_policed(event, msg))
             except SandboxError as exc:
                 self.log.warning("A %s did not reach the sandbox: %s", msg_type, exc)
 
@@ -187,28 +191,11 @@ class SandboxKernel(Kernel):
     # -- execute_request ---------------------------------------------------------------------
     async def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False,
                          *, cell_meta=None, cell_id=None):
-        budget = OutputBudget(self.max_output_bytes)
-
-        def emit(event: Event) -> None:
-            if isinstance(event, Display) and WIDGET_VIEW in event.data and not self.sandbox.supports_comms:
-                event = self._without_widgets(event)
-            if not silent and event is not None:
-                for admitted in budget.admit(event):
-                    self._publish(admitted)
-
+        """``execute_request``: the cell runs in the sandbox; its outputs pass the cell pipeline
+        and become IOPub messages; a failure of the sandbox is one short ``error``."""
+        cell = self.pipeline.cell((lambda event: None) if silent else self._publish, self.max_output_bytes)
         stdin = self._ask_frontend if allow_stdin else None
-        try:
-            sandbox = await self._ensure_sandbox()
-            with self._sigint_interrupts(), self._serving(self.get_parent("shell")):
-                outcome = await sandbox.execute(code, emit, timeout=self.cell_timeout, stdin=stdin)
-        except SandboxError as exc:
-            error = error_event(exc)
-            emit(error)
-            return {"status": "error", "execution_count": self.execution_count, "ename": error.ename,
-                    "evalue": error.evalue, "traceback": error.traceback}
-        finally:
-            if (marker := budget.summary()) is not None and not silent:
-                self._publish(marker)
+        outcome = await cell.run(lambda emit: self._execute(code, emit, stdin))
         if outcome.execution_count is not None and not silent:
             self.execution_count = outcome.execution_count
         reply: dict[str, Any] = {"status": outcome.status, "execution_count": self.execution_count}
@@ -217,6 +204,11 @@ class SandboxKernel(Kernel):
         elif outcome.error is not None:
             reply.update(ename=outcome.error.ename, evalue=outcome.error.evalue, traceback=outcome.error.traceback)
         return reply
+
+    async def _execute(self, code: str, emit: Emit, stdin) -> Outcome:
+        sandbox = await self._ensure_sandbox()
+        with self._sigint_interrupts(), self._serving(self.get_parent("shell")):
+            return await sandbox.execute(code, emit, timeout=self.cell_timeout, stdin=stdin)
 
     @contextlib.contextmanager
     def _sigint_interrupts(self):

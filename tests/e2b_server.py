@@ -5,7 +5,8 @@ The real ``e2b`` / ``e2b_code_interpreter`` SDKs send every request here when
 
 * control plane (no ``E2b-Sandbox-Port`` header, ``X-API-KEY`` checked):
   ``POST /v2/sandboxes``, ``GET /v2/sandboxes``, ``GET|DELETE /sandboxes/{id}``,
-  ``POST /sandboxes/{id}/timeout``, ``POST /v2/sandboxes/{id}/connect``;
+  ``POST /sandboxes/{id}/timeout``, ``POST /v2/sandboxes/{id}/connect`` (resumes a paused one),
+  ``POST /sandboxes/{id}/pause``; the lifecycle of create (``autoPause``, ``autoResume``);
 * code interpreter (``E2b-Sandbox-Port: 49999``): ``POST /execute``,
   ``GET|POST /contexts``, ``DELETE /contexts/{id}``, ``POST /contexts/{id}/restart``;
 * envd (``E2b-Sandbox-Port: 49983``): ``GET /health``, ``GET|POST /files``.
@@ -75,6 +76,7 @@ class E2BTestServer:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
+        self._lost_executions, self._lost_containing = 0, ""
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> E2BTestServer:
@@ -130,9 +132,26 @@ class E2BTestServer:
         with self._lock:
             sandbox = self._sandboxes.get(sandbox_id)
         if sandbox is not None and self.expire and sandbox.expired:
+            if sandbox.auto_pause:  # lifecycle on_timeout='pause'
+                sandbox.pause()
+                return sandbox
             self.kill_sandbox(sandbox_id)
             return None
         return sandbox
+
+    def lose_executions(self, count: int, containing: str = "") -> None:
+        """Answer the next ``count`` ``POST /execute`` requests whose code contains ``containing``
+        with keepalives only, as E2B's server does for a request sent while Jupyter restarts the
+        context's kernel."""
+        with self._lock:
+            self._lost_executions, self._lost_containing = count, containing
+
+    def take_lost_execution(self, code: str) -> bool:
+        with self._lock:
+            if self._lost_executions <= 0 or self._lost_containing not in code:
+                return False
+            self._lost_executions -= 1
+            return True
 
     def workdir(self, sandbox_id: str) -> Path:
         """The scratch directory of a live sandbox (its home and default cwd).
@@ -151,10 +170,13 @@ class E2BTestServer:
         sandbox.kill()
         return True
 
-    def create_sandbox(self, template_id: str, timeout: float | None, envs: dict, metadata: dict) -> Sandbox:
-        """Create a sandbox (``POST /v2/sandboxes``); ``timeout`` in seconds, None for the default."""
+    def create_sandbox(self, template_id: str, timeout: float | None, envs: dict, metadata: dict,
+                       auto_pause: bool = False, auto_resume: bool = False) -> Sandbox:
+        """Create a sandbox (``POST /v2/sandboxes``); ``timeout`` in seconds, None for the default;
+        ``auto_pause``/``auto_resume``: the lifecycle (on timeout pause; resume on a request)."""
         sandbox = Sandbox(self._root / "sandboxes", self.loop, self._kernels, template_id=template_id,
-                          timeout=timeout or DEFAULT_SANDBOX_TIMEOUT, envs=envs, metadata=metadata)
+                          timeout=timeout or DEFAULT_SANDBOX_TIMEOUT, envs=envs, metadata=metadata,
+                          auto_pause=auto_pause, auto_resume=auto_resume)
         with self._lock:
             self._sandboxes[sandbox.id] = sandbox
         return sandbox

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import concurrent.futures
+import contextlib
 import json
 import os
 import queue
@@ -51,6 +52,8 @@ MIME_FIELDS = {
     "text/latex": "latex",
     "application/json": "json",
     "application/javascript": "javascript",
+    "e2b/data": "data",  # E2B's own formatters (template/startup_scripts): a DataFrame's data,
+    "e2b/chart": "chart",  # and a matplotlib figure's parsed chart, next to its image/png
 }
 
 
@@ -215,16 +218,20 @@ class PythonContext(Context):
     """A Python context: one ipykernel, cwd = the context's cwd."""
 
     language = "python"
+    restart_delay = 0.5
+    """Seconds a dead kernel's restart takes beyond starting the new kernel (Jupyter's restarter
+    polls every few seconds): the window in which E2B loses a new execution."""
 
     def __init__(self, cwd: Path, env: dict[str, str], kernels: KernelFactory) -> None:
         super().__init__(cwd, env)
         self._kernels = kernels
         self.km: AsyncKernelManager | None = None
         self.kc = None
+        self._restarting: asyncio.Future | None = None
 
     @property
     def started(self) -> bool:
-        return self.km is not None
+        return self.km is not None or self._restarting is not None
 
     async def _start(self) -> None:
         if self.km is not None and await self.km.is_alive():
@@ -233,6 +240,9 @@ class PythonContext(Context):
         self.km, self.kc = await self._kernels.start(self.cwd, self.env)
 
     async def _shutdown(self) -> None:
+        if self._restarting is not None and self._restarting is not asyncio.current_task():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._restarting)  # let Jupyter's restart finish, then stop it
         km, kc, self.km, self.kc = self.km, self.kc, None, None
         if kc is not None:
             kc.stop_channels()
@@ -240,44 +250,73 @@ class PythonContext(Context):
             await km.shutdown_kernel(now=True)
 
     async def _execute(self, code: str, env_vars: dict[str, str], emit: Emit) -> None:
+        if self._restarting is not None:  # sent while Jupyter restarts the dead kernel: lost
+            await asyncio.Future()  # no event, no end: only keepalives, until the client leaves
+        if self.km is not None and not await self.km.is_alive():  # died between executions
+            return self._kernel_died(emit)
         await self._start()
         if env_vars:
             await self._run(_SET_ENV % (sorted(env_vars), env_vars), None)
         try:
             await self._run(code, emit)
         finally:
-            if env_vars and self.kc is not None and not self._stop_reason:
+            if env_vars and self.kc is not None and self._restarting is None and not self._stop_reason:
                 await self._run(_RESTORE_ENV, None)
 
     async def _run(self, code: str, emit: Emit | None) -> None:
-        """Send an execute_request and forward its IOPub messages until status idle."""
+        """Send an execute_request and forward its IOPub messages until it ends, as E2B's server
+        (``messaging.py``) ends it: on ``status: idle`` only once the kernel took the request
+        (``execute_input``, or ``status: busy`` for a silent one). A request ipykernel aborts
+        (queued behind a cell that failed, ``stop_on_error``) gets ``busy``/``idle`` but no
+        ``execute_input``, and its ``execute_reply`` says ``"aborted"`` where E2B's server waits
+        for ``"abort"``: it never ends. A kernel found dead ends the execution with
+        ``ContextRestarting`` while a new kernel starts in the background (Jupyter's restarter)."""
         await self._drain_shell_replies()
         # E2B's code interpreter sends execute_request with allow_stdin=False, so input() raises
         # StdinNotImplementedError; jupyter_client's default (True) would hang on an input_request.
-        msg_id = self.kc.execute(code, silent=emit is None, store_history=emit is not None, allow_stdin=False)
+        msg_id = self.kc.execute(code, silent=emit is None, store_history=emit is not None, allow_stdin=False,
+                                 stop_on_error=True)
+        accepted = False
         try:
             while True:
                 try:
                     msg = await self.kc.get_iopub_msg(timeout=POLL_SECONDS)
                 except queue.Empty:
                     if not await self.km.is_alive():
-                        if emit:
-                            emit(error_event("DeadKernelError", "The kernel died unexpectedly."))
-                        await self._shutdown()
-                        return
+                        return self._kernel_died(emit)
                     continue
                 if msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 msg_type, content = msg["msg_type"], msg["content"]
-                if msg_type == "status" and content["execution_state"] == "idle":
-                    return
+                if msg_type == "status":
+                    accepted = accepted or (emit is None and content["execution_state"] == "busy")
+                    if content["execution_state"] == "idle" and accepted:
+                        return
+                    continue
+                accepted = accepted or msg_type == "execute_input"
                 event = iopub_to_event(msg_type, content)
                 if emit and event:
                     emit(event)
         except asyncio.CancelledError:
-            if not self._stop_reason:  # the client went away: interrupt, as E2B does
-                await self._interrupt_and_drain(msg_id)
+            if not self._stop_reason:  # the client went away: interrupt and move on, as E2B does
+                with contextlib.suppress(Exception):
+                    await self.km.interrupt_kernel()
             raise
+
+    def _kernel_died(self, emit: Emit | None) -> None:
+        """What E2B's server does when Jupyter says ``status: restarting``: end the execution
+        with ``ContextRestarting`` and restart the kernel in the background."""
+        if emit:
+            emit(error_event("ContextRestarting", "Context was restarted"))
+        self._restarting = asyncio.ensure_future(self._autorestart())
+
+    async def _autorestart(self) -> None:
+        try:
+            await self._shutdown()
+            await asyncio.sleep(self.restart_delay)
+            self.km, self.kc = await self._kernels.start(self.cwd, self.env)
+        finally:
+            self._restarting = None
 
     async def _drain_shell_replies(self) -> None:
         """Discard earlier execute_replies: outputs come from IOPub, the status from ``error``."""
@@ -285,20 +324,6 @@ class PythonContext(Context):
             while True:
                 await self.kc.get_shell_msg(timeout=0)
         except queue.Empty:
-            pass
-
-    async def _interrupt_and_drain(self, msg_id: str, timeout: float = 10) -> None:
-        """Best effort: interrupt the kernel and wait for the request's status idle."""
-        try:
-            await self.km.interrupt_kernel()
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                msg = await self.kc.get_iopub_msg(timeout=deadline - time.monotonic())
-                content = msg["content"]
-                if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
-                        and content["execution_state"] == "idle"):
-                    return
-        except Exception:  # noqa: BLE001 - best effort; the next execute restarts a dead kernel
             pass
 
 

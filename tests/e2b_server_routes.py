@@ -8,6 +8,7 @@ is named by the ``E2b-Sandbox-Id`` header (or that Host).
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import queue
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import parse_qsl
 from typing import TYPE_CHECKING, TypeVar
 
 try:
@@ -42,6 +44,7 @@ API_ROUTES = [
     ("DELETE", r"/sandboxes/([^/]+)", "api_kill"),
     ("POST", r"/sandboxes/([^/]+)/timeout", "api_set_timeout"),
     ("POST", r"(?:/v2)?/sandboxes/([^/]+)/connect", "api_connect"),
+    ("POST", r"/sandboxes/([^/]+)/pause", "api_pause"),
 ]
 SANDBOX_ROUTES = {
     JUPYTER_PORT: [
@@ -67,7 +70,7 @@ def sandbox_model(sandbox: Sandbox, envd_version: str, detail: bool = False) -> 
             "envdVersion": envd_version, "envdAccessToken": sandbox.access_token}
     if detail:
         data.update(startedAt=_iso(sandbox.started_at), endAt=_iso(sandbox.end_at), cpuCount=2,
-                    memoryMB=512, diskSizeMB=1024, state="running", metadata=sandbox.metadata)
+                    memoryMB=512, diskSizeMB=1024, state=sandbox.state, metadata=sandbox.metadata)
     return data
 
 
@@ -95,7 +98,9 @@ class Handler(HandlerBase):
                 raise HTTPError(401, "Invalid API key, please check your credentials")
             return self.dispatch(API_ROUTES, method, path)
         sandbox = self.app.get(sandbox_id or "")
-        if sandbox is None:  # what E2B's proxy answers for a killed/expired sandbox
+        if sandbox is not None and sandbox.paused and sandbox.auto_resume:
+            sandbox.resume()  # E2B's proxy resumes a paused sandbox created with auto_resume
+        if sandbox is None or sandbox.paused:  # what E2B's proxy answers for a sandbox not running
             raise HTTPError(502, f"The sandbox {sandbox_id} was not found", sandboxId=sandbox_id)
         if port not in SANDBOX_ROUTES:
             raise HTTPError(502, "The sandbox is running but port is not open", sandboxId=sandbox_id)
@@ -112,13 +117,19 @@ class Handler(HandlerBase):
         """``POST /v2/sandboxes`` (NewSandboxV2) → 201 ``Sandbox``."""
         body = self.json_body()
         sandbox = self.app.create_sandbox(body.get("templateID", "base"), body.get("timeout"),
-                                          body.get("envVars") or {}, body.get("metadata") or {})
+                                          body.get("envVars") or {}, body.get("metadata") or {},
+                                          auto_pause=bool(body.get("autoPause")),
+                                          auto_resume=bool((body.get("autoResume") or {}).get("enabled")))
         self.send_json(201, sandbox_model(sandbox, self.app.envd_version))
 
     def api_list(self) -> None:
-        """``GET /v2/sandboxes`` → 200 ``[ListedSandbox]``, one page (no ``x-next-token``)."""
-        sandboxes = [self.app.get(i) for i in self.app.sandboxes]
-        self.send_json(200, [sandbox_model(s, self.app.envd_version, detail=True) for s in sandboxes if s])
+        """``GET /v2/sandboxes[?state=running|paused][&metadata=k%3Dv...]`` → 200 ``[ListedSandbox]``,
+        one page (no ``x-next-token``)."""
+        wanted = dict(parse_qsl(self.query.get("metadata", "")))
+        sandboxes = [s for s in map(self.app.get, self.app.sandboxes) if s is not None
+                     and self.query.get("state", s.state) == s.state
+                     and all(s.metadata.get(k) == v for k, v in wanted.items())]
+        self.send_json(200, [sandbox_model(s, self.app.envd_version, detail=True) for s in sandboxes])
 
     def api_get(self, sandbox_id: str) -> None:
         """``GET /sandboxes/{id}`` (``get_info``) → 200 ``SandboxDetail``."""
@@ -131,17 +142,28 @@ class Handler(HandlerBase):
         self.send_bytes(204, b"")
 
     def api_set_timeout(self, sandbox_id: str) -> None:
-        """``POST /sandboxes/{id}/timeout`` ``{"timeout": seconds}`` → 204."""
+        """``POST /sandboxes/{id}/timeout`` ``{"timeout": seconds}`` → 204; 404 when paused."""
         sandbox = self._live(sandbox_id)
+        if sandbox.paused:
+            raise HTTPError(404, f"Sandbox {sandbox_id} is paused")
         sandbox.end_at = time.time() + self.json_body()["timeout"]
         self.send_bytes(204, b"")
 
     def api_connect(self, sandbox_id: str) -> None:
         """``POST /v2/sandboxes/{id}/connect`` → 200 ``Sandbox``; a timeout only ever extends."""
         sandbox = self._live(sandbox_id)
-        if timeout := self.json_body().get("timeout"):
-            sandbox.end_at = max(sandbox.end_at, time.time() + timeout)
-        self.send_json(200, sandbox_model(sandbox, self.app.envd_version))
+        resumed, timeout = sandbox.paused, self.json_body().get("timeout")
+        sandbox.resume(timeout)  # a paused sandbox resumes; a running one's timeout only ever extends
+        self.send_json(201 if resumed else 200, sandbox_model(sandbox, self.app.envd_version))
+
+    def api_pause(self, sandbox_id: str) -> None:
+        """``POST /sandboxes/{id}/pause`` ``{"memory"?}`` → 204; 409 when already paused."""
+        self.json_body()  # {"memory": ...}: E2B's snapshot kind; here the kernels keep running
+        sandbox = self._live(sandbox_id)
+        if sandbox.paused:
+            raise HTTPError(409, f"Sandbox {sandbox_id} is already paused")
+        sandbox.pause()
+        self.send_bytes(204, b"")
 
     def _live(self, sandbox_id: str) -> Sandbox:
         sandbox = self.app.get(sandbox_id)
@@ -157,6 +179,8 @@ class Handler(HandlerBase):
         ctx = _context_call(lambda: self.sandbox.context(body.get("context_id"), body.get("language")))
         if not ctx.started:  # a failed kernel start is a 500, not an event
             self.app.loop.call(ctx.start())
+        if self.app.take_lost_execution(body.get("code", "")):  # as one sent while E2B's kernel restarts: never answered
+            return self.stream_execution(ctx, "", {}, execute=_never_answered)
         self.stream_execution(ctx, body.get("code", ""), body.get("env_vars") or {})
 
     def ci_list_contexts(self) -> None:
@@ -179,7 +203,7 @@ class Handler(HandlerBase):
         _context_call(lambda: self.sandbox.restart_context(context_id))
         self.send_bytes(204, b"")
 
-    def stream_execution(self, ctx: Context, code: str, env_vars: dict) -> None:
+    def stream_execution(self, ctx: Context, code: str, env_vars: dict, execute=None) -> None:
         """Stream one execution's events as chunked NDJSON, one flushed line per event.
 
         After ``keepalive_interval`` seconds without output a keepalive line goes out.
@@ -187,7 +211,8 @@ class Handler(HandlerBase):
         if the sandbox is killed meanwhile, the connection is cut as E2B's proxy does.
         """
         events: queue.Queue = queue.Queue()
-        future = self.app.loop.submit(ctx.execute(code, env_vars, events.put))
+        work = execute() if execute else ctx.execute(code, env_vars, events.put)
+        future = self.app.loop.submit(work)
         self.start_stream("application/x-ndjson")
         last_write = time.monotonic()
         try:
@@ -255,6 +280,10 @@ class Handler(HandlerBase):
         if not name:
             raise HTTPError(400, "missing 'path'")
         return self.sandbox.workdir / name  # an absolute path replaces the work dir
+
+
+async def _never_answered() -> None:
+    await asyncio.Future()
 
 
 def _context_call(action: Callable[[], T]) -> T:

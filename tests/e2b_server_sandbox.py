@@ -37,7 +37,8 @@ class Sandbox:
     """
 
     def __init__(self, root: Path, loop: KernelLoop, kernels: KernelFactory, *,
-                 template_id: str, timeout: float, envs: dict[str, str], metadata: dict) -> None:
+                 template_id: str, timeout: float, envs: dict[str, str], metadata: dict,
+                 auto_pause: bool = False, auto_resume: bool = False) -> None:
         self.id = secrets.token_hex(10)
         self.workdir = root / self.id
         self.workdir.mkdir(parents=True)
@@ -48,6 +49,10 @@ class Sandbox:
         self.started_at = time.time()
         self.end_at = self.started_at + timeout
         self.killed = False
+        self.paused = False
+        self.timeout = timeout
+        self.auto_pause = auto_pause  # lifecycle on_timeout='pause'
+        self.auto_resume = auto_resume  # a request to a paused sandbox resumes it
         self._loop = loop
         self._kernels = kernels
         self._contexts: dict[str, Context] = {}
@@ -56,7 +61,21 @@ class Sandbox:
 
     @property
     def expired(self) -> bool:
-        return time.time() >= self.end_at
+        return not self.paused and time.time() >= self.end_at
+
+    @property
+    def state(self) -> str:
+        return "paused" if self.paused else "running"
+
+    def pause(self) -> None:
+        """``POST /sandboxes/{id}/pause``: E2B snapshots memory and files; here the kernels
+        simply keep their state, and requests into the sandbox fail until it is resumed."""
+        self.paused = True
+
+    def resume(self, timeout: float | None = None) -> None:
+        """``connect`` (or a request with auto-resume): running again for ``timeout`` seconds."""
+        self.paused = False
+        self.end_at = max(self.end_at, time.time() + (timeout or self.timeout))
 
     def create_context(self, language: str | None, cwd: str | None) -> Context:
         """``POST /contexts``: a new context; a Python kernel is ready when this returns.

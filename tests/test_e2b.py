@@ -138,6 +138,22 @@ async def test_every_result_format_maps_back_to_its_mime_type(make):
     assert main.data == {"text/plain": "7"} and main.execution_count == outcome.execution_count
 
 
+CHART = {"type": "bar", "title": "Sales", "x_label": "month", "y_label": "units", "x_unit": None, "y_unit": None,
+         "elements": [{"label": "Jan", "group": "A", "value": 3}]}
+
+
+async def test_e2b_chart_stays_beside_the_figure_as_its_own_mime_type(make):
+    """E2B's server adds its parsed chart (``e2b/chart``, the SDK's ``Result.chart``) next to a
+    matplotlib figure; it stays in the bundle as ``application/vnd.e2b.chart+json``."""
+    async with make() as backend:
+        rec = Recorder()
+        png = base64.b64encode(b"\x89PNG fake").decode()
+        await backend.execute("display({'image/png': %r, 'text/plain': '<Figure>', 'e2b/chart': %r}, raw=True)"
+                              % (png, CHART), rec)
+    [shown] = rec.of(Display)
+    assert shown.data == {"image/png": png, "text/plain": "<Figure>", "application/vnd.e2b.chart+json": CHART}
+
+
 async def test_traceback_lines_and_bash_language(make):
     async with make() as backend:
         rec = Recorder()
@@ -263,6 +279,8 @@ def test_kernel_banner_interrupt_timeout_and_shutdown(srv):
         threading.Timer(1.0, km.interrupt_kernel).start()
         reply, _ = run(kc, "while True: pass", timeout=20)
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+        reply, outputs = run(kc, "kept", timeout=20)  # E2B's server aborted this one: it never ended
+        assert reply["status"] == "ok" and outputs[-2]["content"]["data"]["text/plain"] == "41"
         reply, outputs = run(kc, "import time\ntime.sleep(30)", timeout=20)
         assert reply["ename"] == "ExecutionTimeout" and kinds(outputs) == ["error"]
         reply, outputs = run(kc, "kept + 1")

@@ -261,3 +261,45 @@ async def test_files_roundtrip(sandbox, e2b_env):
 async def test_read_missing_file_raises_file_not_found(sandbox):
     with pytest.raises(FileNotFoundException):
         await sandbox.files.read("no/such/file.txt")
+
+
+# -- like E2B's own code interpreter (e2b-dev/code-interpreter template/server) -------------------
+# The e2b backend's race tests (tests/test_e2b_races.py) are only as good as these behaviours.
+async def never_ends(run) -> bool:
+    try:
+        await asyncio.wait_for(run, 2.5)
+    except TimeoutError:
+        return True
+    return False
+
+
+async def test_like_e2b_an_execution_right_after_a_disconnect_is_aborted_and_never_ends(sandbox):
+    await sandbox.run_code("x = 1")
+    task = asyncio.create_task(sandbox.run_code("while True: pass"))
+    await asyncio.sleep(0.5)
+    task.cancel()  # the server interrupts the kernel and does not wait
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await never_ends(sandbox.run_code("x")), "ipykernel aborted it; the server waits for 'abort'"
+    assert (await sandbox.run_code("x", timeout=10)).text == "1"
+
+
+async def test_like_e2b_an_execution_sent_while_a_dead_kernel_restarts_is_lost(sandbox):
+    execution = await sandbox.run_code("import os\nos._exit(3)")
+    assert execution.error.name == "ContextRestarting"
+    assert await never_ends(sandbox.run_code("1 + 1"))
+    assert (await sandbox.run_code("1 + 1", timeout=10)).text == "2"
+
+
+async def test_pause_and_connect_resume_and_paused_ones_are_listed(sandbox, e2b_env):
+    from e2b_code_interpreter import SandboxQuery, SandboxState
+
+    await sandbox.run_code("kept = 5")
+    assert await sandbox.pause() is True and await sandbox.pause() is False  # 409: already paused
+    query = SandboxQuery(state=[SandboxState.PAUSED])
+    assert [s.sandbox_id for s in await AsyncSandbox.list(query=query).next_items()] == [sandbox.sandbox_id]
+    with pytest.raises(TimeoutException):  # not running: the proxy does not reach it
+        await sandbox.run_code("kept")
+    resumed = await AsyncSandbox.connect(sandbox.sandbox_id)
+    assert (await resumed.run_code("kept")).text == "5"
+    assert await AsyncSandbox.list(query=query).next_items() == []

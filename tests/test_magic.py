@@ -89,6 +89,13 @@ SCENARIO = {
     "after_restart": "%%sandbox\n'x' in globals()",
     "stop": "%sandbox stop other",
     "list_after_stop": "%sandbox list",
+    "hostile": ("%%sandbox\nfrom IPython.display import display, HTML, Javascript, Markdown\n"
+                "display(HTML('<img src=x onerror=\"alert(1)\"><b>kept</b>'))\ndisplay(Javascript('alert(1)'))\n"
+                "display(Markdown('![leak](https://x.example/leak) *kept*'))"),
+    "isolated": ("%%sandbox --output-policy isolate\nfrom IPython.display import HTML\n"
+                 "HTML('<canvas id=c></canvas><script>draw()</script>')"),
+    "trusted": "%%sandbox --output-policy trust\nfrom IPython.display import HTML\nHTML('<script>draw()</script>')",
+    "bad_policy": "%%sandbox --output-policy off\n1",
     "stop_all": "%sandbox stop --all",
 }
 
@@ -322,14 +329,16 @@ def test_interrupt_at_an_input_prompt(backend_name):
         assert run(kc, "%%sandbox\nx + 1")[0]["status"] == "ok"
 
 
-def test_comms_are_not_forwarded_yet_and_say_so(capsys):
-    from magics.display import COMMS_NOTE, CellOutputs
-    from sandbox_kernel.events import Comm
+def test_comms_are_not_forwarded_yet_and_say_so():
+    from magics.session import COMMS_NOTE, magic_pipeline
+    from sandbox_kernel.events import Comm, Stream
+    from sandbox_kernel.policy import OutputPolicy
 
-    outputs = CellOutputs()
+    shown = []
+    cell = magic_pipeline(OutputPolicy()).cell(shown.append)
     for _ in range(2):
-        outputs.take(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
-    assert capsys.readouterr().err == COMMS_NOTE
+        cell.emit(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
+    assert shown == [Stream("stderr", COMMS_NOTE)]
 
 
 def test_dead_sandbox_gives_one_short_message(backend_name):
@@ -360,3 +369,24 @@ def test_sessions_stop_when_the_host_kernel_exits(tmp_path):
         assert not workdir.exists()
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_outputs_pass_the_output_policy(cells):
+    """Default sanitize: no handler, no script, no external image reaches the host page; one note."""
+    html, javascript, markdown = bundles(cells["hostile"])
+    assert html["text/html"] == "<img><b>kept</b>"
+    assert "application/javascript" not in javascript and "%%sandbox --output-policy isolate" in javascript["text/plain"]
+    assert "text/markdown" not in markdown and "x.example" not in markdown["text/html"]
+    assert "<em>kept</em>" in markdown["text/html"]
+    [note] = text(cells["hostile"], "stderr").splitlines()
+    assert note.startswith("[output policy 'sanitize'") and "%%sandbox --output-policy isolate" in note
+
+
+def test_output_policy_on_the_line(cells):
+    [isolated] = bundles(cells["isolated"], "execute_result")
+    assert isolated["text/html"].startswith('<iframe sandbox="allow-scripts" srcdoc="')
+    assert "allow-same-origin" not in isolated["text/html"]
+    [trusted] = bundles(cells["trusted"], "execute_result")
+    assert trusted["text/html"] == "<script>draw()</script>"
+    assert "one of sanitize, isolate, trust" in usage_line(cells["bad_policy"])
+

@@ -215,6 +215,38 @@ def test_changes_between_cells_reach_the_frontend(frontend):
     assert update["parent_header"]["msg_id"] in frontend.requests
 
 
+def test_widget_state_passes_the_output_policy(frontend):
+    """HTML-bearing state is sanitized at comm_open, on updates from a cell and from a sandbox
+    thread, and in the state a reloaded page restores; widgets of other modules never open."""
+    hostile = '<img src=x onerror="fetch(1)"><b>ok</b>'
+    reply, outputs = frontend.execute(
+        f"import threading, ipywidgets as widgets, traitlets\nh = widgets.HTML({hostile!r})\n"
+        "class Evil(widgets.DOMWidget):\n    _model_module = traitlets.Unicode('evil-module').tag(sync=True)\n"
+        "    _model_name = traitlets.Unicode('EvilModel').tag(sync=True)\nevil = Evil()\nh")
+    assert reply["status"] == "ok"
+    html = frontend.find("HTMLModel")
+    assert frontend.models[html]["value"] == "<img><b>ok</b>"
+    assert not [s for s in frontend.models.values() if s.get("_model_module") == "evil-module"]
+    notes = stdout(outputs, "stderr")
+    assert "[output policy 'sanitize'" in notes and "'evil-module' was not shown" in notes
+    frontend.execute(f"h.value = {hostile!r} + 'cell'")
+    assert frontend.models[html]["value"] == "<img><b>ok</b>cell"
+    frontend.execute(f"threading.Timer(0.3, lambda: setattr(h, 'value', {hostile!r} + 'thread')).start()")
+    deadline = time.monotonic() + 20
+    while not frontend.models[html]["value"].endswith("thread") and time.monotonic() < deadline:
+        frontend.take(frontend.kc.get_iopub_msg(timeout=20))
+    assert frontend.models[html]["value"] == "<img><b>ok</b>thread"
+    control = "control-" + os.urandom(4).hex()
+    frontend.send("comm_open", {"comm_id": control, "target_name": "jupyter.widget.control", "data": {}},
+                  metadata={"version": "1.0.0"})
+    [restore] = comm_msgs(frontend.send("comm_msg", {"comm_id": control, "data": {"method": "request_states"}}),
+                          control, "update_states")
+    states = restore["content"]["data"]["states"]
+    assert states[html]["state"]["value"] == "<img><b>ok</b>thread"
+    assert not [s for s in states.values() if s["model_module"] == "evil-module"]
+    frontend.send("comm_close", {"comm_id": control, "data": {}})
+
+
 # -- where comms cannot go -------------------------------------------------------------------------
 def test_widget_manager_connecting_does_not_start_a_sandbox():
     """At connect JupyterLab opens ``jupyter.widget.control``: with no sandbox running, no target
@@ -243,14 +275,15 @@ def test_e2b_says_once_that_widgets_cannot_work():
         assert [m["header"]["msg_type"] for m in caused] == ["comm_close"]
 
 
-def test_magic_drops_widget_views_the_host_cannot_render(capsys):
-    from magics.display import COMMS_NOTE, CellOutputs
-    from sandbox_kernel.events import Display
+def test_magic_drops_widget_views_the_host_cannot_render():
+    from magics.session import COMMS_NOTE, magic_pipeline
+    from sandbox_kernel.events import Display, Stream
+    from sandbox_kernel.policy import OutputPolicy
 
-    outputs = CellOutputs()
-    outputs.take(Display({"text/plain": "IntSlider(value=0)", WIDGET_VIEW: {"model_id": "m"}}, execution_count=1))
-    assert outputs.result.data == {"text/plain": "IntSlider(value=0)"}
-    assert capsys.readouterr().err == COMMS_NOTE
+    shown = []
+    cell = magic_pipeline(OutputPolicy()).cell(shown.append)
+    cell.emit(Display({"text/plain": "IntSlider(value=0)", WIDGET_VIEW: {"model_id": "m"}}, execution_count=1))
+    assert shown == [Stream("stderr", COMMS_NOTE), Display({"text/plain": "IntSlider(value=0)"}, execution_count=1)]
 
 
 # -- the magic's own widgets ------------------------------------------------------------------------

@@ -37,9 +37,10 @@ CHART_MIME = "application/vnd.e2b.chart+json"
 """E2B's chart extraction (``Result.chart``, a parsed matplotlib figure), kept as JSON."""
 
 KERNEL_DIED = frozenset({"DeadKernelError", "ContextRestarting"})
-"""``ExecutionError.name`` values that mean the interpreter itself died (E2B's code interpreter
-says ``ContextRestarting`` when Jupyter restarts a dead kernel; the local test server says
-``DeadKernelError``): reported as SandboxDied, not as an error of the user's code."""
+"""``ExecutionError.name`` values that mean the interpreter itself died (E2B's code interpreter,
+and the local test server, say ``ContextRestarting`` when Jupyter restarts a dead kernel;
+``DeadKernelError`` is kept for E2B-compatible servers that say so): reported as SandboxDied, not
+as an error of the user's code."""
 
 
 def mime_bundle(result: Any) -> dict[str, Any]:

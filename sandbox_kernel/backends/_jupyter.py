@@ -117,6 +117,9 @@ class KernelClientBackend(DropRecovery, Backend):
             try:
                 self._client = await self._connect(info)
             except BaseException:
+                if self._death is not None:  # its watch would fail on the terminated kernel
+                    self._death.cancel()
+                    self._death = None
                 await self._terminate()
                 raise
             loop = asyncio.get_running_loop()
@@ -126,8 +129,9 @@ class KernelClientBackend(DropRecovery, Backend):
         client = AsyncKernelClient()
         bound_client(client, self.message_bound[0])
         client.load_connection_info(info)
-        # No heartbeat: _wait_dead tells when the kernel stops. With a heartbeat, wait_for_ready
-        # takes one late pong (1 s) on a loaded machine for "Kernel died before replying".
+        # No heartbeat: death is known from the process or the engine (_wait_dead), and a
+        # heartbeat unanswered for 1 s while a loaded machine still boots the kernel made
+        # wait_for_ready() report "Kernel died before replying to kernel_info".
         client.start_channels(hb=False)
         self._death = asyncio.get_running_loop().create_task(self._wait_dead())
         ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.ready_timeout))

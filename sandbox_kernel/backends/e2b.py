@@ -4,12 +4,15 @@ One sandbox per backend (created, or attached to by id) and one code context in 
 session's state; ``restart`` restarts it). Works with E2B-compatible services (``domain``,
 ``api_url``), e.g. ``tests/e2b_server.py``. The SDK is imported at start, not at import.
 
-E2B endpoints used: ``POST /v2/sandboxes`` (create), ``POST /v2/sandboxes/{id}/connect``
-(attach), ``POST /sandboxes/{id}/timeout`` (lifetime renewal), ``DELETE /sandboxes/{id}``
+E2B endpoints used: ``POST /v2/sandboxes`` (create, with the ``lifecycle`` of ``on_timeout``),
+``POST /v2/sandboxes/{id}/connect`` (attach; resumes a paused sandbox), ``POST
+/sandboxes/{id}/timeout`` (lifetime renewal), ``POST /sandboxes/{id}/pause`` (``keep_alive='pause'``),
+``GET /v2/sandboxes?state=paused`` (:meth:`E2BBackend.paused_sandboxes`), ``DELETE /sandboxes/{id}``
 (kill); in the sandbox ``POST /contexts``, ``POST /contexts/{id}/restart``, ``POST /execute``
 (streamed), and envd's ``GET|POST /files``.
 What E2B cannot carry (stdin, completion, display updates, clear_output, metadata, comms) and
-what we do instead: ``docs/e2b.md``.
+what we do instead: ``docs/e2b.md``. How a cell never waits forever on E2B's server:
+:mod:`._e2b_execution`; how host memory stays bounded: :mod:`._e2b_stream`.
 """
 
 from __future__ import annotations
@@ -21,20 +24,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
 
-from ..errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
-from ..events import Emit, Outcome, Stream
-from ._e2b_results import Relay
+from ..errors import SandboxError, SandboxStartError
+from ..events import Emit, Outcome
+from ..traits import ByteSize
+from ._e2b_execution import ExecutionMixin
 from ._e2b_sdk import ENV, Connection, SandboxGone, sdk, translate
 from .base import Backend, StdinHandler
 
+SESSION_KEY = "sandbox-kernel-session"
+"""Metadata key of the sandboxes this package creates: the session name (``%sandbox status``
+lists a session's paused sandboxes by it)."""
 CONTEXT_RECORD = ".sandbox-kernel/context-{language}"
 """File in the sandbox (relative to its home) naming the code context a later kernel
 re-attaches to, so the state survives ``keep_alive`` + ``sandbox_id``."""
 
 
-class E2BBackend(Backend):
+class E2BBackend(ExecutionMixin, Backend):
     """An E2B cloud sandbox (or one of an E2B-compatible service), driven by the async SDK."""
 
     name = "e2b"
@@ -56,8 +63,22 @@ class E2BBackend(Backend):
     on_lost = Enum(["recreate", "fail"], "recreate", help="When the sandbox is found gone (expired, killed, "
                    "or the sandbox_id to attach to does not exist): 'recreate' starts a fresh one and says "
                    "in the cell that the state is lost; 'fail' reports an error and makes none.").tag(config=True)
-    keep_alive = Bool(False, help="Leave the sandbox running at shutdown (a later kernel can attach with "
-                                  "sandbox_id); the default kills it.").tag(config=True)
+    keep_alive = Union([Bool(), Enum(["pause"])], default_value=False,
+                       help="At shutdown: False kills the sandbox; True leaves it running; 'pause' pauses it "
+                            "(E2B keeps its files and memory, and nothing runs or is billed as running). A later "
+                            "kernel attaches with sandbox_id and resumes it.").tag(config=True)
+    on_timeout = Enum(["kill", "pause"], "kill", help="What E2B does with the sandbox when it has been unused for "
+                      "'lifetime' seconds: 'kill' (E2B's default) or 'pause', resumed by the next request "
+                      "(E2B's lifecycle on_timeout='pause', auto_resume=True).").tag(config=True)
+    start_timeout = Float(10.0, min=0, help="Seconds a cell may be answered by nothing but keepalives (the sandbox's "
+                          "kernel never took it: lost while the context restarted, or aborted behind an "
+                          "interrupted cell) before it is sent once more; 0: wait forever.").tag(config=True)
+    settle_timeout = Float(30.0, min=0, help="Seconds to wait, after an interrupt, a cell timeout, a restart or the "
+                           "kernel's death, for the code context to take code again before the next cell "
+                           "is sent.").tag(config=True)
+    max_message_bytes = ByteSize(16 * 1024**2, help="Largest message (one line of E2B's /execute stream) the "
+                                 "host holds, e.g. '16m'; longer ones are skipped while they stream, with a "
+                                 "note. 0: no bound.").tag(config=True)
     language = Unicode("python", help="Language of the code context: python, bash, or any the template "
                                       "supports (javascript, r, java, ...).").tag(config=True)
 
@@ -74,6 +95,8 @@ class E2BBackend(Backend):
         self._renewed = 0.0
         self._running: asyncio.Task | None = None
         self._interrupted = False
+        self._paused: list[str] = []  # of paused_sandboxes()
+        self._unsettled = False  # the context may not take code yet (after interrupt/timeout/restart/death)
         self._lock = asyncio.Lock()
 
     # -- connection ----------------------------------------------------------------------------
@@ -105,9 +128,12 @@ class E2BBackend(Backend):
                 return
             if self._gone is not None:
                 raise SandboxStartError(self._gone)
-            cls = sdk().AsyncSandbox
+            module = sdk()
+            from ._e2b_stream import sandbox_class  # needs httpx, which the SDK brings
+
+            cls = sandbox_class(module.AsyncSandbox, lambda: self.max_message_bytes)
             options = self._connection.sdk_options()
-            sandbox, self._attached = None, False
+            sandbox, self._attached, asked = None, False, time.monotonic()
             try:
                 with self._boundary(SandboxStartError):
                     if self._attach_to:
@@ -115,19 +141,25 @@ class E2BBackend(Backend):
                     if sandbox is None:
                         sandbox = await cls.create(template=self.template or None, timeout=self.lifetime,
                                                    envs={**self._host_env, **self.envs} or None,
-                                                   metadata={"sandbox-kernel-session": self.session}, **options)
+                                                   metadata={SESSION_KEY: self.session},
+                                                   lifecycle=self._lifecycle(), **options)
                     self._context = await self._open_context(sandbox)
             except BaseException:
                 if sandbox is not None and not self._attached:
                     with contextlib.suppress(Exception):
                         await sandbox.kill()
                 raise
-            self._sandbox, self._renewed = sandbox, time.monotonic()
+            self._sandbox, self._renewed = sandbox, asked  # its lifetime counts from the request
             self.log.info("e2b: %s sandbox %s at %s", "attached to" if self._attached else "created",
                           sandbox.sandbox_id, self._connection.service)
 
+    def _lifecycle(self) -> dict[str, Any] | None:
+        """The SDK's ``lifecycle`` argument of ``create`` (None: E2B's default, kill on timeout)."""
+        return {"on_timeout": "pause", "auto_resume": True} if self.on_timeout == "pause" else None
+
     async def _attach(self, cls: Any, options: dict[str, Any]) -> Any:
-        """Connect to ``sandbox_id``; None when it is gone and ``on_lost`` is 'recreate'."""
+        """Connect to ``sandbox_id`` (``POST /v2/sandboxes/{id}/connect``, which resumes a paused
+        sandbox); None when it is gone and ``on_lost`` is 'recreate'."""
         try:
             sandbox = await cls.connect(self._attach_to, timeout=self.lifetime, **options)
         except Exception as exc:
@@ -164,18 +196,24 @@ class E2BBackend(Backend):
         return context
 
     async def shutdown(self) -> None:
-        """Cancel a running cell; kill the sandbox unless ``keep_alive`` (then renew its
-        lifetime so a later kernel has ``lifetime`` seconds to attach). Never raises."""
+        """Cancel a running cell; kill the sandbox, or with ``keep_alive`` leave it running (its
+        lifetime renewed so a later kernel has ``lifetime`` seconds to attach) or pause it
+        (``POST /sandboxes/{id}/pause``). Never raises."""
         async with self._lock:
             await self.interrupt()
             sandbox, self._sandbox, self._context = self._sandbox, None, None
             if sandbox is None:
                 return
-            with contextlib.suppress(Exception):
-                if self.keep_alive:
+            try:
+                if self.keep_alive == "pause":
+                    await sandbox.pause()
+                elif self.keep_alive:
                     await sandbox.set_timeout(self.lifetime)
                 else:
                     await sandbox.kill()
+            except Exception as exc:  # noqa: BLE001 - shutdown never raises
+                self.log.warning("e2b: shutting down sandbox %s: %s", sandbox.sandbox_id,
+                                 self._connection.scrub(str(exc)))
 
     async def restart(self) -> None:
         """Restart the code context (``POST /contexts/{id}/restart``): a fresh interpreter in
@@ -187,6 +225,7 @@ class E2BBackend(Backend):
             await self._use(self._restart_context)
 
     async def _restart_context(self) -> None:
+        self._unsettled = True
         with self._boundary():
             await self._sandbox.restart_code_context(self._context)
 
@@ -205,11 +244,15 @@ class E2BBackend(Backend):
             return await operation()
 
     async def _renew(self) -> None:
-        """Extend the sandbox's lifetime to ``lifetime`` seconds from now (``set_timeout``)."""
+        """Extend the sandbox's lifetime to ``lifetime`` seconds from now (``set_timeout``; with
+        ``on_timeout='pause'`` ``connect``, which also resumes a sandbox paused meanwhile)."""
         sandbox = self._sandbox
         if sandbox is not None:  # None: shut down meanwhile
             with self._boundary():
-                await sandbox.set_timeout(self.lifetime)
+                if self.on_timeout == "pause":
+                    await sandbox.connect(timeout=self.lifetime)
+                else:
+                    await sandbox.set_timeout(self.lifetime)
             self._renewed = time.monotonic()
 
     async def _renew_while_running(self) -> None:
@@ -232,46 +275,11 @@ class E2BBackend(Backend):
         """
         return await self._use(lambda: self._run(code, emit, timeout))
 
-    async def _run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
-        while self._notices:
-            emit(Stream("stderr", self._notices.pop(0)))
-        relay = Relay(emit)
-        self._interrupted = False
-        task = self._running = asyncio.ensure_future(self._sandbox.run_code(
-            code, context=self._context, timeout=0, request_timeout=self.request_timeout, **relay.callbacks()))
-        renewal = asyncio.ensure_future(self._renew_while_running())
-        try:
-            await asyncio.wait({task}, timeout=timeout)
-            if not task.done():
-                task.cancel()  # the SDK closes the connection; the sandbox interrupts its kernel
-                await asyncio.wait({task})
-                relay.flush()
-                raise ExecutionTimeout(timeout)
-            if task.cancelled() and self._interrupted:
-                return relay.interrupted()
-            try:
-                with self._boundary():
-                    execution = task.result()
-            except SandboxDied as exc:
-                if not isinstance(exc, SandboxGone):  # it died during the cell: the next one makes a new one
-                    self._sandbox = self._context = None
-                raise
-        finally:
-            renewal.cancel()
-            self._running = None
-            if not task.done():
-                task.cancel()
-        if relay.died is not None:  # E2B starts a new kernel in the same sandbox
-            relay.flush()
-            raise SandboxDied(f"the {self.language} kernel in E2B sandbox {self._sandbox.sandbox_id} died "
-                              f"({relay.died.value.strip().rstrip('.') or relay.died.name}: out of memory, "
-                              "or its process was killed or exited)")
-        return relay.outcome(execution)
-
     async def interrupt(self) -> None:
         """Cancel the running execution: the SDK closes its ``/execute`` connection and the
         sandbox interrupts its kernel (best effort: E2B has no interrupt endpoint). The state
-        survives. Does nothing when no cell runs."""
+        survives; the next cell waits until the context takes code again. Does nothing when no
+        cell runs."""
         task = self._running
         if task is not None and not task.done():
             self._interrupted = True
@@ -301,6 +309,24 @@ class E2BBackend(Backend):
         Path(local).write_bytes(data)
         return Path(local)
 
+    async def paused_sandboxes(self) -> list[str]:
+        """Ids of this session's paused sandboxes (``GET /v2/sandboxes?state=paused&metadata=...``,
+        by the :data:`SESSION_KEY` metadata), e.g. for ``%sandbox status``; a later kernel resumes
+        one with ``sandbox_id``. Also remembered for :meth:`describe`.
+
+        Raises:
+            SandboxError: E2B could not be asked (the message says why).
+        """
+        module = sdk()
+        query = module.SandboxQuery(state=[module.SandboxState.PAUSED], metadata={SESSION_KEY: self.session})
+        with self._boundary():
+            paginator = module.AsyncSandbox.list(query=query, **self._connection.sdk_options())
+            found = []
+            while paginator.has_next:
+                found += [info.sandbox_id for info in await paginator.next_items()]
+        self._paused = found
+        return found
+
     # -- description ---------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """Backend, session, sandbox id, template, service, language, lifetime; never the key."""
@@ -308,6 +334,7 @@ class E2BBackend(Backend):
         return {**super().describe(), "sandbox_id": sandbox.sandbox_id if sandbox is not None else None,
                 "template": self.template or "code-interpreter-v1", "service": self._connection.service,
                 "language": self.language, "context_id": self._context.id if self._context is not None else None,
-                "attached": self._attached, "keep_alive": self.keep_alive,
+                "attached": self._attached, "keep_alive": self.keep_alive, "on_timeout": self.on_timeout,
+                "paused_sandboxes": self._paused or None,
                 "env_vars": sorted({*self._host_env, *self.envs}) or None,
                 "limits": {"lifetime_s": self.lifetime}}

