@@ -11,9 +11,10 @@ after a network error, never reconnects it (``session_base_t::engine_error``). T
 queued behind the refused one on that connection are lost with it (on IOPub typically the
 cell's ``status: idle``; on shell the reply itself, when the reply was the large message).
 :class:`DropWatch` sees the closing through the socket's monitor (``ZMQ_EVENT_DISCONNECTED``),
-connects the socket to the same endpoint again (the SUB socket's subscription and the DEALER
-socket's routing id are socket options, so they carry over) and tells the backend, which
-recovers the requests in flight (:class:`DropRecovery`, a part of ``KernelClientBackend``).
+connects the socket to the same endpoint again (the SUB socket keeps its subscription; a DEALER
+socket comes back under a fresh routing id, see :meth:`DropWatch._reconnect`) and tells the
+backend, which recovers the requests in flight (:class:`DropRecovery`, part of
+``KernelClientBackend``).
 
 The bound is per frame: a Jupyter message's content (outputs, display data) is one frame, and
 each binary buffer of a comm message (ipywidgets) is a frame of its own.
@@ -44,9 +45,7 @@ FLOOR = 32 * 1024**2
 whose JSON (escapes such as ``\\n``, base64 images) is larger than what the budget counts."""
 
 RECONNECT_DELAY = 0.1
-"""Seconds between a dropped connection and the new one, as libzmq's own ``ZMQ_RECONNECT_IVL``:
-the kernel's ROUTER sockets (shell, stdin, control) refuse a peer whose routing id is still
-taken, so the kernel's side must first let go of the old connection."""
+"""Seconds between a dropped connection and the new one (libzmq's own ``ZMQ_RECONNECT_IVL``)."""
 
 CHANNELS = ("iopub", "shell", "stdin", "control")
 """The client's channels that carry messages from the sandbox's kernel (heartbeat echoes only
@@ -87,6 +86,7 @@ class DropWatch:
         self._on_drop = on_drop
         self._tasks: list[asyncio.Task] = []
         self._sockets: list[tuple[Any, Any]] = []
+        self._reconnects = 0
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -101,12 +101,27 @@ class DropWatch:
             event = parse_monitor_message(await monitor.recv_multipart())
             if event["event"] != zmq.EVENT_DISCONNECTED:
                 continue
-            endpoint = event["endpoint"].decode()
             await asyncio.sleep(RECONNECT_DELAY)
+            self._reconnect(name)
+            self._on_drop(name)
+
+    def _reconnect(self, name: str) -> None:
+        """Connect channel ``name`` again. A DEALER socket (shell, stdin, control) comes back
+        under a fresh routing id: while the kernel's ROUTER still holds the old connection's id,
+        libzmq would take the new connection's first frame for its routing id and garble all
+        that follows (``router_t::identify_peer``). shell and stdin change together, since the
+        kernel addresses ``input_request`` to the routing id of the shell request. (Our own
+        ``disconnect`` raises no monitor event.)"""
+        self._reconnects += 1
+        identity = b"%s-%d" % (self._client.session.bsession, self._reconnects)
+        for channel in ("shell", "stdin") if name in ("shell", "stdin") else (name,):
+            socket = getattr(self._client, f"{channel}_channel").socket
+            endpoint = socket.getsockopt(zmq.LAST_ENDPOINT).decode()
             with contextlib.suppress(zmq.ZMQError):  # already gone when libzmq reconnects by itself
                 socket.disconnect(endpoint)
+            if channel != "iopub":
+                socket.identity = identity
             socket.connect(endpoint)
-            self._on_drop(name)
 
     def stop(self) -> None:
         """Stop watching; call before the client's sockets are closed."""
