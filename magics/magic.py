@@ -115,6 +115,7 @@ class SandboxMagics(Magics, OutputOptions):
                       f"{' '.join(options)} is ignored (%sandbox stop {name} first to change them).", file=sys.stderr)
             return session
         backend = self._make_backend(name, backend_name or self.default_backend, list(options))
+        backend.set_output_budget(self.max_output_bytes, "SandboxMagics.max_output_bytes")
         progress_events: queue.Queue = queue.Queue()
         backend.set_progress_handler(progress_events.put)  # e.g. the docker image being built
         try:

@@ -96,6 +96,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         self.pipeline = OutputPipeline(policy, comms=False, no_comms_note=NO_COMMS_NOTE,
                                        budget_setting="max_output_bytes")
         self.pipeline.backend = self.backend.name
+        self.backend.set_output_budget(self.max_output_bytes, "max_output_bytes")
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> AsyncSandbox:

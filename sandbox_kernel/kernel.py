@@ -142,6 +142,7 @@ class SandboxKernel(Kernel, OutputOptions):
                 self.sandbox = cls(parent=self)
             except (TraitError, ValueError) as exc:
                 raise ConfigError(f"Bad option for the {self.backend} backend: {exc}") from exc
+            self.sandbox.set_output_budget(self.max_output_bytes, "SandboxKernel.max_output_bytes")
             self.pipeline.comms, self.pipeline.backend = self.sandbox.supports_comms, self.sandbox.name
             self.sandbox.set_comm_handler(self._publish_unsolicited)
             self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell

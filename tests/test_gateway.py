@@ -120,15 +120,15 @@ async def test_kernel_deleted_on_the_gateway_mid_cell_and_between_cells(make):
     assert "deleted on the gateway" in note.text and "state is lost" in note.text
 
 
-async def test_a_message_over_max_message_size_is_dropped_unread_and_the_state_kept(make):
-    backend = make(max_message_size="1m")
+async def test_a_message_over_max_message_bytes_is_dropped_unread_and_the_state_kept(make):
+    backend = make(max_message_bytes="1m")
     await backend.execute("x = 1", Recorder())
     kernel_id = backend.describe()["sandbox_id"]
     rec = Recorder()
     outcome = await asyncio.wait_for(backend.execute("print('x' * 3_000_000)\ny = x + 1", rec), 30)
     assert outcome.status == "ok"  # output the server wrote right after it may be lost: not checked
     [note] = [e.text for e in rec.events if isinstance(e, Stream) and e.name == "stderr"]
-    assert "larger than max_message_size (1 MiB) was dropped" in note
+    assert "larger than max_message_bytes (1 MiB) was dropped" in note
     assert "x" * 100 not in rec.text()
     rec = Recorder()
     await backend.execute("x, y", rec)
@@ -136,7 +136,7 @@ async def test_a_message_over_max_message_size_is_dropped_unread_and_the_state_k
 
 
 async def test_a_cell_that_keeps_sending_huge_outputs_is_interrupted_and_the_state_kept(make):
-    backend = make(max_message_size="1m")
+    backend = make(max_message_bytes="1m")
     await backend.execute("x = 1", Recorder())
     rec = Recorder()
     started = time.monotonic()
@@ -157,7 +157,7 @@ def _peak_rss(pid: int) -> int:
 
 def test_a_huge_output_does_not_swell_the_host_kernel():
     """Issue 9: a 200 MB display in the sandbox; the wrapper kernel's peak memory grows by less
-    than max_message_size (32 MiB by default), as the frame is refused before it is read."""
+    than max_message_bytes (32 MiB by default), as the frame is refused before it is read."""
     with kernel("gateway") as (km, kc):
         run(kc, "x = 1")
         pid = km.provisioner.pid
@@ -165,7 +165,7 @@ def test_a_huge_output_does_not_swell_the_host_kernel():
         reply, outputs = run(kc, "display({'text/plain': 'x' * 200_000_000}, raw=True)", timeout=120)
         grown = _peak_rss(pid) - before
         assert reply["status"] == "ok"
-        assert "max_message_size" in stdout(outputs, "stderr")
+        assert "max_message_bytes" in stdout(outputs, "stderr")
         assert grown < 32 * 1024**2, f"the host kernel's peak RSS grew by {grown / 1024**2:.0f} MiB"
         _, outputs = run(kc, "print('after', x)")
         assert stdout(outputs) == "after 1\n"

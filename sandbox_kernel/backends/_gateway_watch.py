@@ -1,5 +1,5 @@
 """How the gateway backend learns that its kernel is gone, and how it survives a message above
-``max_message_size``: :class:`DeathWatch`, a part of :class:`~.gateway.GatewayBackend`.
+``max_message_bytes``: :class:`DeathWatch`, a part of :class:`~.gateway.GatewayBackend`.
 
 Death is learned from the gateway: the server's own ``status: restarting``/``dead`` on IOPub
 (its restarter found the process gone), ``GET /api/kernels/{id}`` every ``heartbeat_interval``
@@ -19,7 +19,7 @@ from ._gateway_ws import GatewayKernelClient, KernelWebsocket, ws_session
 from ._jupyter import _Request
 
 MAX_DROPS_PER_MINUTE = 20
-"""More messages above max_message_size than this in a minute end the session."""
+"""More messages above max_message_bytes than this in a minute end the session."""
 INTERRUPT_AFTER_DROPS = 3
 """After this many dropped messages in a minute the running cell is interrupted."""
 
@@ -70,7 +70,7 @@ class DeathWatch:
         return ws.closed.result()
 
     async def _reconnect(self, interrupt: bool) -> bool:
-        """After the websocket was closed over a message above max_message_size: open a new one,
+        """After the websocket was closed over a message above max_message_bytes: open a new one,
         tell the running cell that an output was dropped and, with ``interrupt``, stop a cell
         that keeps sending such outputs. The kernel and its state are kept. A new session id:
         with the old one the server would replay what it buffered (the huge message may be
@@ -81,21 +81,21 @@ class DeathWatch:
             task.cancel()
         try:
             self._ws = await KernelWebsocket.open(self._endpoint(), self._kernel, ws_session(),
-                                                 timeout=self.connect_timeout, max_message_size=self.max_message_size,
+                                                 timeout=self.connect_timeout, max_message_size=self.max_message_bytes,
                                                  ping_interval=self.heartbeat_timeout)
         except SandboxError:
             self._ws = old
             return False
         self._ws.watch = self._watch
         self._client = GatewayKernelClient(self._ws)
-        note = (f"[an output larger than max_message_size ({self.max_message_size // 1024**2} MiB) was dropped "
+        note = (f"[an output larger than max_message_bytes ({self.max_message_bytes // 1024**2} MiB) was dropped "
                 "before it reached this machine, with output that closely followed it; raise "
-                "--GatewayBackend.max_message_size to receive it]\n")
+                "--GatewayBackend.max_message_bytes to receive it]\n")
         running = [request for request in self._requests.values() if request.execute]
         for request in running:  # one note per cell
-            text = "" if getattr(request, "dropped", False) else note
+            text = "" if request.told else note
             text += "[the cell kept sending such outputs and was interrupted]\n" if interrupt else ""
-            request.dropped = True
+            request.dropped = request.told = True
             if text:
                 request.iopub.put_nowait(_iopub("stream", {"name": "stderr", "text": text}))
         self._start_readers()

@@ -138,7 +138,7 @@ class KernelWebsocket:
                 if channel in self.queues:
                     self.queues[channel].put_nowait(msg)
             if self.refused_too_big or self.conn.close_code == TOO_BIG:
-                reason = (f"it sent one message larger than max_message_size "
+                reason = (f"it sent one message larger than max_message_bytes "
                           f"({self.max_message_size // 1024**2} MiB), so the connection was closed")
             elif self.conn.close_code is None:
                 reason = "the connection to the gateway was lost"

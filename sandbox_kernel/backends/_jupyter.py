@@ -5,7 +5,9 @@ when and why it died (:meth:`_wait_dead`). This class speaks the Jupyter messagi
 through ``jupyter_client``'s async client: it relays the IOPub messages of each
 ``execute_request`` (matched by the parent header's msg_id) as events, answers ``input_request``
 on the stdin channel, sends ``interrupt_request`` on the control channel, and passes completion,
-inspection and comm messages through.
+inspection and comm messages through. Each message from the sandbox is bounded in size before
+it is received (``max_message_bytes``, :mod:`._message_bound`); a dropped one is reported in
+the cell, whose request is then recovered.
 Spec: https://jupyter-client.readthedocs.io/en/latest/messaging.html
 """
 
@@ -14,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_client.asynchronous import AsyncKernelClient
@@ -22,6 +23,9 @@ from traitlets import Float
 
 from ..errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
 from ..events import ClearOutput, Comm, Display, Emit, Error, Event, Outcome, Stream
+from ..traits import ByteSize
+from ._message_bound import RESYNCED, DropRecovery, MessageDropped, bound_client, drop_note
+from ._message_bound import Request as _Request
 from .base import Backend, StdinHandler, request_msg_id
 
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
@@ -56,19 +60,7 @@ def event_from_iopub(msg: dict[str, Any]) -> Event | None:
     return None
 
 
-@dataclass
-class _Request:
-    """Everything that comes back for one request we sent: its IOPub messages, its shell
-    reply, and (for execute_request) the handler for its input_requests."""
-
-    iopub: asyncio.Queue = field(default_factory=asyncio.Queue)
-    reply: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    stdin: StdinHandler | None = None
-    timed_out: bool = False
-    execute: bool = False
-
-
-class KernelClientBackend(Backend):
+class KernelClientBackend(DropRecovery, Backend):
     """A backend whose sandbox runs ipykernel, reached through ``jupyter_client``."""
 
     ready_timeout = Float(60.0, help="Seconds to wait for the sandbox's kernel to become ready.").tag(config=True)
@@ -78,6 +70,13 @@ class KernelClientBackend(Backend):
     request_timeout = Float(30.0, help="Seconds to wait for a completion, inspection or comm_info reply.").tag(
         config=True
     )
+    max_message_bytes = ByteSize(
+        None, allow_none=True,
+        help="Largest message (one frame: an output's content, or one buffer of a widget message) the host "
+             "accepts from the sandbox, e.g. '64m'; larger ones are dropped before they are received, and the "
+             "cell says so. None (default): twice the front door's max_output_bytes, at least 32 MiB, none "
+             "when that budget is 0. 0: no limit.",
+    ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -134,6 +133,7 @@ class KernelClientBackend(Backend):
     async def _open_client(self, info: dict[str, Any]) -> AsyncKernelClient:
         """A client with started channels for the kernel :meth:`_launch` described."""
         client = AsyncKernelClient()
+        bound_client(client, self.message_bound[0])
         client.load_connection_info(info)
         # No heartbeat: death is known from the process or the engine (_wait_dead), and a
         # heartbeat unanswered for 1 s while a loaded machine still boots the kernel made
@@ -156,6 +156,7 @@ class KernelClientBackend(Backend):
                 f"The sandbox's kernel did not become ready within {self.ready_timeout:g} s "
                 f"(raise --{type(self).__name__}.ready_timeout)."
             ) from ready.exception()
+        self._watch_drops(client)
         return client
 
     async def shutdown(self) -> None:
@@ -163,6 +164,7 @@ class KernelClientBackend(Backend):
             for task in [*self._tasks, *([self._death] if self._death else [])]:
                 task.cancel()
             self._tasks, self._death, self.kernel_info = [], None, None
+            self._stop_recovery()
             if self._client is not None:
                 self._client.stop_channels()
                 self._client = None
@@ -194,6 +196,7 @@ class KernelClientBackend(Backend):
         while True:
             msg = await self._client.get_stdin_msg()
             request = self._requests.get(msg["parent_header"].get("msg_id"))
+            self._end_input = False  # the kernel got past a dropped input_request (see _on_drop)
             if msg["header"]["msg_type"] == "input_request" and request is not None and request.stdin:
                 asyncio.ensure_future(self._answer_input(request.stdin, msg["content"]))
 
@@ -257,11 +260,15 @@ class KernelClientBackend(Backend):
         return msg
 
     async def _outputs(self, request: _Request, emit: Emit) -> None:
-        """Emit the request's IOPub outputs until its ``status: idle``."""
+        """Emit the request's IOPub outputs until its ``status: idle`` (or, when a dropped
+        message took that with it, until the recovery says all has arrived)."""
         while True:
             msg = await request.iopub.get()
             kind = msg["header"]["msg_type"]
-            if kind == "status" and msg["content"]["execution_state"] == "idle":
+            if msg is RESYNCED or kind == "status" and msg["content"]["execution_state"] == "idle":
+                if request.dropped and not request.told:
+                    request.told = True
+                    emit(Stream("stderr", drop_note(*self.message_bound)))
                 return
             event = event_from_iopub(msg)
             if request.timed_out and isinstance(event, Error) and event.ename == "KeyboardInterrupt":
@@ -272,7 +279,13 @@ class KernelClientBackend(Backend):
     async def _relay(self, request: _Request, emit: Emit) -> Outcome:
         """Emit the request's IOPub outputs until its ``status: idle``, then read the reply."""
         await self._outputs(request, emit)
-        reply = (await request.reply)["content"]
+        try:
+            reply = (await request.reply)["content"]
+        except MessageDropped as exc:  # the reply's status is unknown
+            if not request.told:
+                request.told = True
+                emit(Stream("stderr", drop_note(*self.message_bound)))
+            return Outcome("error", None, Error("MessageDropped", str(exc), []))
         error = None
         if reply["status"] == "error":
             error = Error(reply.get("ename", ""), reply.get("evalue", ""), list(reply.get("traceback", [])))
@@ -286,7 +299,7 @@ class KernelClientBackend(Backend):
             await self._race(work, self.request_timeout)
             if not work.done():
                 raise SandboxError(f"The sandbox did not answer within {self.request_timeout:g} s.")
-            return work.result()["content"]
+            return work.result()["content"]  # raises MessageDropped when the reply was too large
         finally:
             self._requests.pop(msg_id, None)
 

@@ -153,6 +153,17 @@ class Backend(LoggingConfigurable):
         """
         raise NotSupported(self.name, "file download")
 
+    # -- the front door's output budget ----------------------------------------------------
+    _output_budget: tuple[int, str] | None = None
+
+    def set_output_budget(self, max_bytes: int, setting: str) -> None:
+        """Tell the backend the output budget of the front door that created it (bytes one
+        cell may show, 0: none) and the option that sets it (``"SandboxKernel.max_output_bytes"``),
+        so it can refuse single messages far over the budget before holding them in host
+        memory (:attr:`KernelClientBackend.max_message_bytes`), and name that option when it
+        does. Call before :meth:`start`; a backend that has no use for it ignores it."""
+        self._output_budget = (max_bytes, setting)
+
     # -- progress of the sandbox's own set-up ------------------------------------------------
     _progress_handler: Emit | None = None
 

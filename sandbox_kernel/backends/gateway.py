@@ -62,9 +62,9 @@ class GatewayBackend(DeathWatch, KernelClientBackend):
     keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id).").tag(
         config=True)
     kernel_id = Unicode("", help="Attach to this existing kernel on the gateway instead of starting one.").tag(config=True)
-    max_message_size = ByteSize(32 * 1024**2, help="Largest message accepted from the kernel; a larger one is dropped "
-                                                   "before it is read (the cell says so, the kernel keeps its state). "
-                                                   "0: no limit.").tag(config=True)
+    max_message_bytes = ByteSize(32 * 1024**2, help="Largest message (one websocket frame) accepted from the kernel; "
+                                                    "a larger one is dropped before it is read (the cell says so, the "
+                                                    "kernel keeps its state). 0: no limit.").tag(config=True)
     heartbeat_interval = Float(2.0, help="Seconds between checks that the kernel still exists on the gateway "
                                          "").tag(config=True)
     heartbeat_timeout = Float(15.0, help="Seconds without an answer from the gateway before the kernel counts as "
@@ -133,11 +133,15 @@ class GatewayBackend(DeathWatch, KernelClientBackend):
 
     async def _open_client(self, info: dict[str, Any]) -> GatewayKernelClient:
         self._ws = await KernelWebsocket.open(self._endpoint(), info["kernel_id"], ws_session(),
-                                             timeout=self.connect_timeout, max_message_size=self.max_message_size,
+                                             timeout=self.connect_timeout, max_message_size=self.max_message_bytes,
                                              ping_interval=self.heartbeat_timeout)
         self._died = asyncio.get_running_loop().create_future()
         self._ws.watch = self._watch
         return GatewayKernelClient(self._ws)
+
+    def _watch_drops(self, client: GatewayKernelClient) -> None:
+        """Nothing to watch: the websocket has no ZMQ sockets, and a message over
+        max_message_bytes closes it, which :class:`DeathWatch` turns into a reconnect."""
 
     async def _terminate(self) -> None:
         ws, kernel, self._ws, self._kernel = self._ws, self._kernel, None, None
