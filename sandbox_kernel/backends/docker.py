@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import posixpath
 import re
 import secrets
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
 from ..errors import SandboxError, SandboxStartError
@@ -37,15 +34,13 @@ from . import _docker_workspace as workspace
 from ._docker_build import check_option, prepare_image, use_image
 from ._docker_image import BuildProgress
 from ._docker_mounts import parse_gpus
-from ._docker_spec import PIDS_HEADROOM, REAPER, container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
+from ._docker_spec import container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
+from ._docker_watch import ContainerWatch
+from ._docker_watch import run_blocking as _run_blocking
 from ._jupyter import KernelClientBackend
 from .base import StdinHandler
 
-def _run_blocking(fn, *args, **kwargs) -> asyncio.Future:
-    return asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kwargs))
-
-
-class DockerBackend(KernelClientBackend):
+class DockerBackend(ContainerWatch, KernelClientBackend):
     """A kernel in a hardened container, one per session (see the module docstring)."""
 
     name = "docker"
@@ -134,7 +129,6 @@ class DockerBackend(KernelClientBackend):
         self._volume: str | None = None
         self._hostdir: Path | None = None
         self._info: dict[str, Any] = {}
-        self._farewell: asyncio.Future | None = None  # telling the kernel to exit, the engine being gone
         self._created = 0
         self._ready = False
         self._pids_file: Path | None = None
@@ -261,57 +255,10 @@ class DockerBackend(KernelClientBackend):
         volume = None if self.workdir_volume else self._volume  # a workspace outlives its sandboxes
         self._container = self._volume = self._hostdir = None
         self._ready = False
-        if self._farewell is not None:  # before the host directory (the kernel's ipc sockets) goes
-            farewell, self._farewell = self._farewell, None
-            with contextlib.suppress(Exception):
-                await farewell
+        await self._await_farewell()  # before the host directory (the kernel's ipc sockets) goes
         if self._docker is not None:
             await _run_blocking(self._remove, self._docker, container, volume)
         engine.remove_hostdir(hostdir)
-
-    # -- death -----------------------------------------------------------------------------------
-    async def _wait_dead(self) -> str:
-        client, container_id = self._docker, self._container.id
-        loop = asyncio.get_running_loop()
-        stopped: asyncio.Future = loop.create_future()
-
-        def settle(result: BaseException | None) -> None:
-            if not stopped.done():
-                stopped.set_result(result)
-
-        def watch() -> None:
-            try:
-                engine.wait_for_exit(client, container_id)
-                result = None
-            except engine.EngineLost as exc:
-                result = exc
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(settle, result)
-
-        threading.Thread(target=watch, name=f"sandbox-kernel-wait-{container_id[:12]}", daemon=True).start()
-        lost = await stopped
-        if lost is not None:  # dead from now on (a cell ends with this reason, not with the
-            # interrupt's KeyboardInterrupt); _terminate waits for the kernel to be told to exit
-            self._farewell = asyncio.ensure_future(self._shutdown_kernel_by_message(dict(self._info)))
-            return "the Docker engine stopped answering (is dockerd running?)"
-        return await _run_blocking(engine.death_reason, client, container_id, memory_limit=self.memory_limit,
-                                   image=self._image_label, created=self._created, starting=not self._ready,
-                                   runtime=self.runtime, pids_limit=self.pids_limit)
-
-    async def _shutdown_kernel_by_message(self, info: dict[str, Any]) -> None:
-        """With the engine gone the container cannot be removed: ask the kernel itself to exit
-        (``interrupt_request`` to end a running cell, which a busy kernel needs before it
-        honours ``shutdown_request``, both on the control channel), so nothing keeps running."""
-        client = AsyncKernelClient()
-        client.load_connection_info(info)
-        client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
-        try:
-            for request in ("interrupt_request", "shutdown_request"):
-                client.control_channel.send(client.session.msg(request, {"restart": False}))
-                with contextlib.suppress(Exception):
-                    await client.get_control_msg(timeout=2)
-        finally:
-            client.stop_channels()
 
     # -- running code ------------------------------------------------------------------------------
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
@@ -324,37 +271,6 @@ class DockerBackend(KernelClientBackend):
             return outcome
         finally:
             await self._free_process_slots(emit, failed=outcome is None or outcome.status == "error")
-
-    def _pids_in_use(self, container: Any) -> int:
-        """Processes and threads in the container: its cgroup file (microseconds) when this host
-        has it, else the engine's one-shot stats (milliseconds). Blocking."""
-        if self._pids_file is not None:
-            with contextlib.suppress(OSError, ValueError):
-                return int(self._pids_file.read_text())
-        return container.stats(stream=False, one_shot=True).get("pids_stats", {}).get("current", 0)
-
-    async def _free_process_slots(self, emit: Emit, failed: bool) -> None:
-        """After a cell, if the container is at its pids limit (a fork bomb's children, alive or
-        zombies the kernel never reaps), stop every process but the kernel and init and reap
-        them, so the next cell can start its threads; the state survives. Checked after every
-        cell when the cgroup file is readable, else only after failed cells."""
-        container = self._container
-        if self.kernel_name:  # the reaper is Python code
-            return
-        if not self.pids_limit or container is None or self._client is None or not (failed or self._pids_file):
-            return
-        try:
-            if self._pids_file is not None:
-                in_use = self._pids_in_use(container)
-            else:
-                in_use = await _run_blocking(self._pids_in_use, container)
-        except Exception:  # gone meanwhile: the death watch reports it
-            return
-        if in_use < self.pids_limit - PIDS_HEADROOM:
-            return
-        await self._call(self._client.execute(REAPER, silent=True, store_history=False))
-        emit(Stream("stderr", f"[the sandbox reached its process limit ({self.pids_limit}); its other processes "
-                              "were stopped]\n"))
 
     # -- files -------------------------------------------------------------------------------------
     def _sandbox_path(self, remote: str) -> str:
