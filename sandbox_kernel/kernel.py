@@ -184,9 +184,9 @@ class SandboxKernel(Kernel, OutputOptions):
         self._publish_policed(event, parent or {})
 
     def _publish_policed(self, event: Event, parent: dict) -> None:
-        """Publish what the sandbox sent outside a cell (no budget), under the output policy."""
-        for shown in self.pipeline.police(event):
-            self._publish(shown, parent)
+        """Publish what the sandbox sent outside a cell, under the output policy and the
+        outside-cell budget (max_output_bytes from one cell's start to the next)."""
+        self.pipeline.outside_cell(event, lambda shown: self._publish(shown, parent))
 
     # -- comms (ipywidgets) -------------------------------------------------------------------
     async def _forward_comm(self, stream, ident, msg) -> None:
@@ -205,13 +205,17 @@ class SandboxKernel(Kernel, OutputOptions):
                 self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
             return
         self.pipeline.from_frontend(msg_type, content)
+        # what the message's handling shows (e.g. interact's output) has a budget of its own
+        event_outputs = self.pipeline.cell(lambda event: self._publish(event, msg), self.max_output_bytes,
+                                           scope="of this widget event")
         with self._serving(msg):
             try:
                 await sandbox.send_comm(msg_type, content, msg.get("metadata"),
-                                        [bytes(b) for b in msg.get("buffers", [])],
-                                        emit=lambda event: self._publish_policed(event, msg))
+                                        [bytes(b) for b in msg.get("buffers", [])], emit=event_outputs.emit)
             except SandboxError as exc:
                 self.log.warning("A %s did not reach the sandbox: %s", msg_type, exc)
+            finally:
+                event_outputs.finish()
 
     async def comm_info_request(self, stream, ident, parent):
         """``comm_info_request``: the comms open in the sandbox's kernel."""
@@ -228,6 +232,7 @@ class SandboxKernel(Kernel, OutputOptions):
         """``execute_request``: the cell runs in the sandbox; its outputs pass the cell pipeline
         and become IOPub messages; a failure of the sandbox is one short ``error``."""
         cell = self.pipeline.cell((lambda event: None) if silent else self._publish, self.max_output_bytes)
+        self.pipeline.renew_outside_budget(self.max_output_bytes)
         stdin = self._ask_frontend if allow_stdin else None
         outcome = await cell.run(lambda emit: self._execute(code, emit, stdin))
         if outcome.execution_count is not None and not silent:

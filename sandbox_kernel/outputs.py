@@ -65,14 +65,17 @@ def _size(event: Event) -> int:
 
 class OutputBudget:
     """Cuts a cell's output at ``max_bytes`` (0: no limit) and says how much was dropped.
+    ``scope`` names whose output the marker speaks of ("of this cell").
 
     ``admit(event)`` returns the events to publish: the event itself while under the budget,
     a one-line marker when the budget is first exceeded, nothing afterwards. Errors, comms and
     clear_output always pass. ``summary()`` gives the closing marker, if anything was dropped.
     """
 
-    def __init__(self, max_bytes: int, setting: str = "SandboxKernel.max_output_bytes") -> None:
+    def __init__(self, max_bytes: int, setting: str = "SandboxKernel.max_output_bytes",
+                 scope: str = "of this cell") -> None:
         self.max_bytes = max_bytes
+        self.scope = scope
         self.setting = setting  # the option named in the closing marker
         self.used = 0
         self.dropped = 0
@@ -96,7 +99,7 @@ class OutputBudget:
         self.used = self.max_bytes
         self.dropped = size
         admitted.append(Stream("stderr", f"\n[output limit of {format_bytes(self.max_bytes)} reached: "
-                                         "further output of this cell is dropped]\n"))
+                                         f"further output {self.scope} is dropped]\n"))
         return admitted
 
     def summary(self) -> Stream | None:

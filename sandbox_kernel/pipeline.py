@@ -11,7 +11,9 @@ messages, IPython's display machinery, an execution result)::
 :class:`OutputPipeline` holds what lasts for a sandbox session (the policy, the widget rules,
 notes said once); :meth:`OutputPipeline.cell` makes the :class:`Cell` of one execution, which
 owns the budget and maps infrastructure failures (:class:`~sandbox_kernel.errors.SandboxError`)
-to one short ``Error`` output (:meth:`Cell.run`).
+to one short ``Error`` output (:meth:`Cell.run`). What the sandbox sends outside any cell (a
+thread's output, a widget it changes) passes :meth:`OutputPipeline.outside_cell`: the same
+policy and rules, and a budget of its own, renewed at each cell.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from .events import Comm, Display, Emit, Event, Outcome, Stream
 from .outputs import WIDGET_VIEW, OutputBudget, error_event, without_widget_view
 from .policy import OutputPolicy
 from .widget_policy import WidgetRules
+
+OUTSIDE_SCOPE = "from outside a cell (a sandbox thread's) before the next cell"
+"""Whose output the marker of the outside-cell budget speaks of."""
 
 NO_COMMS_NOTE = ("[ipywidgets cannot work with the {backend} backend: it does not carry comms, so widgets are "
                  "shown as text. Use the local or docker backend for widgets.]\n")
@@ -50,11 +55,27 @@ class OutputPipeline:
         self.budget_setting = budget_setting
         self.widgets = WidgetRules(policy)
         self._said: set[str] = set()
+        self._outside = OutputBudget(0, budget_setting, OUTSIDE_SCOPE)
 
-    def cell(self, sink: Emit, max_output_bytes: int = 0, policy: OutputPolicy | None = None) -> Cell:
+    def cell(self, sink: Emit, max_output_bytes: int = 0, policy: OutputPolicy | None = None,
+             scope: str = "of this cell") -> Cell:
         """The :class:`Cell` for one execution: its events go to ``sink`` under ``policy``
-        (default: the session's), at most ``max_output_bytes`` (0: no limit)."""
-        return Cell(self, sink, OutputBudget(max_output_bytes, self.budget_setting), policy or self.policy)
+        (default: the session's), at most ``max_output_bytes`` (0: no limit); the budget's
+        marker names ``scope`` (also "of this widget event", for what a comm message produced)."""
+        return Cell(self, sink, OutputBudget(max_output_bytes, self.budget_setting, scope), policy or self.policy)
+
+    def outside_cell(self, event: Event, sink: Emit) -> None:
+        """Show ``event``, which the sandbox sent outside any cell, under the session's policy
+        and the outside-cell budget (see :meth:`renew_outside_budget`)."""
+        for shown in self.police(event):
+            for admitted in self._outside.admit(shown):
+                sink(admitted)
+
+    def renew_outside_budget(self, max_output_bytes: int) -> None:
+        """From now until the next call, output sent outside any cell may total
+        ``max_output_bytes`` (0: no limit); past it, one marker, then nothing. Call when a cell
+        starts, so a sandbox thread that keeps printing cannot flood the page between cells."""
+        self._outside = OutputBudget(max_output_bytes, self.budget_setting, OUTSIDE_SCOPE)
 
     def from_frontend(self, msg_type: str, content: dict[str, Any]) -> None:
         """A ``comm_open``/``comm_close`` the page sends into the sandbox: its replies may pass."""

@@ -3,7 +3,9 @@ frontend starts it: the messages a notebook sees."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import threading
 import time
 
@@ -154,6 +156,27 @@ def test_output_is_cut_at_the_limit_with_a_marker():
         markers = stdout(outputs, "stderr")
         assert "output limit of 100 KiB reached" in markers and "1.81 MiB of output dropped" in markers
         assert shown.startswith("x" * 99 + "\n") and len(shown.encode()) > 90 * 1024
+
+
+def test_output_between_cells_is_cut_at_the_limit_until_the_next_cell():
+    """A sandbox thread that keeps printing after its cell ended cannot flood the page: what
+    arrives outside any cell has its own max_output_bytes, renewed when a cell runs."""
+    flood = ("import threading, time\n"
+             "def flood(tag):\n    time.sleep(0.5)\n    for i in range(5000):\n        print(tag * 99, flush=True)\n"
+             "threading.Thread(target=flood, args=({tag!r},)).start()")
+    with kernel("local", "--SandboxKernel.max_output_bytes=100k") as (_, kc):
+        for tag in "xy":  # the second round shows the budget was renewed by the cell
+            reply, outputs = run(kc, flood.format(tag=tag))
+            assert reply["status"] == "ok" and stdout(outputs) == ""
+            later = []
+            with contextlib.suppress(queue.Empty):  # until the thread is done (3 s of quiet)
+                while True:
+                    later.append(kc.get_iopub_msg(timeout=3))
+            shown = stdout(later)
+            assert shown.startswith(tag * 99 + "\n") and 90 * 1024 < len(shown.encode()) <= 100 * 1024
+            assert stdout(later, "stderr") == ("\n[output limit of 100 KiB reached: further output from outside a "
+                                               "cell (a sandbox thread's) before the next cell is dropped]\n")
+        assert stdout(run(kc, "print('next')")[1]) == "next\n"
 
 
 @pytest.mark.parametrize("option, message", [

@@ -189,3 +189,20 @@ def test_control_comm_states_are_policed_with_their_buffers():
 def test_trust_lets_every_comm_through():
     events = [widget_open("q", "FigureModel", "bqplot"), widget_open("h", value="<script>x</script>")]
     assert run(events, OutputPolicy("trust")) == events
+
+
+def test_output_outside_cells_has_a_budget_renewed_at_each_cell():
+    pipeline, shown = OutputPipeline(OutputPolicy()), []
+    pipeline.renew_outside_budget(100)
+    for _ in range(3):  # a sandbox thread printing after its cell ended
+        pipeline.outside_cell(Stream("stdout", "x" * 60), shown.append)
+    pipeline.outside_cell(widget_open("w1", value="<b>ok</b>"), shown.append)  # comms are never cut
+    assert "".join(e.text for e in shown if isinstance(e, Stream) and e.name == "stdout") == "x" * 100
+    assert notes(shown) == ["\n[output limit of 100 bytes reached: further output from outside a cell "
+                            "(a sandbox thread's) before the next cell is dropped]\n"]
+    assert isinstance(shown[-1], Comm)
+    pipeline.outside_cell(Display({"text/html": "<img src=x onerror=alert(1)>"}), shown.append)
+    assert len(shown) == 4  # still over: dropped, not shown
+    pipeline.renew_outside_budget(100)
+    pipeline.outside_cell(Display({"text/html": "<img src=x onerror=alert(1)>"}), shown.append)
+    assert "onerror" not in shown[-1].data["text/html"]  # under the policy, as inside a cell
