@@ -207,7 +207,7 @@ class SandboxKernel(Kernel, OutputOptions):
         self.pipeline.from_frontend(msg_type, content)
         # what the message's handling shows (e.g. interact's output) has a budget of its own
         event_outputs = self.pipeline.cell(lambda event: self._publish(event, msg), self.max_output_bytes,
-                                           scope="of this widget event")
+                                           scope="of this widget event", say_changes=False)
         with self._serving(msg):
             try:
                 await sandbox.send_comm(msg_type, content, msg.get("metadata"),

@@ -58,11 +58,15 @@ class OutputPipeline:
         self._outside = OutputBudget(0, budget_setting, OUTSIDE_SCOPE)
 
     def cell(self, sink: Emit, max_output_bytes: int = 0, policy: OutputPolicy | None = None,
-             scope: str = "of this cell") -> Cell:
+             scope: str = "of this cell", say_changes: bool = True) -> Cell:
         """The :class:`Cell` for one execution: its events go to ``sink`` under ``policy``
         (default: the session's), at most ``max_output_bytes`` (0: no limit); the budget's
-        marker names ``scope`` (also "of this widget event", for what a comm message produced)."""
-        return Cell(self, sink, OutputBudget(max_output_bytes, self.budget_setting, scope), policy or self.policy)
+        marker names ``scope``. For what a widget event's handling shows (``scope="of this
+        widget event"``), ``say_changes=False`` leaves out the policy's one-line note, which
+        would otherwise repeat at every move of a slider."""
+        cell = Cell(self, sink, OutputBudget(max_output_bytes, self.budget_setting, scope), policy or self.policy)
+        cell.changed = not say_changes
+        return cell
 
     def outside_cell(self, event: Event, sink: Emit) -> None:
         """Show ``event``, which the sandbox sent outside any cell, under the session's policy

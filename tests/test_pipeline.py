@@ -206,3 +206,14 @@ def test_output_outside_cells_has_a_budget_renewed_at_each_cell():
     pipeline.renew_outside_budget(100)
     pipeline.outside_cell(Display({"text/html": "<img src=x onerror=alert(1)>"}), shown.append)
     assert "onerror" not in shown[-1].data["text/html"]  # under the policy, as inside a cell
+
+
+def test_a_widget_events_outputs_are_policed_and_cut_without_the_cells_note():
+    pipeline, shown = OutputPipeline(OutputPolicy()), []
+    event_outputs = pipeline.cell(shown.append, 100, scope="of this widget event", say_changes=False)
+    event_outputs.emit(Display({"text/html": "<img src=x onerror=alert(1)>"}))
+    event_outputs.emit(Stream("stdout", "y" * 200))
+    event_outputs.finish()
+    assert "onerror" not in shown[0].data["text/html"]
+    assert [n for n in notes(shown) if "output policy" in n] == []
+    assert "further output of this widget event is dropped" in notes(shown)[0]
