@@ -162,7 +162,7 @@ def test_output_between_cells_is_cut_at_the_limit_until_the_next_cell():
     """A sandbox thread that keeps printing after its cell ended cannot flood the page: what
     arrives outside any cell has its own max_output_bytes, renewed when a cell runs."""
     flood = ("import threading, time\n"
-             "def flood(tag):\n    time.sleep(0.5)\n    for i in range(5000):\n        print(tag * 99, flush=True)\n"
+             "def flood(tag):\n    time.sleep(0.5)\n    for i in range(200):\n        print(tag * 4999, flush=True)\n"
              "threading.Thread(target=flood, args=({tag!r},)).start()")
     with kernel("local", "--SandboxKernel.max_output_bytes=100k") as (_, kc):
         for tag in "xy":  # the second round shows the budget was renewed by the cell
@@ -172,8 +172,9 @@ def test_output_between_cells_is_cut_at_the_limit_until_the_next_cell():
             with contextlib.suppress(queue.Empty):  # until the thread is done (3 s of quiet)
                 while True:
                     later.append(kc.get_iopub_msg(timeout=3))
-            shown = stdout(later)
-            assert shown.startswith(tag * 99 + "\n") and 90 * 1024 < len(shown.encode()) <= 100 * 1024
+            shown = stdout(later)  # 1 MB in 200 messages (fewer than IOPub's high-water mark, which
+            # would drop messages of a faster flood before the budget sees them)
+            assert shown.startswith(tag * 4999 + "\n") and 90 * 1024 < len(shown.encode()) <= 100 * 1024
             assert stdout(later, "stderr") == ("\n[output limit of 100 KiB reached: further output from outside a "
                                                "cell (a sandbox thread's) before the next cell is dropped]\n")
         assert stdout(run(kc, "print('next')")[1]) == "next\n"
