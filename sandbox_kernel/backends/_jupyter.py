@@ -291,9 +291,8 @@ class KernelClientBackend(DropRecovery, Backend):
             msg = await request.iopub.get()
             kind = msg["header"]["msg_type"]
             if msg is RESYNCED or kind == "status" and msg["content"]["execution_state"] == "idle":
-                if request.dropped and not request.told:
-                    request.told = True
-                    emit(Stream("stderr", drop_note(*self.message_bound)))
+                if request.dropped:
+                    self._tell_dropped(request, emit)
                 return
             event = event_from_iopub(msg)
             if request.timed_out and isinstance(event, Error) and event.ename == "KeyboardInterrupt":
@@ -301,15 +300,19 @@ class KernelClientBackend(DropRecovery, Backend):
             if event is not None:
                 emit(event)
 
+    def _tell_dropped(self, request: _Request, emit: Emit) -> None:
+        """Say once per request, in its cell, that a message over the bound was dropped."""
+        if not request.told:
+            request.told = True
+            emit(Stream("stderr", drop_note(*self.message_bound)))
+
     async def _relay(self, request: _Request, emit: Emit) -> Outcome:
         """Emit the request's IOPub outputs until its ``status: idle``, then read the reply."""
         await self._outputs(request, emit)
         try:
             reply = (await request.reply)["content"]
         except MessageDropped as exc:  # the reply's status is unknown
-            if not request.told:
-                request.told = True
-                emit(Stream("stderr", drop_note(*self.message_bound)))
+            self._tell_dropped(request, emit)
             return Outcome("error", None, Error("MessageDropped", str(exc), []))
         error = None
         if reply["status"] == "error":
