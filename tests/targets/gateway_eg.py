@@ -119,7 +119,10 @@ class EnterpriseGateway:
         self.process = subprocess.Popen(
             [str(EG_VENV / "bin" / "jupyter-enterprisegateway"), "--ip=127.0.0.1", f"--port={self.port}",
              "--port_retries=0", f"--EnterpriseGatewayApp.auth_token={self.token}",
-             f"--EnterpriseGatewayApp.default_kernel_name={KERNEL_NAME}"],
+             f"--EnterpriseGatewayApp.default_kernel_name={KERNEL_NAME}",
+             # Its restarter looks for dead kernels every time_to_dead seconds (3 by default), each
+             # look a call to the engine; 1 s keeps a dead kernel's report quick under CI load.
+             "--KernelRestarter.time_to_dead=1"],
             cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent)
         log.close()
