@@ -65,8 +65,8 @@ class GatewayBackend(DeathWatch, KernelClientBackend):
     max_message_bytes = ByteSize(32 * 1024**2, help="Largest message (one websocket frame) accepted from the kernel; "
                                                     "a larger one is dropped before it is read (the cell says so, the "
                                                     "kernel keeps its state). 0: no limit.").tag(config=True)
-    heartbeat_interval = Float(2.0, help="Seconds between checks that the kernel still exists on the gateway "
-                                         "").tag(config=True)
+    heartbeat_interval = Float(2.0, help="Seconds between checks that the kernel still exists on the "
+                                         "gateway (GET /api/kernels/{id}).").tag(config=True)
     heartbeat_timeout = Float(15.0, help="Seconds without an answer from the gateway before the kernel counts as "
                                          "lost (also the websocket's ping interval and timeout).").tag(config=True)
 
