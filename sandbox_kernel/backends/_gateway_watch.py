@@ -17,6 +17,7 @@ from ..errors import SandboxError
 from ._gateway_rest import KernelGone, call, kernel_path
 from ._gateway_ws import GatewayKernelClient, KernelWebsocket, ws_session
 from ._jupyter import _Request
+from ._message_bound import drop_note
 
 MAX_DROPS_PER_MINUTE = 20
 """More messages above max_message_bytes than this in a minute end the session."""
@@ -88,9 +89,7 @@ class DeathWatch:
             return False
         self._ws.watch = self._watch
         self._client = GatewayKernelClient(self._ws)
-        note = (f"[an output larger than max_message_bytes ({self.max_message_bytes // 1024**2} MiB) was dropped "
-                "before it reached this machine, with output that closely followed it; raise "
-                "--GatewayBackend.max_message_bytes to receive it]\n")
+        note = drop_note(*self.message_bound)
         running = [request for request in self._requests.values() if request.execute]
         for request in running:  # one note per cell
             text = "" if request.told else note
