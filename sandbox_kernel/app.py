@@ -12,11 +12,27 @@ from traitlets import List, Type, Unicode, default
 
 from .kernel import SandboxKernel
 
+CONTROL_JOIN_S = 5.0
+"""Seconds :meth:`SandboxKernelApp.start` waits, once the shell has stopped, for the control
+thread's last handler."""
+
 
 class SandboxKernelApp(IPKernelApp):
     name = "sandbox-kernel"
     kernel_class = Type(SandboxKernel, klass="ipykernel.kernelbase.Kernel").tag(config=True)
     config_file_paths = List(Unicode())
+
+    def start(self) -> None:
+        """Serve until the shell's loop stops, then let the control thread finish the message
+        it is handling while the IOPub thread still runs (at exit, ipykernel's atexit handlers
+        stop the IOPub thread before closing the app). After a ``shutdown_request`` the control
+        thread still flushes stdout and publishes ``status: idle``; once the IOPub thread was
+        gone, that flush waited out ipykernel's 10 s flush timeout, so about half of this
+        kernel's shutdowns took 10 s (and a restart from JupyterLab with them)."""
+        super().start()
+        if self.control_thread is not None and self.control_thread.is_alive():
+            self.control_thread.stop()  # runs after the handler in progress, as after shutdown_request
+            self.control_thread.join(CONTROL_JOIN_S)
 
     @default("config_file_paths")
     def _config_file_paths_default(self) -> list[str]:

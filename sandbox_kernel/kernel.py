@@ -272,13 +272,25 @@ class SandboxKernel(Kernel, OutputOptions):
         """``interrupt_request`` (control channel; kernelspec ``interrupt_mode: message``):
         interrupt the sandbox's running cell; the sandbox's state survives."""
         content: dict[str, Any] = {"status": "ok"}
-        if self.sandbox is not None and self._loop is not None:
-            future = asyncio.run_coroutine_threadsafe(self.sandbox.interrupt(), self._loop)
+        if self.sandbox is not None:
             try:
-                await asyncio.wait_for(asyncio.wrap_future(future), timeout=10)
+                await self._on_sandbox_loop(self.sandbox.interrupt(), timeout=10)
             except Exception as exc:
                 content = {"status": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
         self.session.send(stream, "interrupt_reply", content, parent, ident=ident)
+
+    async def _on_sandbox_loop(self, coro, timeout: float | None):
+        """Await ``coro`` on the event loop that owns the backend (the shell's), from a
+        control-channel handler, which ipykernel runs on its control thread's loop.
+
+        Raises:
+            TimeoutError: not done within ``timeout`` seconds (None: no limit).
+        """
+        here = asyncio.get_running_loop()
+        if self._loop is None or self._loop is here or not self._loop.is_running():
+            return await asyncio.wait_for(coro, timeout)
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
     async def _ask_frontend(self, prompt: str, password: bool) -> str:
         """Send ``input_request`` to the frontend on the stdin channel and await its
@@ -321,6 +333,8 @@ class SandboxKernel(Kernel, OutputOptions):
         return {"status": status, **({"indent": " " * indent} if indent else {})}
 
     async def do_shutdown(self, restart):
+        """``shutdown_request`` (control channel): end the sandbox's session on the loop that
+        owns its tasks, then reply."""
         if self.sandbox is not None:
-            await self.sandbox.shutdown()
+            await self._on_sandbox_loop(self.sandbox.shutdown(), timeout=None)
         return {"status": "ok", "restart": restart}

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from tests.conftest import prepared
 from tests.kernels import kernel, kinds, run, stdout
 from tests.targets.docker import client, NOTHING, held_by  # noqa: F401 (client is a fixture)
 
@@ -95,6 +94,19 @@ def test_memory_bomb_is_one_message_and_the_next_cell_is_fresh(client):
         pid = km.provisioner.pid
     assert elapsed < 10
     assert held_by(client, pid) == NOTHING
+
+
+def test_a_shutdown_request_removes_the_sandbox_and_ends_the_kernel_by_itself(client):
+    """``shutdown_request`` (JupyterLab's shut down or restart) removes the container and its
+    volume before the reply, and the wrapper then exits without jupyter_client's SIGTERM."""
+    for _ in range(2):
+        with kernel("docker") as (km, kc):
+            run(kc, "x = 1")
+            pid = km.provisioner.pid
+            assert held_by(client, pid) != NOTHING
+            km.request_shutdown()
+            assert km.provisioner.process.wait(timeout=5) == 0
+            assert held_by(client, pid) == NOTHING
 
 
 def test_missing_engine_is_one_short_message_and_the_kernel_keeps_answering():

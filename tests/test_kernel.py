@@ -77,6 +77,17 @@ def test_interrupt_button_stops_busy_loop_and_state_survives(name):
         assert outputs[-2]["content"]["data"]["text/plain"] == "'alive'"
 
 
+def test_a_shutdown_request_ends_the_kernel_process_by_itself():
+    """The wrapper exits on its own after ``shutdown_request``, as JupyterLab's shutdown and
+    restart ask. Its control thread used to flush stdout after the IOPub thread had stopped and
+    wait out ipykernel's 10 s flush timeout, about one shutdown in two; four rounds catch that."""
+    for _ in range(4):
+        with kernel("local") as (km, kc):
+            run(kc, "x = 1")
+            km.request_shutdown()
+            assert km.provisioner.process.wait(timeout=5) == 0
+
+
 def test_completion_inspection_is_complete(local_kernel):
     _, kc = local_kernel
     run(kc, "only_in_sandbox = [1, 2]")
@@ -108,7 +119,7 @@ def test_sandbox_environment_is_an_allowlist_in_a_scratch_dir(monkeypatch):
         _, outputs = run(kc, "import os\nprint(os.environ.get('CANARY_SECRET'), os.getcwd(), os.environ['HOME'])")
         canary, cwd, home = stdout(outputs).split()
     assert canary == "None"
-    assert os.path.basename(cwd).startswith(f"sandbox-local-") and home.startswith(cwd)
+    assert os.path.basename(cwd).startswith("sandbox-local-") and home.startswith(cwd)
     assert not os.path.exists(cwd), "the scratch directory must be deleted at shutdown"
 
 
