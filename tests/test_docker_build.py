@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -248,10 +249,15 @@ def test_the_wrapper_kernel_speaks_bash(client, bash_dockerfile, bash_image):
         info = kc.kernel_info(reply=True)["content"]
         reply, outputs = run(kc, "for i in 1 2 3; do printf $i; done; echo")
         complete = kc.complete("ech", 3, reply=True)["content"]
+        run(kc, "kept=5")
+        threading.Timer(1.5, km.interrupt_kernel).start()
+        interrupted, _ = run(kc, "sleep 30", timeout=20)  # bash_kernel replies "abort"
+        _, after = run(kc, "echo $kept")
         pid = km.provisioner.pid
     assert info["language_info"]["name"] == "bash" and info["language_info"]["codemirror_mode"] == "shell"
     assert info["banner"].startswith("sandbox-kernel ") and "bash in a docker sandbox" in info["banner"]
     assert reply["status"] == "ok" and stdout(outputs) == "123\n"
+    assert interrupted["status"] == "aborted" and stdout(after) == "5\n"
     assert "echo" in complete["matches"]
     assert held_by(client, pid) == NOTHING
 

@@ -32,6 +32,11 @@ from .base import Backend, StdinHandler, request_msg_id
 
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
+REPLY_STATUS = {"ok": "ok", "error": "error", "aborted": "aborted", "abort": "aborted"}
+"""An execute_reply's status as the messaging spec names it. Some kernels (bash_kernel, on an
+interrupt) say ``"abort"``, the name older versions of the spec used; anything else counts as
+an error."""
+
 KERNEL_ARGS = ("--Kernel._execute_sleep=0", "--HistoryManager.enabled=False")
 """Options for the ipykernel inside a sandbox. ipykernel sleeps 0.5 ms before every
 execute_reply, which the relay does not need (it waits for IOPub idle). IPython's history
@@ -314,10 +319,10 @@ class KernelClientBackend(DropRecovery, Backend):
         except MessageDropped as exc:  # the reply's status is unknown
             self._tell_dropped(request, emit)
             return Outcome("error", None, Error("MessageDropped", str(exc), []))
-        error = None
-        if reply["status"] == "error":
+        error, status = None, REPLY_STATUS.get(reply.get("status"), "error")
+        if status == "error":
             error = Error(reply.get("ename", ""), reply.get("evalue", ""), list(reply.get("traceback", [])))
-        return Outcome(reply["status"], reply.get("execution_count"), error)
+        return Outcome(status, reply.get("execution_count"), error)
 
     async def _call(self, msg_id: str) -> dict[str, Any]:
         """The content of the shell reply to ``msg_id`` (completion, inspection, ...)."""
