@@ -28,7 +28,7 @@ class SandboxKernelApp(IPKernelApp):
         stop the IOPub thread before closing the app). After a ``shutdown_request`` the control
         thread still flushes stdout and publishes ``status: idle``; once the IOPub thread was
         gone, that flush waited out ipykernel's 10 s flush timeout, so about half of this
-        kernel's shutdowns took 10 s (and a restart from JupyterLab with them)."""
+        kernel's shutdowns took 10 s (jupyter_client's default then SIGTERMs it after 2.5 s)."""
         super().start()
         if self.control_thread is not None and self.control_thread.is_alive():
             self.control_thread.stop()  # runs after the handler in progress, as after shutdown_request
