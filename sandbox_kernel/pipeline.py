@@ -64,9 +64,8 @@ class OutputPipeline:
         marker names ``scope``. For what a widget event's handling shows (``scope="of this
         widget event"``), ``say_changes=False`` leaves out the policy's one-line note, which
         would otherwise repeat at every move of a slider."""
-        cell = Cell(self, sink, OutputBudget(max_output_bytes, self.budget_setting, scope), policy or self.policy)
-        cell.changed = not say_changes
-        return cell
+        return Cell(self, sink, OutputBudget(max_output_bytes, self.budget_setting, scope), policy or self.policy,
+                    say_changes)
 
     def outside_cell(self, event: Event, sink: Emit) -> None:
         """Show ``event``, which the sandbox sent outside any cell, under the session's policy
@@ -126,9 +125,11 @@ class Cell:
     ``emit`` is what the backend calls; :meth:`run` wraps the backend call.
     """
 
-    def __init__(self, pipeline: OutputPipeline, sink: Emit, budget: OutputBudget, policy: OutputPolicy) -> None:
+    def __init__(self, pipeline: OutputPipeline, sink: Emit, budget: OutputBudget, policy: OutputPolicy,
+                 say_changes: bool = True) -> None:
         self.pipeline, self.sink, self.budget, self.policy = pipeline, sink, budget, policy
-        self.changed = False
+        self.say_changes = say_changes  # the policy's one-line note, once, when it changes an output
+        self.noted = False  # that note was said
 
     def emit(self, event: Event) -> None:
         """Take one event from the backend (in order, live) and show what may be shown."""
@@ -138,8 +139,8 @@ class Cell:
 
     def note_change(self, shown: list[Event]) -> None:
         """The policy changed an output: the first time in this cell, say so in one line."""
-        if not self.changed:
-            self.changed = True
+        if self.say_changes and not self.noted:
+            self.noted = True
             shown.append(Stream("stderr", self.policy.note()))
 
     def finish(self) -> None:
