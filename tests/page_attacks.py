@@ -268,6 +268,8 @@ attack("mxss-math-style-img", "research", "file")(lambda js, url: show(
     "HTML", f'<math><style><img src=x onerror="{js}"></style></math>'))
 attack("mxss-svg-style-img", "research", "file")(lambda js, url: show(
     "HTML", f'<svg><style><img src=x onerror="{js}"></style></svg>'))
+attack("mxss-noembed-attribute", "research", "file")(lambda js, url: show(
+    "HTML", f'<noembed><p title="</noembed><img src=x {bare(js)}>"></p></noembed>'))
 attack("svg-animate-onbegin", "research", "file")(lambda js, url: show(
     "HTML", f'<svg width="8" height="8"><animate onbegin="{js}" attributeName="x" dur="1s"/></svg>'))
 attack("svg-set-image-href", "research", "request")(lambda js, url: show(
@@ -298,6 +300,27 @@ attack("frame-navigates-itself", "frame", "request", isolate_documented=True)(la
 
 
 CORPUS: tuple[Attack, ...] = tuple(_A)
+_A.clear()
+
+# -- click-required: recorded, fired under trust by hand, not run in CI --------------------
+attack("vega-view-source-spec-html", "vega", "file")(lambda js, url: raw(
+    {VEGA_LITE: {**_vl_bar(), "description": f"</code><img src=x {bare(js)}>"}, "text/plain": "chart"}))
+attack("vega-view-source-footer", "vega", "file")(lambda js, url: raw(
+    {VEGA_LITE: _vl_bar(), "text/plain": "chart"},
+    {VEGA_LITE: {"embed_options": {"sourceFooter": f"<script>{js}</script>"}}}))
+attack("vega-usermeta-actions-view-source", "vega", "file")(lambda js, url: raw(
+    # usermeta.embedOptions wins over the output metadata in vega-embed's merge
+    {VEGA_LITE: {**_vl_bar(), "description": f"</code><img src=x {bare(js)}>",
+                 "usermeta": {"embedOptions": {"actions": True}}}, "text/plain": "chart"},
+    {VEGA_LITE: {"embed_options": {"actions": False}}}))
+attack("link-target-top", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<a href="{url}" target="_top">a link that replaces the Lab page</a>'))
+CLICK_REQUIRED: tuple[Attack, ...] = tuple(_A)
+"""Attacks that need a person to act: the vega-embed actions menu ("..."), then "View Source"
+(vega-embed writes the spec and ``sourceHeader``/``sourceFooter`` unescaped into a same-origin
+popup, where their script runs with the page's rights); a ``target="_top"`` link replaces the
+Lab page. Fired under ``trust`` by hand
+(2026-11-24); the policy must still remove them (no actions menu, no ``target``)."""
 """Every attack, in notebook order."""
 
 NOT_IN_CORPUS = {
@@ -306,6 +329,16 @@ NOT_IN_CORPUS = {
     "widget-description-onerror": "ipywidgets 8.1 passes an HTML description through the widget manager's "
                                   "inline_sanitize: handlers never survive, even under trust (images do: in the corpus)",
     "template-img-onerror": "<template> content is inert; declarative shadow roots are not parsed by innerHTML",
+    "vega-editor-url-javascript": "embed_options.editorUrl='javascript:...' then 'Open in Vega Editor': no popup ran "
+                                  "it under trust (Chromium 156); the policy removes the actions menu anyway",
+    "base-href": "<base href=OTHER> in an output re-targets every relative URL of the page, the Lab's own API "
+                 "calls too: it would break the trust control's page, so it is left to the unit and fuzz tiers",
+    "meta-refresh": "<meta http-equiv=refresh> would navigate the trust control's page away; framed, it is the "
+                    "isolate frame-navigation case (frame-navigates-itself)",
+    "dom-clobbering": "<img name=cookie> etc. shadow document properties, but no JupyterLab 4.6.6 code path was "
+                      "found where that turns into script or a fetch; html5lib judges ids/names in the fuzz tier",
+    "webrtc": "RTCPeerConnection STUN from an isolate frame needs a UDP recorder; the lead documents it as not "
+              "stopped by isolate",
 }
 """``{candidate: why it is not in the corpus}``: click- or hover-only, or inert under ``trust``."""
 
@@ -315,6 +348,11 @@ def corpus(tag: str, origin: str, *, widgets: bool = True) -> dict[str, tuple[st
     ``origin``. ``widgets``: include the attacks that need comms."""
     return {a.name: (a.build(payload(tag, a.name), f"{origin}/leak/{tag}/{a.name}?d=secret"), a)
             for a in CORPUS if widgets or not a.widget}
+
+
+def click_required(tag: str, origin: str) -> dict[str, str]:
+    """``{name: cell source}`` of :data:`CLICK_REQUIRED` for notebook ``tag``."""
+    return {a.name: a.build(payload(tag, a.name), f"{origin}/leak/{tag}/{a.name}?d=secret") for a in CLICK_REQUIRED}
 
 
 # -- outputs a person must still see -------------------------------------------------------

@@ -67,6 +67,8 @@ def with_attacks(tag: str, origin: str, *, widgets: bool = True,
     cells, found = {}, {}
     for name, (source, attack) in attacks.corpus(tag, origin, widgets=widgets).items():
         cells[f"{tag}:{name}"], found[name] = prefix + source, attack
+    for name, source in attacks.click_required(tag, origin).items():
+        cells[f"click:{tag}:{name}"] = prefix + source
     return cells, found
 
 
@@ -254,6 +256,23 @@ def test_no_active_content_reaches_the_page_by_default(books, tag):
         assert {"img onerror", "script", "image onerror"} <= set(found), found
     else:
         assert found == []
+
+
+CLICKABLE = """() => [...document.querySelectorAll('.jp-OutputArea-output')].flatMap(output => [
+  ...[...output.querySelectorAll('.vega-embed details')].map(() => 'vega actions menu'),
+  ...[...output.querySelectorAll('a[target]')].filter(a => a.target.toLowerCase() !== '_blank')
+     .map(a => `a target=${a.target}`)])"""
+"""What a click could turn into an attack: vega-embed's actions menu ("View Source" writes the
+spec into a same-origin popup), links that replace the Lab page (:data:`~tests.page_attacks.CLICK_REQUIRED`)."""
+
+
+@pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize", "kernel-trust", "magic-trust"])
+def test_no_click_turns_into_an_attack_by_default(books, tag):
+    found = set(books[tag].page.evaluate(CLICKABLE))
+    if tag.endswith("trust"):
+        assert {"vega actions menu", "a target=_top"} <= found
+    else:
+        assert found == set()
 
 
 def test_a_defused_widget_still_renders(books):
