@@ -325,6 +325,11 @@ def test_mathjax_macros_outside_the_allowlist_lose_their_backslash(tex):
         assert not re.search(r"\\color\{red;", policed)
 
 
+def test_maths_cannot_be_split_around_what_mathjax_joins():
+    html = OutputPolicy().bundle({"text/html": "<p>$\\<wbr>style{cursor:url(https://x.example/c)}{X}$</p>"})
+    assert "wbr" not in html.data["text/html"] and "\\style" not in html.data["text/html"]
+
+
 def test_ordinary_maths_is_kept():
     policy = OutputPolicy()
     tex = r"$$\begin{pmatrix}1 & 2\\ 3 & 4\end{pmatrix} \frac{\alpha_1}{\sqrt{x^2}} \color{red}{\sum_{i=0}^n} \text{ok}$$"
