@@ -337,6 +337,9 @@ NOT_IN_CORPUS = {
                     "isolate frame-navigation case (frame-navigates-itself)",
     "dom-clobbering": "<img name=cookie> etc. shadow document properties, but no JupyterLab 4.6.6 code path was "
                       "found where that turns into script or a fetch; html5lib judges ids/names in the fuzz tier",
+    "vegalite-mark-cursor-url": "mark.cursor='url(OTHER), auto': not fetched without a pointer over the chart "
+                                "(hover-only; the policy drops cursor anyway)",
+    "vegalite-background-url": "background='url(OTHER)': Vega paints it as a colour, nothing fetched under trust",
     "webrtc": "RTCPeerConnection STUN from an isolate frame needs a UDP recorder; the lead documents it as not "
               "stopped by isolate",
 }

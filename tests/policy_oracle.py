@@ -50,10 +50,11 @@ classes and ids, URLs, ``\\unicode`` fonts, extension loading, raw MathML and ne
 MERMAID_ACTIVE = (re.compile(r"@\{[^}]*\b(img|icon)\s*:", re.I), re.compile(r"%%\s*\{"),
                   re.compile(r"\A\s*---"), re.compile(r"themeCSS|fontFamily|url\s*\(|\\", re.I),
                   re.compile(r"<"), re.compile(r"^\s*(click|callback|href)\b", re.I | re.M))
-CHART_URL_KEYS = {"url", "topojsonURL", "loader", "baseURL", "editorUrl", "sourceHeader", "sourceFooter",
+CHART_URL_KEYS = {"url", "href", "loader", "baseURL", "editorUrl", "sourceHeader", "sourceFooter",
                   "defaultStyle"}
-"""Keys flagged whatever their value; ``source`` (a Vega dataset's name, or Plotly's image URL),
-``config`` and ``patch`` (objects, or URLs vega-embed loads) only when the value is not plain data."""
+"""Keys flagged whatever their value; ``source`` only in Plotly's ``layout.images`` (elsewhere
+it names a Vega dataset). vega-embed's own ``config``/``patch`` URLs live in ``usermeta`` and the
+output metadata, both judged whole."""
 MARKDOWN_LIKE = {"text/markdown"}
 HTML_LIKE = {"text/html"}
 
@@ -89,8 +90,8 @@ def css_violations(css: str, *, block: bool) -> list[str]:
             inner = getattr(node, part, None)
             if isinstance(inner, list):
                 found += _css_tokens(inner)
-    if block and re.search(r"[<>]", css):
-        found.append("css < or > in a style block")
+    if block and "<" in css:
+        found.append("css < in a style block")
     return found
 
 
@@ -174,8 +175,13 @@ def html_violations(html: str, *, isolate: bool = False, svg: bool = False) -> l
             found += [f"style block: {v}" for v in css_violations(_text(element), block=True)]
     found += _reparse_mutations(tree)
     if not svg:
-        found += [f"maths in text: {v}" for v in latex_violations(_text(tree))]
+        found += [f"maths in text: {v}" for v in latex_violations(" ".join(MATHS.findall(_text(tree))))]
     return found
+
+
+MATHS = re.compile(r"\$\$.*?\$\$|\$.*?\$|\\\(.*?\\\)|\\\[.*?\\\]|\\begin\{[^}]*\}.*?\\end\{[^}]*\}", re.S)
+"""What MathJax typesets in an HTML page's text (JupyterLab's delimiters: ``$``, ``$$``, ``\\(``,
+``\\[``, and environments), across inline elements as MathJax joins their text."""
 
 
 def _text(element: ElementTree.Element) -> str:
@@ -184,7 +190,8 @@ def _text(element: ElementTree.Element) -> str:
 
 def _shape(tree) -> list[tuple]:
     # namespace declarations are left out: html5lib's serializer writes xmlns:xlink as "xlink"
-    return [(e.tag, sorted((k, v) for k, v in e.attrib.items() if "2000/xmlns" not in k and k not in ("xlink", "xmlns")),
+    return [(e.tag, sorted((_attribute_name(k), v) for k, v in e.attrib.items()
+                           if "2000/xmlns" not in k and k not in ("xlink", "xmlns")),
              (e.text or "").strip(), (e.tail or "").strip())
             for e in tree.iter() if isinstance(e.tag, str)]
 
@@ -230,10 +237,9 @@ def chart_violations(spec: Any, path: str = "") -> list[str]:
         for key, value in spec.items():
             if key in CHART_URL_KEYS and not (isinstance(value, str) and value.startswith("data:image/")):
                 found.append(f"chart {path}/{key}")
-            elif key == "source" and (not isinstance(value, str) or _scheme(value) or "/" in value):
+            elif key == "source" and "/images/" in f"{path}/" and not (isinstance(value, str)
+                                                                      and value.startswith("data:image/")):
                 found.append(f"chart {path}/source")
-            elif key in ("config", "patch") and isinstance(value, str):
-                found.append(f"chart {path}/{key} (a URL)")
             elif key == "usermeta" and isinstance(value, dict) and "embedOptions" in value:
                 found.append(f"chart {path}/usermeta/embedOptions")
             else:
@@ -241,8 +247,9 @@ def chart_violations(spec: Any, path: str = "") -> list[str]:
     elif isinstance(spec, list):
         for i, value in enumerate(spec):
             found += chart_violations(value, f"{path}/{i}")
-    elif isinstance(spec, str) and re.search(r"^\s*(javascript|vbscript):", spec, re.I):
-        found.append(f"chart {path} javascript:")
+    elif isinstance(spec, str) and path.rsplit("/", 1)[-1] in ("cursor", "background") \
+            and re.search(r"url\s*\(|image-set\s*\(", spec, re.I):
+        found.append(f"chart {path} CSS url()")
     return found
 
 
