@@ -92,6 +92,17 @@ def _breakout(js: str) -> tuple[str, str]:
     return escaped, decoded
 
 
+def onerror(js: str) -> str:
+    """``<img src="x" onerror="JS">``."""
+    return f'<img src="x" onerror="{js}">'
+
+
+def visible(js: str) -> str:
+    """An unknown element whose handler runs when it is laid out, with no click: Chromium fires
+    ``contentvisibilityautostatechange`` on an element styled ``content-visibility:auto``."""
+    return f'<sk-x oncontentvisibilityautostatechange="{js}" style="display:block;content-visibility:auto">x</sk-x>'
+
+
 def _mermaid(text: str) -> dict:
     return {"text/vnd.mermaid": text, "text/plain": "a diagram"}
 
@@ -129,21 +140,19 @@ attack("svg-image-onerror", "basic", "file")(lambda js, url: show(
     "HTML", f'<svg width="20" height="20"><image href="x" onerror="{js}"/></svg>'))
 attack("markdown-img", "basic", "file")(lambda js, url: show("Markdown", f'# Report\n\n<img src="x" onerror="{js}">'))
 attack("widget-html", "basic", "file", widget=True)(
-    lambda js, url: f"import ipywidgets\nipywidgets.HTML(value={f'<img src={chr(34)}x{chr(34)} onerror={chr(34)}{js}{chr(34)}>'!r})")
+    lambda js, url: f"import ipywidgets\nipywidgets.HTML(value={onerror(js)!r})")
 attack("img-src", "basic", "request")(lambda js, url: show("HTML", f'<img src="{url}" width="8" height="8">'))
 attack("img-srcset", "basic", "request")(lambda js, url: show("HTML", f'<img srcset="{url} 1x" width="8" height="8">'))
 attack("markdown-image", "basic", "request")(lambda js, url: show("Markdown", f"A chart: ![chart]({url})"))
 attack("css-style-attribute", "basic", "request")(lambda js, url: show(
     "HTML", f'<div style="{BOX};background:url({url})">bg</div>'))
 attack("css-style-block", "basic", "request")(lambda js, url: show(
-    "HTML", f"<style>.sk-leak-1{{background-image:url({url})}}</style><div class=\"sk-leak-1\" style=\"{BOX}\">bg</div>"))
+    "HTML", f'<style>.sk-leak-1{{background-image:url({url})}}</style><div class="sk-leak-1" style="{BOX}">bg</div>'))
 
 # -- 1. raw input passed along when "nothing changed" ------------------------------------
-attack("raw-contentvisibility", "raw-input", "file")(lambda js, url: show(
-    "HTML", f'<sk-x oncontentvisibilityautostatechange="{js}" style="display:block;content-visibility:auto">x</sk-x>'))
-attack("raw-contentvisibility-markdown", "raw-input", "file")(lambda js, url: show(
-    "Markdown", f'Text\n\n<sk-x oncontentvisibilityautostatechange="{js}" '
-                'style="display:block;content-visibility:auto">x</sk-x>\n'))
+attack("raw-contentvisibility", "raw-input", "file")(lambda js, url: show("HTML", visible(js)))
+attack("raw-contentvisibility-markdown", "raw-input", "file")(
+    lambda js, url: show("Markdown", f"Text\n\n{visible(js)}\n"))
 attack("raw-animation-unknown-tag", "raw-input", "file")(lambda js, url: show(
     "HTML", f'<style>@keyframes sk-k{{from{{opacity:.5}}to{{opacity:1}}}}</style>'
             f'<sk-y onanimationstart="{js}" style="display:block;animation:sk-k 1s">y</sk-y>'))
@@ -152,7 +161,8 @@ attack("raw-img-spaced-src", "raw-input", "request")(lambda js, url: show(
 attack("raw-css-escape-attribute", "raw-input", "request")(lambda js, url: show(
     "HTML", f'<div style="{BOX};background:\\75 rl({url})">bg</div>'))
 attack("raw-css-escape-block", "raw-input", "request")(lambda js, url: show(
-    "HTML", f'<style>.sk-leak-2{{background-image:u\\72 l({url})}}</style><div class="sk-leak-2" style="{BOX}">bg</div>'))
+    "HTML", f'<style>.sk-leak-2{{background-image:u\\72 l({url})}}</style>'
+            f'<div class="sk-leak-2" style="{BOX}">bg</div>'))
 attack("css-image-set-string", "raw-input", "request")(lambda js, url: show(
     "HTML", f"<div style=\"{BOX};background-image:image-set('{url}' 1x)\">bg</div>"))
 attack("css-escaped-image-set", "raw-input", "request")(lambda js, url: show(
@@ -225,7 +235,7 @@ attack("vega-metadata-patch-url", "metadata", "request")(lambda js, url: raw(
 # -- 7. Widget state moved around by the browser -----------------------------------------
 attack("widget-jsdlink-text-to-html", "widget", "file", widget=True)(lambda js, url: (
     "import ipywidgets\n"
-    f"source = ipywidgets.Text(value={f'<img src={chr(34)}x{chr(34)} onerror={chr(34)}{js}{chr(34)}>'!r})\n"
+    f"source = ipywidgets.Text(value={onerror(js)!r})\n"
     "target = ipywidgets.HTML(value='linked')\n"
     "link = ipywidgets.jsdlink((source, 'value'), (target, 'value'))\n"
     "target"))
@@ -247,19 +257,18 @@ attack("widget-html-list-value", "widget", "file", widget=True)(lambda js, url: 
     "import ipywidgets\n"
     "html = ipywidgets.HTML(value='list')\n"
     "display(html)\n"
-    f"html._send({{'method': 'update', 'state': {{'value': [{f'<img src={chr(34)}x{chr(34)} onerror={chr(34)}{js}{chr(34)}>'!r}]}}, "
-    "'buffer_paths': []})"))
+    f"html._send({{'method': 'update', 'state': {{'value': [{onerror(js)!r}]}}, 'buffer_paths': []}})"))
 attack("widget-style-css-escape", "widget", "request", widget=True)(lambda js, url: (
     "import ipywidgets\n"
     f"ipywidgets.HTML(value='bg', style={{'background': {f'{chr(92)}75 rl({url})'!r}}})"))
 attack("widget-html-raw-contentvisibility", "widget", "file", widget=True)(lambda js, url: (
     "import ipywidgets\n"
-    f"ipywidgets.HTML(value={f'<sk-x oncontentvisibilityautostatechange={chr(34)}{js}{chr(34)} style={chr(34)}display:block;content-visibility:auto{chr(34)}>x</sk-x>'!r})"))
+    f"ipywidgets.HTML(value={visible(js)!r})"))
 attack("widget-html-style-breakout", "widget", "file", widget=True)(lambda js, url: (
     "import ipywidgets\n" + "\n".join(f"display(ipywidgets.HTML(value={part!r}))" for part in _breakout(js))))
 attack("widget-output-raw-contentvisibility", "widget", "file", widget=True)(lambda js, url: (
     IMPORTS + "import ipywidgets\nout = ipywidgets.Output()\ndisplay(out)\n"
-    f"out.append_display_data(HTML({f'<sk-x oncontentvisibilityautostatechange={chr(34)}{js}{chr(34)} style={chr(34)}display:block;content-visibility:auto{chr(34)}>x</sk-x>'!r}))"))
+    f"out.append_display_data(HTML({visible(js)!r}))"))
 
 # -- public XSS / mXSS research: parser differentials, namespaces, SMIL, legacy fetches ----
 attack("mxss-noscript-attribute", "research", "file")(lambda js, url: show(
@@ -313,13 +322,18 @@ attack("vega-usermeta-actions-view-source", "vega", "file")(lambda js, url: raw(
     {VEGA_LITE: {**_vl_bar(), "description": f"</code><img src=x {bare(js)}>",
                  "usermeta": {"embedOptions": {"actions": True}}}, "text/plain": "chart"},
     {VEGA_LITE: {"embed_options": {"actions": False}}}))
+attack("fixed-overlay-link", "raw-input", "request")(lambda js, url: show(
+    # a corner of the page here, so that it does not catch the other tests' clicks; inset:0 covers it all
+    "HTML", f'<a href="{url}" style="position:fixed;right:0;bottom:0;width:24px;height:24px;z-index:100000;'
+            'opacity:0.01">click here</a>'))
 attack("link-target-top", "raw-input", "request")(lambda js, url: show(
     "HTML", f'<a href="{url}" target="_top">a link that replaces the Lab page</a>'))
 CLICK_REQUIRED: tuple[Attack, ...] = tuple(_A)
 """Attacks that need a person to act: the vega-embed actions menu ("..."), then "View Source"
 (vega-embed writes the spec and ``sourceHeader``/``sourceFooter`` unescaped into a same-origin
 popup, where their script runs with the page's rights); a ``target="_top"`` link replaces the
-Lab page. Fired under ``trust`` by hand
+Lab page; an invisible ``position:fixed`` link over the whole page turns the next click anywhere
+into a request to another origin. Fired under ``trust`` by hand
 (2026-11-24); the policy must still remove them (no actions menu, no ``target``)."""
 """Every attack, in notebook order."""
 
@@ -327,7 +341,8 @@ NOT_IN_CORPUS = {
     "mxss-math-mtext-table": "<math><mtext><table><mglyph><style><img onerror> mutates only on a second parse "
                              "(a sanitizer's round trip); one innerHTML under trust leaves the img as text",
     "widget-description-onerror": "ipywidgets 8.1 passes an HTML description through the widget manager's "
-                                  "inline_sanitize: handlers never survive, even under trust (images do: in the corpus)",
+                                  "inline_sanitize: handlers never survive, even under trust (images do: in the "
+                                  "corpus)",
     "template-img-onerror": "<template> content is inert; declarative shadow roots are not parsed by innerHTML",
     "vega-editor-url-javascript": "embed_options.editorUrl='javascript:...' then 'Open in Vega Editor': no popup ran "
                                   "it under trust (Chromium 156); the policy removes the actions menu anyway",

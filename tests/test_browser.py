@@ -19,13 +19,15 @@ starting at a time, then all at once):
   the attacks once more under ``--output-policy isolate`` (tag ``magic-isolate``).
 
 Evidence of an attack is a file the page wrote into the server's root, a request at a
-recording server on 127.0.0.1, or a terminal. Under ``isolate``, only attacks marked
+recording server on 127.0.0.1, or a terminal (what acted, by notebook:
+``build/browser-artifacts/evidence.json``). Under ``isolate``, only attacks marked
 ``isolate_documented`` (a framed script navigating its own frame, stated in docs/security.md)
 may act. Screenshots: ``build/browser-artifacts/``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -35,8 +37,8 @@ from typing import Any
 import pytest
 
 from tests import page_attacks as attacks
-from tests.browser import (JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_all, run_cell, screenshot,
-                           wait_cell, wait_finished)
+from tests.browser import (ARTIFACTS, JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_all, run_cell,
+                           screenshot, wait_cell, wait_finished)
 from tests.conftest import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.timeout(400)]
@@ -194,6 +196,11 @@ def books(lab, recorder, allowed):
                 screenshot(book.page, f"{tag}-stuck")
         raise
     wait_for_controls(books, lab, recorder)
+    found = evidence(lab, recorder)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "evidence.json").write_text(json.dumps(
+        {tag: sorted(name for name, seen in found.of(tag, book).items() if seen) for tag, book in books.items()},
+        indent=1))
     for tag, book in runnable.items():
         screenshot(book.page, tag)
     yield books
@@ -261,16 +268,19 @@ def test_no_active_content_reaches_the_page_by_default(books, tag):
 CLICKABLE = """() => [...document.querySelectorAll('.jp-OutputArea-output')].flatMap(output => [
   ...[...output.querySelectorAll('.vega-embed details')].map(() => 'vega actions menu'),
   ...[...output.querySelectorAll('a[target]')].filter(a => a.target.toLowerCase() !== '_blank')
-     .map(a => `a target=${a.target}`)])"""
+     .map(a => `a target=${a.target}`),
+  ...[...output.querySelectorAll('*')].filter(el => getComputedStyle(el).position === 'fixed')
+     .map(el => `fixed ${el.localName}`)])"""
 """What a click could turn into an attack: vega-embed's actions menu ("View Source" writes the
-spec into a same-origin popup), links that replace the Lab page (:data:`~tests.page_attacks.CLICK_REQUIRED`)."""
+spec into a same-origin popup), links that replace the Lab page, anything fixed over the page
+(an invisible link catching every click): :data:`~tests.page_attacks.CLICK_REQUIRED`."""
 
 
 @pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize", "kernel-trust", "magic-trust"])
 def test_no_click_turns_into_an_attack_by_default(books, tag):
     found = set(books[tag].page.evaluate(CLICKABLE))
     if tag.endswith("trust"):
-        assert {"vega actions menu", "a target=_top"} <= found
+        assert {"vega actions menu", "a target=_top", "fixed a"} <= found
     else:
         assert found == set()
 
