@@ -14,9 +14,16 @@ Two kinds of evidence, each from a cell of sandboxed code that only displays thi
 
 Every attack in :data:`CORPUS` fires zero-click under ``trust`` in JupyterLab 4.6.6 + Chromium
 (the control notebooks prove it on every run). They are grouped by the class of hole in issue 16
-(``Attack.group``). Attacks that need a person's click or hover, and candidates that did not fire
-even under ``trust``, are listed in :data:`NOT_IN_CORPUS` with the reason, so nobody adds them
-back believing they are live.
+(``Attack.group``): ``raw-input`` (what a policy passing its input along lets through: unknown
+elements with handlers that fire on layout, spaced attributes, CSS escapes and strings),
+``style-breakout`` (``</style>`` written by a CSS re-serializer), ``mermaid``, ``maths``
+(MathJax's ``\style``), ``vega`` and ``metadata`` (vega-embed's URL forms, ``usermeta`` and
+``embed_options``), ``widget`` (state the browser moves between models), ``research`` (public
+XSS/mXSS classes: ``noscript``/``noembed`` parser differentials, namespace confusion, SMIL,
+legacy fetching attributes), ``frame`` (a framed script navigating its frame) and ``basic``.
+Attacks that need a person's click are :data:`CLICK_REQUIRED` (the browser test checks that
+what they need is not offered); candidates that did not fire even under ``trust`` are listed
+in :data:`NOT_IN_CORPUS` with the reason, so nobody adds them back believing they are live.
 
 SVG attacks are inline ``<svg>`` in HTML: JupyterLab 4 shows an ``image/svg+xml`` output (and a
 Mermaid diagram, once drawn) as an ``<img src="data:...">``, where neither scripts nor external
@@ -207,7 +214,8 @@ attack("widget-label-style-url", "maths", "request", widget=True)(
     lambda js, url: f"import ipywidgets\nipywidgets.Label(value={f'${_cursor(url)}$'!r})")
 
 # -- 5. Vega and Vega-Lite (vega-embed 6.21) ---------------------------------------------
-# First in the notebook among charts: vega-embed writes its <style> once per page.
+# First among the charts of its page: vega-embed writes its <style> once per page. (In
+# magic-sanitize, the isolate copy follows the sanitize one: kernel-isolate judges it under isolate.)
 attack("vega-metadata-default-style", "vega", "request")(lambda js, url: raw(
     {VEGA_LITE: _vl_bar(), "text/plain": "chart"},
     {VEGA_LITE: {"embed_options": {"defaultStyle": f".vega-embed{{background-image:url({url})}}"}}}))
@@ -261,6 +269,9 @@ attack("widget-html-list-value", "widget", "file", widget=True)(lambda js, url: 
 attack("widget-style-css-escape", "widget", "request", widget=True)(lambda js, url: (
     "import ipywidgets\n"
     f"ipywidgets.HTML(value='bg', style={{'background': {f'{chr(92)}75 rl({url})'!r}}})"))
+attack("widget-description-maths", "maths", "request", widget=True)(lambda js, url: (
+    # a description is text, but the view typesets its maths (no description_allow_html needed)
+    f"import ipywidgets\nipywidgets.IntSlider(description={f'${_cursor(url)}$'!r})"))
 attack("widget-html-raw-contentvisibility", "widget", "file", widget=True)(lambda js, url: (
     "import ipywidgets\n"
     f"ipywidgets.HTML(value={visible(js)!r})"))
@@ -343,6 +354,7 @@ NOT_IN_CORPUS = {
     "widget-description-onerror": "ipywidgets 8.1 passes an HTML description through the widget manager's "
                                   "inline_sanitize: handlers never survive, even under trust (images do: in the "
                                   "corpus)",
+    "widget-togglebuttons-label": "ToggleButtonsView writes option labels with innerHTML, but escapes them first",
     "template-img-onerror": "<template> content is inert; declarative shadow roots are not parsed by innerHTML",
     "vega-editor-url-javascript": "embed_options.editorUrl='javascript:...' then 'Open in Vega Editor': no popup ran "
                                   "it under trust (Chromium 156); the policy removes the actions menu anyway",
