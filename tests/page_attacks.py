@@ -231,6 +231,8 @@ attack("vegalite-image-url-field", "vega", "request")(lambda js, url: raw({VEGA_
                                                                            "text/plain": "chart"}))
 attack("vegalite-v4-image-url-field", "vega", "request")(lambda js, url: raw(
     {"application/vnd.vegalite.v4+json": {**_vl_image(url), "$schema": VL.replace("v5", "v4")}, "text/plain": "chart"}))
+attack("vega-spec-is-a-url", "vega", "request")(lambda js, url: raw(
+    {VEGA_LITE: url, "text/plain": "chart"}))  # vega-embed loads a string spec as a URL
 attack("vegalite-usermeta-config", "vega", "request")(lambda js, url: raw({VEGA_LITE: {
     **_vl_bar(), "usermeta": {"embedOptions": {"config": url}}}, "text/plain": "chart"}))
 attack("vegalite-usermeta-patch", "vega", "request")(lambda js, url: raw({VEGA_LITE: {
@@ -355,6 +357,9 @@ NOT_IN_CORPUS = {
                                   "inline_sanitize: handlers never survive, even under trust (images do: in the "
                                   "corpus)",
     "widget-togglebuttons-label": "ToggleButtonsView writes option labels with innerHTML, but escapes them first",
+    "latex-fcolorbox-css": "\\fcolorbox{red}{red;cursor:url(OTHER)}{X} (the policy checks only the first colour) and "
+                           "\\colorbox/\\hspace with CSS after a ';': MathJax 3.2 sets them as single style "
+                           "properties, nothing fetched under trust",
     "template-img-onerror": "<template> content is inert; declarative shadow roots are not parsed by innerHTML",
     "vega-editor-url-javascript": "embed_options.editorUrl='javascript:...' then 'Open in Vega Editor': no popup ran "
                                   "it under trust (Chromium 156); the policy removes the actions menu anyway",
