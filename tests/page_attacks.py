@@ -17,7 +17,7 @@ Every attack in :data:`CORPUS` fires zero-click under ``trust`` in JupyterLab 4.
 (``Attack.group``): ``raw-input`` (what a policy passing its input along lets through: unknown
 elements with handlers that fire on layout, spaced attributes, CSS escapes and strings),
 ``style-breakout`` (``</style>`` written by a CSS re-serializer), ``mermaid``, ``maths``
-(MathJax's ``\style``), ``vega`` and ``metadata`` (vega-embed's URL forms, ``usermeta`` and
+(MathJax's ``\\style``), ``vega`` and ``metadata`` (vega-embed's URL forms, ``usermeta`` and
 ``embed_options``), ``widget`` (state the browser moves between models), ``research`` (public
 XSS/mXSS classes: ``noscript``/``noembed`` parser differentials, namespace confusion, SMIL,
 legacy fetching attributes), ``frame`` (a framed script navigating its frame) and ``basic``.

@@ -16,7 +16,6 @@ In process and fast (a few seconds): examples are capped with ``max_examples``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -34,28 +33,9 @@ FUZZ = settings(max_examples=60, deadline=None, derandomize=True, suppress_healt
 IDEMPOTENCE = settings(FUZZ, max_examples=30)
 
 
-@dataclass
-class Policed:
-    """The policy's answer for one bundle, whatever the API's generation."""
-
-    data: dict[str, Any]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    changed: bool = False
-    notes: list[str] = field(default_factory=list)
-
-
-def police(data: dict[str, Any], metadata: dict[str, Any] | None = None, mode: str = "sanitize") -> Policed:
-    """``OutputPolicy(mode).bundle(data, metadata)``: the object with ``.data``, ``.metadata``,
-    ``.changed`` (the policy package), or ``(data, changed)`` (before it, metadata passed along)."""
-    policy = OutputPolicy(mode)
-    try:
-        result = policy.bundle(data, metadata)
-    except TypeError:
-        out, changed = policy.bundle(data)
-        return Policed(out, dict(metadata or {}), changed)
-    if isinstance(result, tuple):
-        return Policed(result[0], dict(metadata or {}), result[1])
-    return Policed(result.data, dict(result.metadata or {}), bool(result.changed), list(result.notes or ()))
+def police(data: dict[str, Any], metadata: dict[str, Any] | None = None, mode: str = "sanitize"):
+    """``OutputPolicy(mode).bundle(data, metadata)``: ``.data``, ``.metadata``, ``.changed``, ``.notes``."""
+    return OutputPolicy(mode).bundle(data, metadata)
 
 
 # -- pieces --------------------------------------------------------------------------------
