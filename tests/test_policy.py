@@ -14,7 +14,8 @@ import pytest
 
 from sandbox_kernel.events import Display
 from sandbox_kernel.policy import OutputPolicy
-from sandbox_kernel.sanitize import Sanitizer, clean_declarations, clean_stylesheet
+from sandbox_kernel.policy.css import clean_declarations, clean_stylesheet
+from sandbox_kernel.policy.markup import Sanitizer
 
 HANDLERS = ["onerror", "onload", "onclick", "onmouseover", "onfocus", "onanimationstart", "onbegin", "ontoggle",
             "onpointerenter", "onbeforetoggle", "onwheel", "ONERROR", "OnLoad"]
@@ -132,7 +133,8 @@ def test_hostile_svg_is_inert(source):
     "<https://x.example/>", "<details open ontoggle=alert(1)>", '<a href="javascript:alert(1)">x</a>',
 ])
 def test_hostile_markdown_becomes_clean_html(source):
-    data, changed = OutputPolicy().bundle({"text/markdown": source, "text/plain": "md"})
+    policed = OutputPolicy().bundle({"text/markdown": source, "text/plain": "md"})
+    data = policed.data
     assert "text/markdown" not in data
     assert_inert(data["text/html"])
     assert data["text/plain"] == "md"
@@ -142,7 +144,8 @@ def test_what_data_tools_emit_is_kept():
     pd = pytest.importorskip("pandas")
     sanitizer = Sanitizer()
     frame = pd.DataFrame({"a": [1, 2], "b": ["<x>", "y"]})
-    for source in (frame._repr_html_(), frame.style.background_gradient(subset=["a"]).to_html(),
+    styled = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}).style.background_gradient(subset=["a"])
+    for source in (frame._repr_html_(), styled.to_html(),
                    "<b>bold</b> <i>it</i> <code>x</code>", '<img src="data:image/png;base64,iVBORw0KGgo=" width="20">',
                    '<span style="color: red; font-weight: bold">x</span>', '<a href="https://jupyter.org">docs</a>'):
         clean, changed = sanitizer.html(source)
@@ -174,9 +177,9 @@ def test_matplotlib_svg_keeps_its_drawing():
 
 def test_css_cleaning_keeps_safe_declarations():
     assert clean_declarations("color: red; font-weight: bold") == ("color: red; font-weight: bold", False)
-    assert clean_declarations("color:red; background:url(https://x.example/)")[0] == "color:red"
+    assert clean_declarations("color:red; background:url(https://x.example/)")[0] == "color: red"
     css, changed = clean_stylesheet("@import url(x.css); .a{color:red;background:url(x)} @media print{.b{color:blue}}")
-    assert changed and "@import" not in css and "url" not in css and "color:red" in css and "@media print" in css
+    assert changed and "@import" not in css and "url" not in css and "color: red" in css and "@media print" in css
 
 
 def test_allowed_origins_let_their_images_load():
@@ -192,48 +195,57 @@ def test_script_types_are_dropped_with_a_note_naming_the_option():
     policy = OutputPolicy()
     for mime in ("application/javascript", "text/javascript", "application/vnd.bokehjs_exec.v0+json",
                  "application/vnd.holoviews_load.v0+json"):
-        data, changed = policy.bundle({mime: "alert(1)", "text/plain": "<IPython.core.display.Javascript object>"})
+        policed = policy.bundle({mime: "alert(1)", "text/plain": "<IPython.core.display.Javascript object>"})
+        data, changed = policed.data, policed.changed
         assert changed and mime not in data
         assert "--SandboxKernel.output_policy=isolate" in data["text/plain"]
 
 
-def test_data_only_and_unknown_types_pass_unchanged():
+def test_data_only_types_pass_as_canonical_copies_and_unknown_types_are_dropped_with_a_note():
     bundle = {"image/png": base64.b64encode(b"png").decode(), "application/json": {"a": 1},
               "application/vnd.vegalite.v5+json": {"mark": "bar"}, "application/vnd.plotly.v1+json": {"data": []},
               "application/vnd.e2b.chart+json": {"type": "line"}, "application/x-custom": "x", "text/plain": "t",
-              "text/latex": "$x$", "text/markdown": "# plain *markdown* with $x^2$"}
+              "text/latex": "$x$"}
     for mode in ("sanitize", "isolate"):
-        data, changed = OutputPolicy(mode).bundle(bundle)
-        assert data is bundle and not changed
+        policed = OutputPolicy(mode).bundle(bundle)
+        assert not policed.changed
+        assert policed.data == {k: v for k, v in bundle.items()
+                                if k not in ("application/vnd.plotly.v1+json", "application/x-custom")}
+        assert policed.data is not bundle and policed.data["application/json"] is not bundle["application/json"]
+        assert [n.split(" output")[0] for n in policed.notes] == ["[application/vnd.plotly.v1+json",
+                                                                   "[application/x-custom"]
+        assert "--SandboxKernel.allowed_mime_types=application/x-custom" in policed.notes[1]
+    allowed = OutputPolicy(mime_types=["application/x-custom"]).bundle(bundle)
+    assert allowed.data["application/x-custom"] == "x" and len(allowed.notes) == 1
 
 
 def test_isolate_frames_active_content_in_an_opaque_origin():
     policy = OutputPolicy("isolate", ["https://cdn.example.org"])
     hostile = "<canvas id=c></canvas><script>document.getElementById('c').dataset.drawn = 1</script>"
-    data, changed = policy.bundle({"text/html": hostile})
-    frame = data["text/html"]
+    policed = policy.bundle({"text/html": hostile})
+    frame, changed = policed.data["text/html"], policed.changed
     assert changed and frame.startswith("<iframe ") and 'sandbox="allow-scripts"' in frame
     assert "allow-same-origin" not in frame
     srcdoc = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
     assert hostile in srcdoc and "Content-Security-Policy" in srcdoc and "https://cdn.example.org" in srcdoc
-    plain, changed = policy.bundle({"text/html": "<b>x</b>"})  # nothing active: not framed
-    assert plain == {"text/html": "<b>x</b>"} and not changed
-    script, _ = policy.bundle({"application/javascript": "document.body.textContent = 'hi'"})
+    plain = policy.bundle({"text/html": "<b>x</b>"})  # nothing active: not framed
+    assert plain.data == {"text/html": "<b>x</b>"} and not plain.changed
+    script = policy.bundle({"application/javascript": "document.body.textContent = 'hi'"}).data
     assert script["text/html"].startswith("<iframe ") and "application/javascript" not in script
 
 
 def test_chart_specs_lose_the_urls_their_renderers_would_fetch():
     spec = {"data": {"url": "https://x.example/?d=SECRET"}, "mark": "bar",
             "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
-    data, changed = OutputPolicy().bundle({"application/vnd.vegalite.v5+json": spec})
-    assert changed and data["application/vnd.vegalite.v5+json"] == {
+    policed = OutputPolicy().bundle({"application/vnd.vegalite.v5+json": spec},
+                                    {"application/vnd.vegalite.v5+json": {"embed_options": {"defaultStyle": "x"}}})
+    assert policed.changed and policed.data["application/vnd.vegalite.v5+json"] == {
         "data": {}, "mark": "bar", "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
+    assert policed.metadata == {"application/vnd.vegalite.v5+json": {"embed_options": {"actions": False}}}
     plotly = {"data": [], "layout": {"images": [{"source": "https://x.example/a.png", "x": 0}]}}
-    data, changed = OutputPolicy().bundle({"application/vnd.plotly.v1+json": plotly})
-    assert changed and data["application/vnd.plotly.v1+json"]["layout"]["images"] == [{"x": 0}]
-    kept = {"data": {"url": "https://cdn.example.org/d.json"}}
-    allowed = OutputPolicy(allowed_origins=["https://cdn.example.org"])
-    assert allowed.bundle({"application/vnd.vega.v5+json": kept}) == ({"application/vnd.vega.v5+json": kept}, False)
+    policed = OutputPolicy(mime_types=["application/vnd.plotly.v1+json"]).bundle(
+        {"application/vnd.plotly.v1+json": plotly})
+    assert policed.changed and policed.data["application/vnd.plotly.v1+json"]["layout"]["images"] == [{"x": 0}]
 
 
 def test_isolated_frames_are_sized_from_their_content():
@@ -248,13 +260,17 @@ def test_isolated_frames_are_sized_from_their_content():
 
 def test_trust_passes_everything():
     bundle = {"text/html": "<script>alert(1)</script>", "application/javascript": "alert(1)"}
-    assert OutputPolicy("trust").bundle(bundle) == (bundle, False)
+    policed = OutputPolicy("trust").bundle(bundle, {"isolated": True})
+    assert policed.data is bundle and policed.metadata == {"isolated": True} and not policed.changed
 
 
 def test_display_keeps_metadata_and_display_id():
-    event = Display({"text/html": "<img src=x onerror=alert(1)>"}, {"isolated": False}, display_id="d", update=True)
-    clean, changed = OutputPolicy().display(event)
-    assert changed and clean.metadata == event.metadata and clean.display_id == "d" and clean.update
+    event = Display({"text/html": "<img src=x onerror=alert(1)>", "image/png": "iVBO"},
+                    {"isolated": False, "image/png": {"width": 20, "height": "x", "onload": 1}},
+                    display_id="d", update=True)
+    clean, policed = OutputPolicy().display(event)
+    assert policed.changed and clean.display_id == "d" and clean.update
+    assert clean.metadata == {"image/png": {"width": 20}}  # the policy's own metadata, not the sandbox's
 
 
 def test_unknown_policy_is_refused():
