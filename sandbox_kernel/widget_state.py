@@ -1,0 +1,176 @@
+"""One widget model's state under the output policy: typed, then every rendered string policed.
+
+:func:`police_state` takes the state (or part of it, from an ``update``) of a model that
+:mod:`.widget_types` knows and returns a fresh dict written here, never the input:
+
+- a key the model does not sync is dropped; a value of the wrong type is dropped (the model keeps
+  its previous value, or the view's default at ``comm_open``): a key, not the whole message, so an
+  ordinary widget keeps working when one value is refused;
+- every string a view renders other than as text is policed where it sits, in lists too, by the
+  output policy: innerHTML (:meth:`OutputPolicy.html`), MathJax text (``tex_text``), HTML
+  descriptions (``sanitize_html``), CSS values (``css_value``, parsed with tinycss2: a value that
+  loads anything or does not parse is dropped), class names (identifiers only), Font Awesome icon
+  names, ``format="url"`` (dropped: the value would be a URL the page loads), and the ``Output``
+  widget's outputs (:meth:`OutputPolicy.bundle`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .widget_types import BAD, CLASS_KEYS, CLASS_NAME, ICON, ModelType, typed
+
+
+@dataclass
+class WidgetModel:
+    """What the widget rules remember of one model (by comm_id / model_id).
+
+    Attributes:
+        type: its table entry; None for a model of a module the user allowed by name (its
+            state then passes as the sandbox sent it).
+        allow_html: its ``description_allow_html``; description: its last ``description``.
+        state: the scalars a link may read (not kept: only what the rules need).
+    """
+
+    type: ModelType | None
+    allow_html: bool = False
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def police_state(policy, model: WidgetModel, state: dict[str, Any], *, opening: bool) -> tuple[dict[str, Any], bool]:
+    """``(state, changed)``: ``state`` (all of it at ``comm_open``/``update_states``, part of it
+    in an ``update``) as the policy lets it reach the page. Class keys pass only when
+    ``opening`` (checked by the rules); ``changed`` says anything was dropped or rewritten."""
+    if model.type is None:
+        return _json(state), False
+    out: dict[str, Any] = {}
+    changed = False
+    for key, value in state.items():
+        spec = model.type.traits.get(key)
+        if key in CLASS_KEYS and not opening or spec is None:
+            changed = True
+            continue
+        clean = typed(spec["type"], value)
+        if clean is BAD:
+            changed = True
+            continue
+        clean, did = _sink(policy, spec.get("sink"), clean)
+        changed |= did
+        if clean is not BAD:
+            out[key] = clean
+    changed |= _description(policy, model, state, out)
+    return out, changed
+
+
+def _description(policy, model: WidgetModel, state: dict[str, Any], out: dict[str, Any]) -> bool:
+    """``description``: HTML through ``inline_sanitize`` when ``description_allow_html``, else
+    text; MathJax typesets it either way (controls/src/widget_description.ts updateDescription).
+    When ``description_allow_html`` changes, the description is sent again, policed as it will
+    now be shown."""
+    if "description_allow_html" in out:
+        model.allow_html = out["description_allow_html"]
+    if isinstance(out.get("description"), str):
+        model.description = out["description"]
+    elif "description_allow_html" not in out:
+        return False
+    if model.type is None or "description" not in model.type.traits:
+        return False
+    given = out.get("description", model.description)
+    if model.allow_html:
+        out["description"], changed = _sanitize_html(policy, given)
+    else:
+        out["description"], changed = _tex(policy, given)
+    return changed
+
+
+def _sink(policy, sink: str | None, value: Any) -> tuple[Any, bool]:
+    """``(value, changed)`` with every string at ``sink`` policed; :data:`BAD` drops the key."""
+    if sink is None or sink in ("link", "description"):
+        return value, False
+    if isinstance(value, list):
+        items = [_sink(policy, sink, v) for v in value]
+        return [v for v, _ in items if v is not BAD], any(did for _, did in items)
+    if sink == "outputs":
+        return _output(policy, value)
+    if not isinstance(value, str):
+        return value, False
+    if sink == "html":
+        return policy.html(value)
+    if sink == "tex":
+        return _tex(policy, value)
+    if sink.startswith("css:"):
+        clean = _css(policy, sink[4:], value)
+        return (BAD, True) if clean is None else (clean, clean != value)
+    if sink == "classes":
+        return (value, False) if CLASS_NAME.match(value) else (BAD, True)
+    if sink == "icon":  # each name becomes the class fa-<name>
+        names = [n for n in value.split() if ICON.match(n)]
+        return " ".join(names), names != value.split()
+    if sink == "fa_icon":  # className = 'fa fa-' + icon: one name, or it adds classes of its own
+        return (value, False) if ICON.match(value) else ("", True)
+    if sink == "media_format":
+        return (BAD, True) if value.strip().lower() == "url" else (value, False)
+    raise ValueError(f"unknown widget sink {sink!r} in widget_models.json")
+
+
+# -- the Output widget ---------------------------------------------------------------------------
+def _output(policy, output: Any) -> tuple[Any, bool]:
+    """One nbformat output dict of an ``Output`` widget (output/src/output.ts renders them in a
+    trusted output area), rebuilt from its known fields; other output types are dropped."""
+    kind = output.get("output_type") if isinstance(output, dict) else None
+    if kind in ("display_data", "execute_result") and isinstance(output.get("data"), dict):
+        data, metadata, changed = _bundle(policy, output["data"], output.get("metadata"))
+        out = {"output_type": kind, "data": data, "metadata": metadata}
+        if kind == "execute_result":
+            count = output.get("execution_count")
+            out["execution_count"] = count if isinstance(count, int) and not isinstance(count, bool) else None
+        return out, changed
+    if kind == "stream" and output.get("name") in ("stdout", "stderr"):
+        text = _text(output.get("text"))
+        return ({"output_type": kind, "name": output["name"], "text": text}, False) if text is not None else (BAD, True)
+    if kind == "error":
+        trace = output.get("traceback")
+        lines = [line for line in trace if isinstance(line, str)] if isinstance(trace, list) else []
+        return {"output_type": kind, "ename": str(output.get("ename", "")), "evalue": str(output.get("evalue", "")),
+                "traceback": lines}, False
+    return BAD, True
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "".join(value)
+    return None
+
+
+def _json(value: Any) -> Any:
+    """A fresh copy (a model of a module the user allowed by name)."""
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    return value
+
+
+# -- the output policy's functions (one line each to switch when main's policy package lands) -----
+def _sanitize_html(policy, source: str) -> tuple[str, bool]:
+    return policy.sanitize_html(source)
+
+
+def _tex(policy, text: str) -> tuple[str, bool]:
+    return policy.tex_text(text)
+
+
+def _css(policy, prop: str, value: str) -> str | None:
+    return policy.css_value(prop, value)
+
+
+def _bundle(policy, data: dict[str, Any], metadata: Any) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    result = policy.bundle(data, metadata if isinstance(metadata, dict) else {})
+    return result.data, result.metadata, result.changed
+
+
+__all__ = ["WidgetModel", "police_state"]
