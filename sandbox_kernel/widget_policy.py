@@ -118,7 +118,8 @@ class WidgetRules:
                 return None, (f"[a widget from the module '{given}' was not shown: the output policy allows only the "
                               f"standard ipywidgets; {self.policy.option('allowed_widget_modules', given)} allows "
                               "it]\n")
-        if module not in STANDARD_MODULES or state.get("_view_module", module) not in STANDARD_MODULES:
+        view_module = state.get("_view_module")
+        if module not in STANDARD_MODULES or (view_module is not None and view_module not in STANDARD_MODULES):
             return WidgetModel(None), None  # a module the user allowed by name
         kind = model_type(module, name)
         if kind is None or class_mismatch(kind, {**state, "_model_module": module, "_model_name": name}) is not None:
