@@ -276,3 +276,130 @@ def test_display_keeps_metadata_and_display_id():
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="unknown output policy"):
         OutputPolicy("off")
+
+
+# -- the closed world (issue 16): canonical output, every renderer, metadata ---------------------------------
+SECRET = "https://x.example/?d=SECRET"
+
+
+@pytest.mark.parametrize("source", [
+    '<sk-x oncontentvisibilityautostatechange="alert(1)" style="display:block;content-visibility:auto">x</sk-x>',
+    f'<img src = "{SECRET}">', f"<img src\n=\n'{SECRET}'>", f'<div style="background:\\75 rl({SECRET})">x</div>',
+    f'<div style="background:u\\rl({SECRET})">x</div>', f'<div style="background:\\000075rl({SECRET})">x</div>',
+    '<a href="https://jupyter.org" target="_top">x</a>', '<a href="https://jupyter.org" target="_parent">x</a>',
+])
+def test_what_reaches_the_page_is_always_the_policys_own_writing(source):
+    """The raw input never passes because the sanitizer thinks nothing changed."""
+    for mode in ("sanitize", "isolate"):
+        html = OutputPolicy(mode).bundle({"text/html": source}).data["text/html"]
+        assert html != source
+        if not html.startswith("<iframe"):
+            assert_inert(html)
+            assert "_top" not in html and "_parent" not in html and "x.example" not in html
+
+
+def test_css_strings_cannot_end_their_style_block():
+    hostile = r'<style>b{x:"\3c/style\3e\3cimg src=x onerror=alert(1)\3e"} c{x:"<p>"}</style><b>x</b>'
+    for source in (hostile, hostile.replace("<style>", "<style>@media screen{").replace("</style><b>", "}</style><b>")):
+        html = OutputPolicy().bundle({"text/html": source}).data["text/html"]
+        style = re.search(r"<style>(.*?)</style>", html, re.S).group(1)
+        assert "<" not in style and ">" not in style.replace("> ", "")
+        assert html.count("<style>") == 1 and html.endswith("</style><b>x</b>")
+    assert clean_stylesheet(r'a{content:"\3c/style\3e"}')[0] == r'a {content: "\3c /style\3e "}'
+
+
+@pytest.mark.parametrize("tex", [r"\style{cursor:url(https://x.example/c.png),auto}{X}", r"\href{https://x.example}{X}",
+                                 r"\class{jp-x}{X}", r"\cssId{x}{X}", r"\unicode{x41}", r"\require{html}",
+                                 r"\url{https://x.example}", r"\bbox[background:url(https://x.example/b)]{X}",
+                                 r"\def\x{\style{color:red}{X}}\x", r"\htmlStyle{x}{X}", r"\color{red;background:url(x)}{X}",
+                                 r"\begin{x}\end{x}"])
+def test_mathjax_macros_outside_the_allowlist_lose_their_backslash(tex):
+    policy = OutputPolicy()
+    latex = policy.bundle({"text/latex": f"${tex}$"})
+    assert latex.changed
+    for policed in (latex.data["text/latex"], policy.bundle({"text/markdown": f"Math: ${tex}$"}).data["text/html"],
+                    policy.bundle({"text/html": f"<p>${tex}$</p>"}).data["text/html"], policy.tex_text(f"${tex}$")[0]):
+        found = re.findall(r"\\([A-Za-z]+)", html.unescape(policed))
+        assert not ({"style", "href", "class", "cssId", "unicode", "require", "url", "bbox", "def", "htmlStyle", "x"}
+                    & set(found)), policed
+        assert not re.search(r"\\color\{red;", policed)
+
+
+def test_maths_cannot_be_split_around_what_mathjax_joins():
+    html = OutputPolicy().bundle({"text/html": "<p>$\\<wbr>style{cursor:url(https://x.example/c)}{X}$</p>"})
+    assert "wbr" not in html.data["text/html"] and "\\style" not in html.data["text/html"]
+
+
+def test_ordinary_maths_is_kept():
+    policy = OutputPolicy()
+    tex = r"$$\begin{pmatrix}1 & 2\\ 3 & 4\end{pmatrix} \frac{\alpha_1}{\sqrt{x^2}} \color{red}{\sum_{i=0}^n} \text{ok}$$"
+    assert policy.bundle({"text/latex": tex}).data["text/latex"] == tex and not policy.bundle({"text/latex": tex}).changed
+    md = policy.bundle({"text/markdown": "Euler: $e^{i\\pi} + 1 = 0$ and $a_1 * b_2 * c$"})
+    assert not md.changed and "$e^{i\\pi} + 1 = 0$" in md.data["text/html"] and "$a_1 * b_2 * c$" in md.data["text/html"]
+    assert policy.bundle({"text/html": r"<pre>print('a\nb')</pre> costs $5"}).data["text/html"] == \
+        r"<pre>print('a\nb')</pre> costs $5"  # MathJax skips <pre>; nothing to police there
+
+
+@pytest.mark.parametrize("diagram", [
+    'graph TD\nA@{ img: "https://x.example/i.png", h: 60 }', 'graph TD\nA["<img src=https://x.example/i.png>"]',
+    '%%{init: {"themeCSS": ".node{background:url(https://x.example/t)}"}}%%\ngraph TD\nA-->B',
+    '---\nconfig:\n  themeCSS: "x"\n---\ngraph TD\nA-->B', 'graph TD\nA-->B\nclick A "https://x.example"',
+    'graph TD\nA["#60;img src=x#62;"]', 'graph TD\nA["`**md**`"]', 'graph TD\nA-->B\nstyle A fill:url(#x)',
+    'architecture-beta\nservice s(logos:aws)[S]', 'graph TD\nA["a %%{init: {}}%% b"]',
+])
+def test_mermaid_refuses_what_fetches_or_makes_markup(diagram):
+    policed = OutputPolicy().bundle({"text/vnd.mermaid": diagram, "text/plain": "diagram"})
+    changed_or_gone = policed.data.get("text/vnd.mermaid")
+    assert changed_or_gone is None or ("img" not in changed_or_gone and "init" not in changed_or_gone
+                                       and "themeCSS" not in changed_or_gone)
+    assert policed.changed
+
+
+def test_a_plain_mermaid_flowchart_is_kept():
+    flow = "flowchart LR\n    A[Start] --> B{Is it?}\n    B -->|Yes| C[OK]\n    B -- No --> D[Stop]\n    style A fill:#f9f,stroke:#333"
+    policed = OutputPolicy().bundle({"text/vnd.mermaid": "%% a comment\n" + flow})
+    assert policed.data == {"text/vnd.mermaid": flow}
+
+
+def test_vega_loses_every_url_whatever_its_form_and_gets_the_policys_metadata():
+    spec = {"$schema": "https://vega.github.io/schema/vega/v5.json",
+            "data": [{"name": "a", "url": {"signal": f"'{SECRET}'"}}, {"name": "b", "values": [{"url": "kept"}]}],
+            "marks": [{"type": "image", "encode": {"enter": {"url": {"value": SECRET}, "href": {"field": "u"},
+                                                            "cursor": {"value": f"url({SECRET}),auto"}}}}],
+            "usermeta": {"embedOptions": {"loader": {"baseURL": SECRET}}},
+            "signals": [{"name": "s", "bind": {"input": "range", "element": "#jp-main"}}]}
+    meta = {"application/vnd.vega.v5+json": {"embed_options": {"defaultStyle": "x", "editorUrl": "javascript:x",
+                                                                "patch": SECRET}}, "isolated": True}
+    policed = OutputPolicy().bundle({"application/vnd.vega.v5+json": spec}, meta)
+    out = policed.data["application/vnd.vega.v5+json"]
+    assert SECRET not in repr(out) and "usermeta" not in out and "element" not in repr(out)
+    assert out["data"][1] == {"name": "b", "values": [{"url": "kept"}]}
+    assert policed.metadata == {"application/vnd.vega.v5+json": {"embed_options": {"actions": False}}}
+    assert OutputPolicy().bundle({"application/vnd.vegalite.v5+json": SECRET, "text/plain": "c"}).data == {"text/plain": "c"}
+
+
+def test_pdf_and_unknown_types_are_dropped_and_an_empty_bundle_says_why():
+    policed = OutputPolicy().bundle({"application/pdf": "JVBERi0=", "application/geo+json": {"type": "Point"}})
+    assert set(policed.data) == {"text/plain"} and "allowed_mime_types=application/pdf" in policed.data["text/plain"]
+    assert len(policed.notes) == 2
+
+
+POLICED_SAMPLES = {
+    "text/html": ['<b style="color:red;background:url(x)">b</b><img src=x onerror=alert(1)>$\\style{x}{y}$',
+                  '<style>.a{color:red;background:url(x)}</style><table><tr><td>1</td></tr></table>'],
+    "text/markdown": ["# T\n\n<img src=x onerror=alert(1)> ![i](https://x.example/i) $\\href{x}{y}$"],
+    "text/latex": [r"$\style{x}{y} \frac12$"],
+    "image/svg+xml": ['<svg xmlns="http://www.w3.org/2000/svg" onload="x()"><rect width="5" fill="url(https://x/#a)"/></svg>'],
+    "text/vnd.mermaid": ["%%{init: {}}%%\ngraph TD\nA-->B"],
+    "application/vnd.vegalite.v5+json": [{"data": {"url": SECRET}, "mark": "bar"}],
+}
+
+
+@pytest.mark.parametrize("mime", POLICED_SAMPLES)
+def test_policing_is_idempotent_and_never_returns_a_hostile_input(mime):
+    policy = OutputPolicy()
+    for sample in POLICED_SAMPLES[mime]:
+        first = policy.bundle({mime: sample})
+        assert first.changed and sample not in first.data.values()
+        second = policy.bundle(first.data, first.metadata)
+        assert second.data == first.data and not second.changed

@@ -38,7 +38,9 @@ from . import css
 from .tex import police_tex, typeset
 
 # -- allowlists ----------------------------------------------------------------------------
-HTML_TAGS = frozenset(nh3.ALLOWED_TAGS) - {"map", "area"} | {"style", "font", "tfoot", "label"}
+HTML_TAGS = frozenset(nh3.ALLOWED_TAGS) - {"map", "area", "wbr"} | {"style", "font", "tfoot", "label"}
+"""ammonia's defaults and what data tools emit, less image maps and ``<wbr>`` (MathJax joins the
+text on both sides of a ``<wbr>``, so ``\\<wbr>style`` would become ``\\style`` after policing)."""
 _TABLE_ATTRS = {"border", "cellpadding", "cellspacing", "align", "valign", "colspan", "rowspan", "scope",
                 "headers", "width", "height", "bgcolor", "nowrap"}
 HTML_ATTRIBUTES: dict[str, set[str]] = {
