@@ -36,12 +36,15 @@ from typing import Any
 
 from .events import Comm
 from .widget_state import WidgetModel, police_state
-from .widget_types import CLASS_KEYS, class_mismatch, is_ref, model_type
+from .widget_types import CLASS_KEYS, MODEL_ID, class_mismatch, is_ref, json_copy, model_type
 
 WIDGET_TARGET = "jupyter.widget"
 CONTROL_TARGET = "jupyter.widget.control"
 STANDARD_MODULES = frozenset({"@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output"})
 LINK_MODELS = frozenset({"LinkModel", "DirectionalLinkModel"})
+NOT_LINKED = frozenset({"description_allow_html", "msg_id"})
+"""Traits no link may set though their views show no string: the switch that makes a description
+HTML, and the ``Output`` widget's ``msg_id`` (which request's outputs it captures)."""
 Verdict = tuple[Comm | None, bool, str | None]
 
 
@@ -73,7 +76,7 @@ class WidgetRules:
         if self.policy.trusts:
             return event, False, None
         comm_id = event.content.get("comm_id")
-        if not isinstance(comm_id, str):
+        if not isinstance(comm_id, str) or not MODEL_ID.match(comm_id):
             return None, True, None
         if event.msg_type == "comm_open":
             return self._open(event, comm_id)
@@ -95,21 +98,27 @@ class WidgetRules:
                                  f"{self.policy.option('allowed_comm_targets', target)} allows it]\n")
         data = event.content.get("data") if isinstance(event.content.get("data"), dict) else {}
         if target != WIDGET_TARGET:  # a target the user allowed by name: its messages are that extension's
-            return _comm(event, "comm_open", comm_id, _copy(data), target), False, None
-        state = data.get("state")
-        model, refusal = self._model(state.get("_model_module"), state.get("_model_name"), state) \
-            if isinstance(state, dict) else (None, self._unknown(None, None))
+            return _comm(event, "comm_open", comm_id, json_copy(data), target), False, None
+        state = data.get("state") if isinstance(data.get("state"), dict) else {}
+        model, clean, changed, refusal = self._admit(comm_id, state)
         if model is None:
-            self._refused.add(comm_id)
-            return None, False, refusal
-        clean, changed = police_state(self.policy, model, state, opening=True)
-        if (refusal := self._link_refusal(model, clean)) is not None:
-            self._refused.add(comm_id)
-            return None, True, refusal
-        self._models[comm_id] = model
+            return None, changed, refusal
         paths, buffers, dropped = _buffers(model, data.get("buffer_paths"), event.buffers)
         new = _comm(event, "comm_open", comm_id, {"state": clean, "buffer_paths": paths}, target)
         return replace(new, buffers=buffers), changed or dropped, None
+
+    def _admit(self, model_id: str, state: dict[str, Any]) -> tuple[WidgetModel | None, dict[str, Any], bool, str | None]:
+        """``(model, state, changed, None)`` for a new model's whole state (its class keys name
+        it), now known to the rules; ``(None, {}, changed, note)`` when it is refused."""
+        model, refusal = self._model(state.get("_model_module"), state.get("_model_name"), state)
+        clean, changed = police_state(self.policy, model, state, opening=True) if model else ({}, False)
+        if model is not None and (refusal := self._link_refusal(model, clean)) is not None:
+            model, changed = None, True
+        if model is None:
+            self._refused.add(model_id)
+            return None, {}, changed, refusal
+        self._models[model_id] = model
+        return model, clean, changed, None
 
     def _model(self, module: Any, name: Any, state: dict[str, Any]) -> tuple[WidgetModel | None, str | None]:
         """``(model, None)`` for a widget that may open, or ``(None, refusal note)``."""
@@ -120,11 +129,11 @@ class WidgetRules:
                               "it]\n")
         view_module = state.get("_view_module")
         if module not in STANDARD_MODULES or (view_module is not None and view_module not in STANDARD_MODULES):
-            return WidgetModel(None), None  # a module the user allowed by name
+            return WidgetModel(None, (module, name)), None  # a module the user allowed by name
         kind = model_type(module, name)
         if kind is None or class_mismatch(kind, {**state, "_model_module": module, "_model_name": name}) is not None:
             return None, self._unknown(module, name)
-        return WidgetModel(kind), None
+        return WidgetModel(kind, (module, name)), None
 
     def _unknown(self, module: Any, name: Any) -> str:
         return (f"[a widget model '{name}' of '{module}' was not shown: the output policy shows only the standard "
@@ -149,7 +158,7 @@ class WidgetRules:
                 continue
             target = self._models.get(pair[0][len("IPY_MODEL_"):])
             spec = target.type.traits.get(pair[1]) if target is not None and target.type is not None else None
-            if spec is None or pair[1].startswith("_") or pair[1] == "description_allow_html" or "sink" in spec \
+            if spec is None or pair[1].startswith("_") or pair[1] in NOT_LINKED or "sink" in spec \
                     or is_ref(spec["type"]) or "bytes" in str(spec["type"]) or "output" in str(spec["type"]):
                 what = f"'{pair[1]}' of a {target.type.name}" if spec is not None else f"'{pair[1]}' of an unknown widget"
                 return (f"[a widget link (jslink/jsdlink) to {what} was not made: the output policy lets links set "
@@ -166,26 +175,40 @@ class WidgetRules:
             if method in ("update", "echo_update") and isinstance(data.get("state"), dict):
                 return self._update(event, comm_id, model, method, data)
             if method == "custom":
-                new = _comm(event, "comm_msg", comm_id, {"method": "custom", "content": _copy(data.get("content"))})
+                new = _comm(event, "comm_msg", comm_id, {"method": "custom", "content": json_copy(data.get("content"))})
                 return replace(new, buffers=event.buffers), False, None
             return None, True, None
-        if self._frontend.get(comm_id) == CONTROL_TARGET and method == "update_states":
-            return self._states(event, comm_id, data)
-        return _comm(event, "comm_msg", comm_id, _copy(data)), False, None  # a comm the page opened
+        frontend = self._frontend.get(comm_id)
+        if frontend == CONTROL_TARGET:
+            return self._states(event, comm_id, data) if method == "update_states" else (None, True, None)
+        if frontend == WIDGET_TARGET:  # the page asked for a model it lacks (base-manager _loadFromKernelModels)
+            return self._requested(event, comm_id, method, data)
+        return _comm(event, "comm_msg", comm_id, json_copy(data)), False, None  # another comm the page opened
 
-    def _update(self, event: Comm, comm_id: str, model: WidgetModel, method: str, data: dict[str, Any]) -> Verdict:
-        clean, changed = police_state(self.policy, model, data["state"], opening=False)
-        if model.type is not None and model.type.name in LINK_MODELS and ("source" in clean or "target" in clean):
-            before = dict(model.extra)
-            if (refusal := self._link_refusal(model, clean)) is not None:
-                model.extra = before
-                clean = {k: v for k, v in clean.items() if k not in ("source", "target")}
-                paths, buffers, _ = _buffers(model, data.get("buffer_paths"), event.buffers)
-                new = _comm(event, "comm_msg", comm_id, {"method": method, "state": clean, "buffer_paths": paths})
-                return replace(new, buffers=buffers), True, refusal
+    def _requested(self, event: Comm, comm_id: str, method: Any, data: dict[str, Any]) -> Verdict:
+        """The reply to a ``request_state`` on a ``jupyter.widget`` comm the page opened: its
+        ``update`` carries a whole state from which the manager makes the model, so it is judged
+        as a ``comm_open``."""
+        if method not in ("update", "echo_update") or not isinstance(data.get("state"), dict):
+            return None, True, None
+        model, clean, changed, refusal = self._admit(comm_id, data["state"])
+        if model is None:
+            return None, changed, refusal
         paths, buffers, dropped = _buffers(model, data.get("buffer_paths"), event.buffers)
         new = _comm(event, "comm_msg", comm_id, {"method": method, "state": clean, "buffer_paths": paths})
         return replace(new, buffers=buffers), changed or dropped, None
+
+    def _update(self, event: Comm, comm_id: str, model: WidgetModel, method: str, data: dict[str, Any]) -> Verdict:
+        clean, changed = police_state(self.policy, model, data["state"], opening=False)
+        refusal = None
+        if model.type is not None and model.type.name in LINK_MODELS and ("source" in clean or "target" in clean):
+            before = dict(model.extra)
+            if (refusal := self._link_refusal(model, clean)) is not None:  # the link keeps its old ends
+                model.extra, changed = before, True
+                clean = {k: v for k, v in clean.items() if k not in ("source", "target")}
+        paths, buffers, dropped = _buffers(model, data.get("buffer_paths"), event.buffers)
+        new = _comm(event, "comm_msg", comm_id, {"method": method, "state": clean, "buffer_paths": paths})
+        return replace(new, buffers=buffers), changed or dropped, refusal
 
     def _states(self, event: Comm, comm_id: str, data: dict[str, Any]) -> Verdict:
         """The control comm's ``update_states``: every widget's state, for a reloaded page
@@ -216,25 +239,23 @@ class WidgetRules:
         return replace(new, buffers=tuple(kept_buffers)), changed, refusal
 
     def _entry(self, model_id: Any, entry: Any) -> tuple[tuple[dict[str, Any], bool] | None, str | None]:
-        """``((entry, changed), None)`` for one ``update_states`` entry, or ``(None, note)``."""
-        if not isinstance(model_id, str) or not isinstance(entry, dict) or not isinstance(entry.get("state"), dict):
+        """``((entry, changed), None)`` for one ``update_states`` entry, or ``(None, note)``. The
+        entry's ``model_*`` keys are what the manager loads: the state's own class keys must agree,
+        and a model the page may already hold keeps its class (the manager applies the state to it)."""
+        if not isinstance(model_id, str) or not MODEL_ID.match(model_id) or not isinstance(entry, dict) \
+                or not isinstance(entry.get("state"), dict):
             return None, None
         cls = {key: entry[key[1:]] for key in ("_model_module", "_model_name", "_model_module_version")
                if entry.get(key[1:]) is not None}
         state = entry["state"]
-        if any(key in state and state[key] != value for key, value in cls.items()):
-            return None, self._unknown(cls.get("_model_module"), cls.get("_model_name"))
-        model, refusal = self._model(cls.get("_model_module"), cls.get("_model_name"), {**state, **cls})
         known = self._models.get(model_id)
-        if model is not None and known is not None and known.type != model.type:
-            model, refusal = None, self._unknown(cls.get("_model_module"), cls.get("_model_name"))  # the page keeps its own
+        if any(key in state and state[key] != value for key, value in cls.items()) or (
+                known is not None and known.cls != (cls.get("_model_module"), cls.get("_model_name"))):
+            return None, self._unknown(cls.get("_model_module"), cls.get("_model_name"))
+        model, clean, changed, refusal = self._admit(model_id, {**state, **cls})
         if model is None:
             return None, refusal
-        clean, changed = police_state(self.policy, model, {**state, **cls}, opening=True)
-        if (refusal := self._link_refusal(model, clean)) is not None:
-            return None, refusal
-        self._models[model_id] = model
-        for key in ("_model_module", "_model_name", "_model_module_version"):
+        for key in cls:
             if key not in state:
                 clean.pop(key, None)
         return ({**{k[1:]: v for k, v in cls.items()}, "state": clean}, changed), None
@@ -272,14 +293,6 @@ def _comm(event: Comm, msg_type: str, comm_id: str, data: dict[str, Any], target
         content["target_name"] = target
     version = event.metadata.get("version") if isinstance(event.metadata, dict) else None
     return Comm(msg_type, content, {"version": version} if isinstance(version, str) else {}, ())
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_copy(v) for v in value]
-    return value
 
 
 __all__ = ["WidgetRules", "WIDGET_TARGET", "CONTROL_TARGET", "CLASS_KEYS"]

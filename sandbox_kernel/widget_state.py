@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .widget_types import BAD, CLASS_KEYS, CLASS_NAME, ICON, ModelType, typed
+from .widget_types import BAD, CLASS_KEYS, CLASS_NAME, ICON, ModelType, json_copy, typed
 
 
 @dataclass
@@ -29,11 +29,13 @@ class WidgetModel:
     Attributes:
         type: its table entry; None for a model of a module the user allowed by name (its
             state then passes as the sandbox sent it).
+        cls: ``(model_module, model_name)`` it was opened with.
         allow_html: its ``description_allow_html``; description: its last ``description``.
-        state: the scalars a link may read (not kept: only what the rules need).
+        extra: a link model's ``source``/``target``.
     """
 
     type: ModelType | None
+    cls: tuple[Any, Any] = (None, None)
     allow_html: bool = False
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -44,7 +46,7 @@ def police_state(policy, model: WidgetModel, state: dict[str, Any], *, opening: 
     in an ``update``) as the policy lets it reach the page. Class keys pass only when
     ``opening`` (checked by the rules); ``changed`` says anything was dropped or rewritten."""
     if model.type is None:
-        return _json(state), False
+        return json_copy(state), False
     out: dict[str, Any] = {}
     changed = False
     for key, value in state.items():
@@ -144,15 +146,6 @@ def _text(value: Any) -> str | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return "".join(value)
     return None
-
-
-def _json(value: Any) -> Any:
-    """A fresh copy (a model of a module the user allowed by name)."""
-    if isinstance(value, dict):
-        return {k: _json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
-    return value
 
 
 # -- the output policy's functions (one line each to switch when main's policy package lands) -----

@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-REF = re.compile(r"^IPY_MODEL_[A-Za-z0-9_.\-]{1,100}$")
+MODEL_ID = re.compile(r"^(?!(constructor|prototype|hasOwnProperty|isPrototypeOf|propertyIsEnumerable|toString|"
+                      r"toLocaleString|valueOf)$)[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+"""A comm or model id the rules pass (ipywidgets' are uuid4 hex): never ``__proto__``, a name of
+``Object.prototype`` (the manager keeps models in plain objects by id) or a path."""
+REF = re.compile(r"^IPY_MODEL_(?!(constructor|prototype|hasOwnProperty|isPrototypeOf|propertyIsEnumerable|"
+                 r"toString|toLocaleString|valueOf)$)[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 CLASS_NAME = re.compile(r"^-?[_A-Za-z][_A-Za-z0-9\-]{0,100}$")
 ICON = re.compile(r"^[A-Za-z0-9_\-]{0,100}$")
 CLASS_KEYS = ("_model_module", "_model_module_version", "_model_name", "_view_module", "_view_module_version",
@@ -149,16 +154,16 @@ def _simple(kind: str, value: Any) -> Any:
             out["content"] = bytes(value["content"])
         return out
     if kind == "output":
-        return _json_copy(value) if isinstance(value, dict) else BAD
+        return json_copy(value) if isinstance(value, dict) else BAD
     raise ValueError(f"unknown widget trait type {kind!r} in widget_models.json")
 
 
-def _json_copy(value: Any) -> Any:
-    """A fresh copy of JSON data (an nbformat output), policed by its sink afterwards."""
+def json_copy(value: Any) -> Any:
+    """A fresh copy of JSON data (an nbformat output, a ``custom`` message's content)."""
     if isinstance(value, dict):
-        return {str(k): _json_copy(v) for k, v in value.items()}
+        return {str(k): json_copy(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_copy(v) for v in value]
+        return [json_copy(v) for v in value]
     return value
 
 
@@ -189,4 +194,4 @@ def is_ref(kind: Any) -> bool:
 
 
 __all__ = ["BAD", "ModelType", "table", "model_type", "class_mismatch", "typed", "refs", "ref_models", "is_ref",
-           "CLASS_KEYS", "CLASS_NAME", "ICON", "REF"]
+           "CLASS_KEYS", "CLASS_NAME", "ICON", "MODEL_ID", "REF", "json_copy"]

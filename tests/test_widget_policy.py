@@ -269,3 +269,44 @@ def test_trust_passes_everything(rules):
     trusting = WidgetRules(OutputPolicy("trust"))
     event = opening("h", "HTMLModel", value="<script>x</script>")
     assert trusting.from_sandbox(event) == (event, False, None)
+
+
+# -- the other ways a page gets a model ---------------------------------------------------------------
+def test_a_state_the_page_requested_on_its_own_comm_is_judged_as_an_opening(rules):
+    """When the control comm fails, the manager opens a ``jupyter.widget`` comm per model and makes
+    the model from the ``update`` that answers its ``request_state`` (``_loadFromKernelModels``)."""
+    rules.from_frontend("comm_open", {"comm_id": "w1", "target_name": "jupyter.widget"})
+    rules.from_frontend("comm_open", {"comm_id": "w2", "target_name": "jupyter.widget"})
+    event, changed, _ = rules.from_sandbox(update("w1", **classes("HTMLModel"), value="<img src=x onerror=alert(1)>"))
+    assert changed and state_of((event, 0, 0))["value"] == "<img>"
+    event, _, note = rules.from_sandbox(update("w2", **{**classes("HTMLModel"), "_model_module": "evil"}, value="x"))
+    assert event is None and "'evil' was not shown" in note
+    assert rules.from_sandbox(update("w1", value="<b onclick=x>b</b>"))[0].content["data"]["state"] == {
+        "value": "<b>b</b>"}  # known from then on
+
+
+def test_ids_and_buffer_paths_cannot_reach_prototypes(rules):
+    for bad in ("__proto__", "constructor", "a/b c", ""):
+        assert rules.from_sandbox(opening(bad, "IntSliderModel"))[0] is None
+    rules.from_sandbox(opening("t", "TextModel"))
+    event, _, note = rules.from_sandbox(opening("l", "DirectionalLinkModel", source=["IPY_MODEL_t", "value"],
+                                               target=["IPY_MODEL___proto__", "value"]))
+    assert "target" not in state_of((event, 0, 0))  # not a reference: dropped, so the link sets nothing
+    event, changed, _ = rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["__proto__", "x"], ["value", 0]],
+                                                   buffers=[b"a", b"b"]))
+    assert changed and event.content["data"]["buffer_paths"] == [] and event.buffers == ()
+    rules.from_frontend("comm_open", {"comm_id": "ctl", "target_name": "jupyter.widget.control"})
+    entry = {"model_module": CONTROLS, "model_name": "IntSliderModel", "model_module_version": "2.0.0",
+             "state": classes("IntSliderModel")}
+    event, _, _ = rules.from_sandbox(Comm("comm_msg", {"comm_id": "ctl", "data": {
+        "method": "update_states", "states": {"ok": entry, "x y": entry},
+        "buffer_paths": [["ok", "__proto__", "polluted"]]}}, {}, (b"x",)))
+    assert set(event.content["data"]["states"]) == {"ok"} and event.content["data"]["buffer_paths"] == []
+
+
+def test_a_link_cannot_redirect_an_output_widgets_capture(rules):
+    rules.from_sandbox(opening("t", "TextModel"))
+    rules.from_sandbox(opening("o", "OutputModel", OUTPUT))
+    event, _, note = rules.from_sandbox(opening("l", "DirectionalLinkModel", source=["IPY_MODEL_t", "value"],
+                                               target=["IPY_MODEL_o", "msg_id"]))
+    assert event is None and "'msg_id' of a OutputModel" in note
