@@ -35,8 +35,8 @@ from dataclasses import replace
 from typing import Any
 
 from .events import Comm
-from .widget_state import WidgetModel, police_state
-from .widget_types import CLASS_KEYS, MODEL_ID, class_mismatch, is_ref, json_copy, model_type
+from .widget_state import WidgetModel, binary_paths, police_state
+from .widget_types import CLASS_KEYS, MODEL_ID, class_mismatch, is_ref, json_copy, model_type, ref_models, refs
 
 WIDGET_TARGET = "jupyter.widget"
 CONTROL_TARGET = "jupyter.widget.control"
@@ -103,15 +103,16 @@ class WidgetRules:
         model, clean, changed, refusal = self._admit(comm_id, state)
         if model is None:
             return None, changed, refusal
-        paths, buffers, dropped = _buffers(model, data.get("buffer_paths"), event.buffers)
+        paths, buffers, dropped = binary_paths(model, data.get("buffer_paths"), event.buffers)
         new = _comm(event, "comm_open", comm_id, {"state": clean, "buffer_paths": paths}, target)
         return replace(new, buffers=buffers), changed or dropped, None
 
-    def _admit(self, model_id: str, state: dict[str, Any]) -> tuple[WidgetModel | None, dict[str, Any], bool, str | None]:
+    def _admit(self, model_id: str, state: dict[str, Any]) -> tuple[WidgetModel | None, dict, bool, str | None]:
         """``(model, state, changed, None)`` for a new model's whole state (its class keys name
         it), now known to the rules; ``(None, {}, changed, note)`` when it is refused."""
         model, refusal = self._model(state.get("_model_module"), state.get("_model_name"), state)
         clean, changed = police_state(self.policy, model, state, opening=True) if model else ({}, False)
+        changed |= model is not None and self._wrong_refs(model, clean)
         if model is not None and (refusal := self._link_refusal(model, clean)) is not None:
             model, changed = None, True
         if model is None:
@@ -140,6 +141,19 @@ class WidgetRules:
                 f"models of ipywidgets 8.1, each with its own view and version; "
                 f"{self.policy.option('output_policy', 'trust')} shows any]\n")
 
+    def _wrong_refs(self, model: WidgetModel, state: dict[str, Any]) -> bool:
+        """Drop a reference to a known model of another class than its trait names (``layout``
+        only a ``LayoutModel``, ``style`` the widget's style model): the view would draw that
+        model where a style or layout goes. True if one was dropped."""
+        dropped = False
+        for key in [k for k in state if model.type is not None and ref_models(model.type.traits[k]["type"])]:
+            allowed = ref_models(model.type.traits[key]["type"])
+            known = [self._models.get(i) for i in refs(state[key])]
+            if any(m is not None and m.cls[1] not in allowed for m in known):
+                del state[key]
+                dropped = True
+        return dropped
+
     # -- links -------------------------------------------------------------------------------
     def _link_refusal(self, model: WidgetModel, state: dict[str, Any]) -> str | None:
         """The note refusing a link model whose endpoints may carry markup, URLs or CSS into a
@@ -160,7 +174,7 @@ class WidgetRules:
             spec = target.type.traits.get(pair[1]) if target is not None and target.type is not None else None
             if spec is None or pair[1].startswith("_") or pair[1] in NOT_LINKED or "sink" in spec \
                     or is_ref(spec["type"]) or "bytes" in str(spec["type"]) or "output" in str(spec["type"]):
-                what = f"'{pair[1]}' of a {target.type.name}" if spec is not None else f"'{pair[1]}' of an unknown widget"
+                what = f"'{pair[1]}' of " + (f"a {target.type.name}" if spec is not None else "an unknown widget")
                 return (f"[a widget link (jslink/jsdlink) to {what} was not made: the output policy lets links set "
                         f"only what a standard widget shows as text or numbers; "
                         f"{self.policy.option('output_policy', 'trust')} allows it]\n")
@@ -194,19 +208,20 @@ class WidgetRules:
         model, clean, changed, refusal = self._admit(comm_id, data["state"])
         if model is None:
             return None, changed, refusal
-        paths, buffers, dropped = _buffers(model, data.get("buffer_paths"), event.buffers)
+        paths, buffers, dropped = binary_paths(model, data.get("buffer_paths"), event.buffers)
         new = _comm(event, "comm_msg", comm_id, {"method": method, "state": clean, "buffer_paths": paths})
         return replace(new, buffers=buffers), changed or dropped, None
 
     def _update(self, event: Comm, comm_id: str, model: WidgetModel, method: str, data: dict[str, Any]) -> Verdict:
         clean, changed = police_state(self.policy, model, data["state"], opening=False)
+        changed |= self._wrong_refs(model, clean)
         refusal = None
         if model.type is not None and model.type.name in LINK_MODELS and ("source" in clean or "target" in clean):
             before = dict(model.extra)
             if (refusal := self._link_refusal(model, clean)) is not None:  # the link keeps its old ends
                 model.extra, changed = before, True
                 clean = {k: v for k, v in clean.items() if k not in ("source", "target")}
-        paths, buffers, dropped = _buffers(model, data.get("buffer_paths"), event.buffers)
+        paths, buffers, dropped = binary_paths(model, data.get("buffer_paths"), event.buffers)
         new = _comm(event, "comm_msg", comm_id, {"method": method, "state": clean, "buffer_paths": paths})
         return replace(new, buffers=buffers), changed or dropped, refusal
 
@@ -216,7 +231,8 @@ class WidgetRules:
         ``model_name`` and ``model_module_version``, then ``put_buffers`` at ``[id, ...path]``).
         Links are judged last, once the widgets they name are known."""
         entries = data.get("states") if isinstance(data.get("states"), dict) else {}
-        order = sorted(entries, key=lambda i: isinstance(entries[i], dict) and entries[i].get("model_name") in LINK_MODELS)
+        order = sorted(entries, key=lambda i: isinstance(entries[i], dict)
+                       and entries[i].get("model_name") in LINK_MODELS)
         states, changed, refusal = {}, False, None
         for model_id in order:
             entry, why = self._entry(model_id, entries[model_id])
@@ -229,7 +245,7 @@ class WidgetRules:
         kept_paths, kept_buffers = [], []
         for i, path in enumerate(data.get("buffer_paths") or []):
             ok = isinstance(path, list) and len(path) > 2 and path[0] in states and path[1] == "state"
-            if ok and i < len(event.buffers) and _buffers(self._models[path[0]], [path[2:]], (b"",))[0]:
+            if ok and i < len(event.buffers) and binary_paths(self._models[path[0]], [path[2:]], (b"",))[0]:
                 kept_paths.append(list(path))
                 kept_buffers.append(event.buffers[i])
             else:
@@ -259,31 +275,6 @@ class WidgetRules:
             if key not in state:
                 clean.pop(key, None)
         return ({**{k[1:]: v for k, v in cls.items()}, "state": clean}, changed), None
-
-
-def _buffers(model: WidgetModel, paths: Any, buffers: tuple[bytes, ...]) -> tuple[list, tuple[bytes, ...], bool]:
-    """``(paths, buffers, dropped)``: the ``buffer_paths`` (and their buffers) that name a
-    binary trait of the model's table: ``[key]`` for a ``bytes`` trait, ``["value", i, "content"]``
-    for a ``FileUpload``'s files. Any path for a model of a module the user allowed by name."""
-    kept_paths, kept, dropped = [], [], False
-    for i, path in enumerate(paths if isinstance(paths, list) else []):
-        if i < len(buffers) and isinstance(path, list) and path and _binary(model, path):
-            kept_paths.append(list(path))
-            kept.append(buffers[i])
-        else:
-            dropped = True
-    return kept_paths, tuple(kept), dropped
-
-
-def _binary(model: WidgetModel, path: list) -> bool:
-    if model.type is None:
-        return True
-    spec = model.type.traits.get(path[0]) if isinstance(path[0], str) else None
-    if spec is None:
-        return False
-    if spec["type"] in ("bytes", {"null": "bytes"}):
-        return len(path) == 1
-    return spec["type"] == {"list": "file"} and len(path) == 3 and isinstance(path[1], int) and path[2] == "content"
 
 
 def _comm(event: Comm, msg_type: str, comm_id: str, data: dict[str, Any], target: str | None = None) -> Comm:

@@ -117,6 +117,31 @@ def _sink(policy, sink: str | None, value: Any) -> tuple[Any, bool]:
     raise ValueError(f"unknown widget sink {sink!r} in widget_models.json")
 
 
+def binary_paths(model: WidgetModel, paths: Any, buffers: tuple[bytes, ...]) -> tuple[list, tuple, bool]:
+    """``(paths, buffers, dropped)``: the ``buffer_paths`` (and their buffers) that name a
+    binary trait of the model's table: ``[key]`` for a ``bytes`` trait, ``["value", i, "content"]``
+    for a ``FileUpload``'s files. Any path for a model of a module the user allowed by name."""
+    kept_paths, kept, dropped = [], [], False
+    for i, path in enumerate(paths if isinstance(paths, list) else []):
+        if i < len(buffers) and isinstance(path, list) and path and _binary(model, path):
+            kept_paths.append(list(path))
+            kept.append(buffers[i])
+        else:
+            dropped = True
+    return kept_paths, tuple(kept), dropped
+
+
+def _binary(model: WidgetModel, path: list) -> bool:
+    if model.type is None:
+        return True
+    spec = model.type.traits.get(path[0]) if isinstance(path[0], str) else None
+    if spec is None:
+        return False
+    if spec["type"] in ("bytes", {"null": "bytes"}):
+        return len(path) == 1
+    return spec["type"] == {"list": "file"} and len(path) == 3 and isinstance(path[1], int) and path[2] == "content"
+
+
 # -- the Output widget ---------------------------------------------------------------------------
 def _output(policy, output: Any) -> tuple[Any, bool]:
     """One nbformat output dict of an ``Output`` widget (output/src/output.ts renders them in a
@@ -166,4 +191,4 @@ def _bundle(policy, data: dict[str, Any], metadata: Any) -> tuple[dict[str, Any]
     return result.data, result.metadata, result.changed
 
 
-__all__ = ["WidgetModel", "police_state"]
+__all__ = ["WidgetModel", "binary_paths", "police_state"]

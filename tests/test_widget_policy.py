@@ -310,3 +310,12 @@ def test_a_link_cannot_redirect_an_output_widgets_capture(rules):
     event, _, note = rules.from_sandbox(opening("l", "DirectionalLinkModel", source=["IPY_MODEL_t", "value"],
                                                target=["IPY_MODEL_o", "msg_id"]))
     assert event is None and "'msg_id' of a OutputModel" in note
+
+
+def test_a_style_or_layout_reference_must_name_a_model_of_its_class(rules):
+    rules.from_sandbox(opening("h", "HTMLModel", value="<b>x</b>"))
+    rules.from_sandbox(opening("lay", "LayoutModel", BASE))
+    state = state_of(rules.from_sandbox(opening("b", "ButtonModel", layout="IPY_MODEL_h", style="IPY_MODEL_lay")))
+    assert "layout" not in state and "style" not in state
+    state = state_of(rules.from_sandbox(opening("b2", "ButtonModel", layout="IPY_MODEL_lay")))
+    assert state["layout"] == "IPY_MODEL_lay"

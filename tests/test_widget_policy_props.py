@@ -24,7 +24,8 @@ from sandbox_kernel.widget_types import CLASS_NAME, ICON, is_ref, table
 HOSTILE = [
     "<img src=x onerror=alert(1)>", "<img src = \"https://x.example/a.png\">", "javascript:alert(1)",
     "<a href=\"javascript:alert(1)\">x</a>", "<a href=\"https://x.example/\" target=_top>x</a>",
-    "url(https://x.example/a)", "\\75 rl(https://x.example/a)", "u\\rl(https://x.example/)", "image-set('https://x.example/' 1x)",
+    "url(https://x.example/a)", "\\75 rl(https://x.example/a)", "u\\rl(https://x.example/)",
+    "image-set('https://x.example/' 1x)",
     "expression(alert(1))", "</style><img src=x onerror=alert(1)>", "<style>b{background:url(https://x.example/)}</style>",
     "<svg><image href=https://x.example/ /></svg>", "<sk-x oncontentvisibilityautostatechange=alert(1) "
     "style=display:block;content-visibility:auto>", "$\\style{cursor:url(https://x.example/),auto}{X}$",
