@@ -103,8 +103,8 @@ def _sink(policy, sink: str | None, value: Any) -> tuple[Any, bool]:
     if sink == "tex":
         return _tex(policy, value)
     if sink.startswith("css:"):
-        clean = _css(policy, sink[4:], value)
-        return (BAD, True) if clean is None else (clean, clean != value)
+        clean = _css(policy, sink[4:], value)  # canonical (quotes may change): only a drop is a change
+        return (BAD, True) if clean is None else (clean, False)
     if sink == "classes":
         return (value, False) if CLASS_NAME.match(value) else (BAD, True)
     if sink == "icon":  # each name becomes the class fa-<name>

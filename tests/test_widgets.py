@@ -267,9 +267,9 @@ def test_ordinary_widgets_keep_their_state_under_the_typed_rules(frontend):
         "import datetime, ipywidgets as widgets\na = widgets.IntSlider(value=2, description='a')\n"
         "b = widgets.IntSlider(description='b')\nlink = widgets.jslink((a, 'value'), (b, 'value'))\n"
         "go = widgets.Button(description='Go', icon='check', button_style='success', tooltip='run it',\n"
-        "    style={'button_color': 'lightgreen', 'font_weight': 'bold'},\n"
+        "    style={'button_color': 'lightgreen', 'font_weight': 'bold', 'font_family': \"'Courier New', mono\"},\n"
         "    layout=widgets.Layout(width='120px', border='1px solid red', grid_area='main'))\n"
-        "pick = widgets.Dropdown(options=['x', 'y'], value='y', description='pick')\n"
+        "pick = widgets.Dropdown(options=['x', 'y'], value='y', description=r'pick $\\frac{x_1}{2}$')\n"
         "day = widgets.DatePicker(value=datetime.date(2026, 11, 24), description='day')\n"
         "from IPython.display import HTML\nout = widgets.Output()\nout.add_class('typed-out')\nout.append_display_data(HTML('<b>inside</b>'))\n"
         "out.append_stdout('printed\\n')\nwidgets.VBox([a, b, go, pick, day, out])")
@@ -282,8 +282,10 @@ def test_ordinary_widgets_keep_their_state_under_the_typed_rules(frontend):
     assert go["icon"] == "check" and go["button_style"] == "success" and go["tooltip"] == "run it"
     style, layout = frontend.models[go["style"][len("IPY_MODEL_"):]], frontend.models[go["layout"][len("IPY_MODEL_"):]]
     assert style["button_color"] == "lightgreen" and style["font_weight"] == "bold"
+    assert style["font_family"] == '"Courier New", mono'  # the policy's canonical CSS, said as no change
     assert layout["width"] == "120px" and layout["border_top"] == "1px solid red" and layout["grid_area"] == "main"
-    assert frontend.models[frontend.find("DropdownModel")]["index"] == 1
+    pick = frontend.models[frontend.find("DropdownModel")]
+    assert pick["index"] == 1 and pick["description"] == r"pick $\frac{x_1}{2}$"  # maths MathJax may typeset
     assert frontend.models[frontend.find("DatePickerModel")]["value"] == {"year": 2026, "month": 10, "date": 24}
     inside = frontend.models[frontend.find("OutputModel", _dom_classes=["typed-out"])]["outputs"]
     assert inside[0]["data"]["text/html"] == "<b>inside</b>" and inside[1]["text"] == "printed\n"
