@@ -205,3 +205,23 @@ def test_links_set_only_what_views_show_as_text_or_numbers(key, data):
         assert not is_ref(spec["type"]) and "bytes" not in str(spec["type"])
     else:
         assert "widget link" in note
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sequences(), st.sampled_from(MODELS), st.booleans())
+def test_a_restored_page_holds_only_what_the_entrys_model_may_render(sequence, loaded, disguise):
+    """``update_states``: the manager makes each model from the entry's ``model_module``/
+    ``model_name``; the state may claim another class. What passes is checked against the
+    class the manager loads."""
+    kind, cls, states = sequence
+    entry_kind = table()[loaded] if disguise else kind
+    rules = WidgetRules(OutputPolicy())
+    rules.from_frontend("comm_open", {"comm_id": "ctl", "target_name": "jupyter.widget.control"})
+    entry = {"model_module": entry_kind.module, "model_name": entry_kind.name,
+             "model_module_version": entry_kind.version, "state": {**cls, **states[0]}}
+    shown, _, _ = rules.from_sandbox(Comm("comm_msg", {"comm_id": "ctl", "data": {
+        "method": "update_states", "states": {"w": entry}, "buffer_paths": []}}))
+    restored = shown.content["data"]["states"]
+    if "w" in restored:
+        assert restored["w"]["model_name"] == entry_kind.name and entry_kind.name == kind.name
+        check_page(entry_kind, restored["w"]["state"])
