@@ -92,6 +92,7 @@ class WidgetRules:
     # -- comm_open ---------------------------------------------------------------------------
     def _open(self, event: Comm, comm_id: str) -> Verdict:
         target = event.content.get("target_name", "")
+        target = target if isinstance(target, str) else repr(target)
         if target not in self.policy.comm_targets:
             self._refused.add(comm_id)
             return None, False, (f"[the sandbox opened a comm to '{target}', which the output policy refuses; "
@@ -124,11 +125,14 @@ class WidgetRules:
     def _model(self, module: Any, name: Any, state: dict[str, Any]) -> tuple[WidgetModel | None, str | None]:
         """``(model, None)`` for a widget that may open, or ``(None, refusal note)``."""
         for key, given in (("_model_module", module), ("_view_module", state.get("_view_module"))):
+            given = given if isinstance(given, str) or given is None else repr(given)
             if (given is not None or key == "_model_module") and given not in self.policy.widget_modules:
                 return None, (f"[a widget from the module '{given}' was not shown: the output policy allows only the "
                               f"standard ipywidgets; {self.policy.option('allowed_widget_modules', given)} allows "
                               "it]\n")
         view_module = state.get("_view_module")
+        if not isinstance(module, str) or not isinstance(view_module, (str, type(None))):
+            return None, self._unknown(module, name)
         if module not in STANDARD_MODULES or (view_module is not None and view_module not in STANDARD_MODULES):
             return WidgetModel(None, (module, name)), None  # a module the user allowed by name
         kind = model_type(module, name)
@@ -232,7 +236,7 @@ class WidgetRules:
         Links are judged last, once the widgets they name are known."""
         entries = data.get("states") if isinstance(data.get("states"), dict) else {}
         order = sorted(entries, key=lambda i: isinstance(entries[i], dict)
-                       and entries[i].get("model_name") in LINK_MODELS)
+                       and str(entries[i].get("model_name")) in LINK_MODELS)
         states, changed, refusal = {}, False, None
         for model_id in order:
             entry, why = self._entry(model_id, entries[model_id])
@@ -244,7 +248,8 @@ class WidgetRules:
             changed |= did
         kept_paths, kept_buffers = [], []
         for i, path in enumerate(data.get("buffer_paths") or []):
-            ok = isinstance(path, list) and len(path) > 2 and path[0] in states and path[1] == "state"
+            ok = isinstance(path, list) and len(path) > 2 and isinstance(path[0], str) and path[0] in states \
+                and path[1] == "state"
             if ok and i < len(event.buffers) and binary_paths(self._models[path[0]], [path[2:]], (b"",))[0]:
                 kept_paths.append(list(path))
                 kept_buffers.append(event.buffers[i])

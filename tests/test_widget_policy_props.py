@@ -225,3 +225,34 @@ def test_a_restored_page_holds_only_what_the_entrys_model_may_render(sequence, l
     if "w" in restored:
         assert restored["w"]["model_name"] == entry_kind.name and entry_kind.name == kind.name
         check_page(entry_kind, restored["w"]["state"])
+
+
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), strings),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+                           max_leaves=12)
+CLASS_VALUES = st.one_of(json_values, st.sampled_from(["@jupyter-widgets/controls", "@jupyter-widgets/base",
+                                                       "HTMLModel", "LinkModel", "2.0.0", "HTMLView", "w", "ctl"]))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["comm_open", "comm_msg", "comm_close"]),
+                          st.fixed_dictionaries({"comm_id": st.sampled_from(["w", "ctl", "l"]) | json_values,
+                                                 "target_name": st.sampled_from(["jupyter.widget"]) | json_values,
+                                                 "data": st.fixed_dictionaries(
+                                                     {"method": st.sampled_from(["update", "update_states", "custom"])
+                                                      | json_values,
+                                                      "state": st.dictionaries(st.sampled_from(
+                                                          ["_model_module", "_model_name", "_view_name", "value",
+                                                           "source", "target", "description"]), CLASS_VALUES),
+                                                      "states": st.dictionaries(st.text(max_size=3), json_values),
+                                                      "buffer_paths": json_values})})),
+                min_size=1, max_size=4))
+def test_any_json_from_the_sandbox_is_answered_never_raised(messages):
+    """A sandbox may send any JSON in a comm message: the rules answer (pass, rewrite, drop),
+    they never raise in the kernel's output path."""
+    rules = WidgetRules(OutputPolicy())
+    rules.from_frontend("comm_open", {"comm_id": "ctl", "target_name": "jupyter.widget.control"})
+    for msg_type, content in messages:
+        shown, _, _ = rules.from_sandbox(Comm(msg_type, content, {}, (b"x",)))
+        assert shown is None or shown.content is not content
