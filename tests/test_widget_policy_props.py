@@ -95,8 +95,13 @@ def sequences(draw):
 
 
 def check_html(html: str) -> None:
+    """No active content in ``html``, except an ``isolate`` frame: an opaque-origin iframe
+    (``sandbox`` without ``allow-same-origin``) whose document the page cannot be reached from."""
     for element in html5lib.parse(html, namespaceHTMLElements=False).iter():
         tag = element.tag if isinstance(element.tag, str) else ""
+        if tag == "iframe" and set(element.attrib) <= {"sandbox", "srcdoc", "style", "title"}:
+            assert "allow-same-origin" not in element.attrib.get("sandbox", "allow-same-origin"), html
+            continue
         assert tag not in ("script", "iframe", "object", "embed", "base", "meta", "link"), html
         for name, value in element.attrib.items():
             assert not name.lower().startswith("on"), html
@@ -165,10 +170,10 @@ def _strings(value):
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sequences())
-def test_no_hostile_string_reaches_a_rendering_position(sequence):
+@given(sequences(), st.sampled_from(["sanitize", "isolate"]))
+def test_no_hostile_string_reaches_a_rendering_position(sequence, mode):
     kind, cls, states = sequence
-    rules, page = WidgetRules(OutputPolicy()), {}
+    rules, page = WidgetRules(OutputPolicy(mode)), {}
     for i, state in enumerate(states):
         if i == 0:
             event = Comm("comm_open", {"comm_id": "w", "target_name": "jupyter.widget",
@@ -235,7 +240,7 @@ CLASS_VALUES = st.one_of(json_values, st.sampled_from(["@jupyter-widgets/control
                                                        "HTMLModel", "LinkModel", "2.0.0", "HTMLView", "w", "ctl"]))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(["comm_open", "comm_msg", "comm_close"]),
                           st.fixed_dictionaries({"comm_id": st.sampled_from(["w", "ctl", "l"]) | json_values,
                                                  "target_name": st.sampled_from(["jupyter.widget"]) | json_values,
