@@ -62,11 +62,11 @@ def police_state(policy, model: WidgetModel, state: dict[str, Any], *, opening: 
         changed |= did
         if clean is not BAD:
             out[key] = clean
-    changed |= _description(policy, model, state, out)
+    changed |= _description(policy, model, out)
     return out, changed
 
 
-def _description(policy, model: WidgetModel, state: dict[str, Any], out: dict[str, Any]) -> bool:
+def _description(policy, model: WidgetModel, out: dict[str, Any]) -> bool:
     """``description``: HTML through ``inline_sanitize`` when ``description_allow_html``, else
     text; MathJax typesets it either way (controls/src/widget_description.ts updateDescription).
     When ``description_allow_html`` changes, the description is sent again, policed as it will
@@ -81,9 +81,9 @@ def _description(policy, model: WidgetModel, state: dict[str, Any], out: dict[st
         return False
     given = out.get("description", model.description)
     if model.allow_html:
-        out["description"], changed = _sanitize_html(policy, given)
+        out["description"], changed = policy.sanitize_html(given)
     else:
-        out["description"], changed = _tex(policy, given)
+        out["description"], changed = policy.tex_text(given)
     return changed
 
 
@@ -101,9 +101,9 @@ def _sink(policy, sink: str | None, value: Any) -> tuple[Any, bool]:
     if sink == "html":
         return policy.html(value)
     if sink == "tex":
-        return _tex(policy, value)
+        return policy.tex_text(value)
     if sink.startswith("css:"):
-        clean = _css(policy, sink[4:], value)  # canonical (quotes may change): only a drop is a change
+        clean = policy.css_value(sink[4:], value)  # canonical (quotes may change): only a drop is a change
         return (BAD, True) if clean is None else (clean, False)
     if sink == "classes":
         return (value, False) if CLASS_NAME.match(value) else (BAD, True)
@@ -148,12 +148,13 @@ def _output(policy, output: Any) -> tuple[Any, bool]:
     trusted output area), rebuilt from its known fields; other output types are dropped."""
     kind = output.get("output_type") if isinstance(output, dict) else None
     if kind in ("display_data", "execute_result") and isinstance(output.get("data"), dict):
-        data, metadata, changed = _bundle(policy, output["data"], output.get("metadata"))
-        out = {"output_type": kind, "data": data, "metadata": metadata}
+        metadata = output.get("metadata") if isinstance(output.get("metadata"), dict) else {}
+        policed = policy.bundle(output["data"], metadata)
+        out = {"output_type": kind, "data": policed.data, "metadata": policed.metadata}
         if kind == "execute_result":
             count = output.get("execution_count")
             out["execution_count"] = count if isinstance(count, int) and not isinstance(count, bool) else None
-        return out, changed
+        return out, policed.changed
     if kind == "stream" and output.get("name") in ("stdout", "stderr"):
         text = _text(output.get("text"))
         return ({"output_type": kind, "name": output["name"], "text": text}, False) if text is not None else (BAD, True)
@@ -171,24 +172,6 @@ def _text(value: Any) -> str | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return "".join(value)
     return None
-
-
-# -- the output policy's functions (one line each to switch when main's policy package lands) -----
-def _sanitize_html(policy, source: str) -> tuple[str, bool]:
-    return policy.sanitize_html(source)
-
-
-def _tex(policy, text: str) -> tuple[str, bool]:
-    return policy.tex_text(text)
-
-
-def _css(policy, prop: str, value: str) -> str | None:
-    return policy.css_value(prop, value)
-
-
-def _bundle(policy, data: dict[str, Any], metadata: Any) -> tuple[dict[str, Any], dict[str, Any], bool]:
-    result = policy.bundle(data, metadata if isinstance(metadata, dict) else {})
-    return result.data, result.metadata, result.changed
 
 
 __all__ = ["WidgetModel", "binary_paths", "police_state"]
