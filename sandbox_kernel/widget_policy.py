@@ -32,11 +32,14 @@ module's JavaScript). Message shapes: the Jupyter widget messaging protocol, ver
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import Comm
 from .widget_state import WidgetModel, binary_paths, police_state
 from .widget_types import CLASS_KEYS, MODEL_ID, class_mismatch, is_ref, json_copy, model_type, ref_models, refs
+
+if TYPE_CHECKING:
+    from .policy import OutputPolicy
 
 WIDGET_TARGET = "jupyter.widget"
 CONTROL_TARGET = "jupyter.widget.control"
@@ -55,7 +58,7 @@ class WidgetRules:
         policy: the session's output policy (its functions, modules and targets).
     """
 
-    def __init__(self, policy) -> None:
+    def __init__(self, policy: OutputPolicy) -> None:
         self.policy = policy
         self._models: dict[str, WidgetModel] = {}
         self._frontend: dict[str, str] = {}  # comm_id -> target, for comms the page opened

@@ -17,9 +17,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .widget_types import BAD, CLASS_KEYS, CLASS_NAME, ICON, ModelType, json_copy, typed
+
+if TYPE_CHECKING:
+    from .policy import OutputPolicy
 
 
 @dataclass
@@ -41,7 +44,8 @@ class WidgetModel:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def police_state(policy, model: WidgetModel, state: dict[str, Any], *, opening: bool) -> tuple[dict[str, Any], bool]:
+def police_state(policy: OutputPolicy, model: WidgetModel, state: dict[str, Any], *,
+                 opening: bool) -> tuple[dict[str, Any], bool]:
     """``(state, changed)``: ``state`` (all of it at ``comm_open``/``update_states``, part of it
     in an ``update``) as the policy lets it reach the page. Class keys pass only when
     ``opening`` (checked by the rules); ``changed`` says anything was dropped or rewritten."""
@@ -66,7 +70,7 @@ def police_state(policy, model: WidgetModel, state: dict[str, Any], *, opening: 
     return out, changed
 
 
-def _description(policy, model: WidgetModel, out: dict[str, Any]) -> bool:
+def _description(policy: OutputPolicy, model: WidgetModel, out: dict[str, Any]) -> bool:
     """``description``: HTML through ``inline_sanitize`` when ``description_allow_html``, else
     text; MathJax typesets it either way (controls/src/widget_description.ts updateDescription).
     When ``description_allow_html`` changes, the description is sent again, policed as it will
@@ -87,7 +91,7 @@ def _description(policy, model: WidgetModel, out: dict[str, Any]) -> bool:
     return changed
 
 
-def _sink(policy, sink: str | None, value: Any) -> tuple[Any, bool]:
+def _sink(policy: OutputPolicy, sink: str | None, value: Any) -> tuple[Any, bool]:
     """``(value, changed)`` with every string at ``sink`` policed; :data:`BAD` drops the key."""
     if sink is None or sink in ("link", "description"):
         return value, False
@@ -143,7 +147,7 @@ def _binary(model: WidgetModel, path: list) -> bool:
 
 
 # -- the Output widget ---------------------------------------------------------------------------
-def _output(policy, output: Any) -> tuple[Any, bool]:
+def _output(policy: OutputPolicy, output: Any) -> tuple[Any, bool]:
     """One nbformat output dict of an ``Output`` widget (output/src/output.ts renders them in a
     trusted output area), rebuilt from its known fields; other output types are dropped."""
     kind = output.get("output_type") if isinstance(output, dict) else None
