@@ -208,6 +208,13 @@ attack("latex-style-url", "maths", "request")(lambda js, url: raw({"text/latex":
                                                                     "text/plain": "X"}))
 attack("markdown-math-style-url", "maths", "request")(lambda js, url: show("Markdown", f"Maths: ${_cursor(url)}$"))
 attack("html-math-style-url", "maths", "request")(lambda js, url: show("HTML", f"<p>Maths: ${_cursor(url)}$</p>"))
+attack("html-math-in-code-process-class", "maths", "request")(lambda js, url: show(
+    # MathJax skips <code> and <pre>, unless their class matches processHtmlClass
+    "HTML", f'<code class="mathjax_process">${_cursor(url)}$</code>'))
+attack("markdown-math-in-code-process-class", "maths", "request")(lambda js, url: show(
+    "Markdown", f'Maths: <code class="mathjax_process">${_cursor(url)}$</code>'))
+attack("widget-htmlmath-in-code-process-class", "maths", "request", widget=True)(
+    lambda js, url: f"import ipywidgets\nipywidgets.HTMLMath(value={f'<code class={chr(34)}mathjax_process{chr(34)}>${_cursor(url)}$</code>'!r})")
 attack("widget-htmlmath-style-url", "maths", "request", widget=True)(
     lambda js, url: f"import ipywidgets\nipywidgets.HTMLMath(value={f'Maths: ${_cursor(url)}$'!r})")
 attack("widget-label-style-url", "maths", "request", widget=True)(
@@ -386,6 +393,8 @@ NOT_IN_CORPUS = {
                            "\\colorbox/\\hspace with CSS after a ';': MathJax 3.2 sets them as single style "
                            "properties, nothing fetched under trust",
     "svg-use-external": "<svg><use href=OTHER#a>: Chromium refuses a cross-origin <use> before any request",
+    "html-math-in-pre-tex2jax-class": "<pre class=tex2jax_process>: MathJax 3 as JupyterLab configures it only "
+                                      "knows mathjax_process (in the corpus)",
     "template-img-onerror": "<template> content is inert; declarative shadow roots are not parsed by innerHTML",
     "vega-editor-url-javascript": "embed_options.editorUrl='javascript:...' then 'Open in Vega Editor': no popup ran "
                                   "it under trust (Chromium 156); the policy removes the actions menu anyway",

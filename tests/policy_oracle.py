@@ -175,13 +175,43 @@ def html_violations(html: str, *, isolate: bool = False, svg: bool = False) -> l
             found += [f"style block: {v}" for v in css_violations(_text(element), block=True)]
     found += _reparse_mutations(tree)
     if not svg:
-        found += [f"maths in text: {v}" for v in latex_violations(" ".join(MATHS.findall(_text(tree))))]
+        found += [f"maths in text: {v}" for v in latex_violations(" ".join(MATHS.findall(typeset_text(tree))))]
     return found
 
 
 MATHS = re.compile(r"\$\$.*?\$\$|\$.*?\$|\\\(.*?\\\)|\\\[.*?\\\]|\\begin\{[^}]*\}.*?\\end\{[^}]*\}", re.S)
 """What MathJax typesets in an HTML page's text (JupyterLab's delimiters: ``$``, ``$$``, ``\\(``,
 ``\\[``, and environments), across inline elements as MathJax joins their text."""
+
+
+MATHJAX_SKIP = {"script", "noscript", "style", "textarea", "pre", "code", "annotation", "annotation-xml"}
+MATHJAX_PROCESS = re.compile(r"(^| )mathjax_process( |$)")
+MATHJAX_IGNORE = re.compile(r"(^| )(tex2jax_ignore|mathjax_ignore)( |$)")
+
+
+def typeset_text(tree) -> str:
+    """The text MathJax 3 reads, as JupyterLab configures it: not inside ``skipHtmlTags`` or an
+    ``ignoreHtmlClass`` element, unless an element's class matches ``processHtmlClass``
+    (``mathjax_process`` brings a ``<code>`` back)."""
+    parts: list[str] = []
+
+    def walk(element, ignore: bool) -> None:
+        _, name = _local(element.tag)
+        cls = element.attrib.get("class", "") if name else ""
+        process = bool(MATHJAX_PROCESS.search(cls))
+        if name and name in MATHJAX_SKIP and not process:
+            ignore = True
+        elif name:
+            ignore = (ignore or bool(MATHJAX_IGNORE.search(cls))) and not process
+        if not ignore and name and element.text:
+            parts.append(element.text)
+        for child in element:
+            walk(child, ignore)
+            if not ignore and child.tail:
+                parts.append(child.tail)
+
+    walk(tree, False)
+    return " ".join(parts)
 
 
 def _text(element: ElementTree.Element) -> str:

@@ -74,7 +74,8 @@ tags = st.sampled_from([
     "img", "a", "p", "div", "span", "b", "table", "td", "sk-x", "x-y", "svg", "image", "use", "animate", "set",
     "feImage", "math", "mi", "mtext", "mglyph", "style", "script", "iframe", "object", "embed", "link", "meta",
     "base", "form", "input", "button", "video", "audio", "source", "details", "noscript", "template", "textarea",
-    "title", "select", "option", "xmp", "plaintext", "frameset", "svg:script", "foreignObject", "annotation-xml"])
+    "title", "select", "option", "xmp", "plaintext", "frameset", "svg:script", "foreignObject", "annotation-xml",
+    "code", "pre"])
 attribute_names = st.sampled_from([
     "src", "href", "xlink:href", "srcset", "action", "formaction", "poster", "background", "data", "style",
     "target", "srcdoc", "attributeName", "to", "values", "from", "by", "ping", "lowsrc", "dynsrc", "http-equiv",
@@ -83,14 +84,17 @@ attribute_names = st.sampled_from([
 
 @st.composite
 def attributes(draw) -> str:
-    kind = draw(st.integers(0, 3))
+    kind = draw(st.integers(0, 4))
+    if kind == 4:  # MathJax's processHtmlClass: typesets inside <code>/<pre> after all
+        return draw(st.sampled_from(['class="mathjax_process"', "class='x mathjax_process'", 'class="mathjax_ignore"']))
     if kind == 0:
         name, value = draw(handlers), "alert(1)"
     elif kind == 1:
         name, value = "style", draw(declarations)
     elif kind == 2:
         name, value = draw(attribute_names), draw(st.one_of(urls, st.sampled_from(
-            ["href", "_top", "_parent", "refresh", "0;url=https://e.org", "stylesheet", "text/html",
+            ["href", "_top", "_parent", "refresh", "0;url=https://e.org", "stylesheet", "text/html", "mathjax_process",
+             "x mathjax_process", "mathjax_ignore",
              "</noscript><img src=x onerror=alert(1)>", "</style><img src=x onerror=alert(1)>", "allow-scripts"])))
     else:
         name, value = draw(attribute_names), draw(st.text(alphabet="<>\"'=/ &#;x:", max_size=8))
@@ -118,7 +122,7 @@ def markup(draw, depth: int = 2) -> str:
 
 def text():
     return st.sampled_from(["plain", "a & b", "<!-- c -->", "<![CDATA[x]]>", "</p>", "$x^2$", "</style>", "&lt;b&gt;",
-                            "\\(\\style{cursor:url(http://e.org/c)}{X}\\)", "x"])
+                            "\\(\\style{cursor:url(http://e.org/c)}{X}\\)", "x", "$\\style{cursor:url(http://e.org/c)}{X}$"])
 
 
 latex = st.lists(st.one_of(
@@ -207,6 +211,21 @@ def html_bundles():
                                                                                                max_size=3))
 
 
+def html_maths_bundles():
+    """Maths in HTML where MathJax looks for it, and where it seems not to (``<code>``, ``<pre>``)
+    but does anyway when a class names ``processHtmlClass``."""
+    delimited = st.tuples(st.sampled_from(["${}$", "$${}$$", "\\({}\\)", "\\[{}\\]",
+                                           "\\begin{{equation}}{}\\end{{equation}}"]), latex).map(
+        lambda t: t[0].format(t[1]))
+    element = st.tuples(st.sampled_from(["code", "pre", "p", "span", "div"]),
+                        st.sampled_from([' class="mathjax_process"', " class='a mathjax_process'", "",
+                                         ' class="mathjax_ignore"', ' class="tex2jax_process"']),
+                        st.lists(delimited, min_size=1, max_size=2).map(" ".join))
+    return st.lists(element.map(lambda t: f"<{t[0]}{t[1]}>{t[2]}</{t[0]}>"), min_size=1, max_size=3).flatmap(
+        lambda parts: st.sampled_from([{"text/html": "".join(parts)},
+                                       {"text/markdown": "Text\n\n" + "".join(parts)}]))
+
+
 def markdown_bundles():
     return markdown.map(lambda m: {"text/markdown": m, "text/plain": "x"})
 
@@ -235,7 +254,7 @@ def unknown_bundles():
         lambda t: {t[0]: t[1], "text/plain": "x"})
 
 
-BUNDLES = {"html": html_bundles, "markdown": markdown_bundles, "latex": latex_bundles, "mermaid": mermaid_bundles,
+BUNDLES = {"html": html_bundles, "html-maths": html_maths_bundles, "markdown": markdown_bundles, "latex": latex_bundles, "mermaid": mermaid_bundles,
            "svg": svg_bundles, "unknown": unknown_bundles}
 
 
