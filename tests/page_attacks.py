@@ -371,6 +371,9 @@ attack("fixed-overlay-link", "raw-input", "request")(lambda js, url: show(
     # a corner of the page here, so that it does not catch the other tests' clicks; inset:0 covers it all
     "HTML", f'<a href="{url}" style="position:fixed;right:0;bottom:0;width:24px;height:24px;z-index:100000;'
             'opacity:0.01">click here</a>'))
+attack("command-linker-terminal", "raw-input", "file")(lambda js, url: show(
+    # JupyterLab's CommandLinker runs the command an element names when it is clicked
+    "HTML", '<a href="#" data-commandlinker-command="terminal:create-new">open the report</a>'))
 attack("link-target-top", "raw-input", "request")(lambda js, url: show(
     "HTML", f'<a href="{url}" target="_top">a link that replaces the Lab page</a>'))
 CLICK_REQUIRED: tuple[Attack, ...] = tuple(_A)
@@ -378,7 +381,8 @@ CLICK_REQUIRED: tuple[Attack, ...] = tuple(_A)
 (vega-embed writes the spec and ``sourceHeader``/``sourceFooter`` unescaped into a same-origin
 popup, where their script runs with the page's rights); a ``target="_top"`` link replaces the
 Lab page; an invisible ``position:fixed`` link over the whole page turns the next click anywhere
-into a request to another origin. Fired under ``trust`` by hand
+into a request to another origin; JupyterLab's CommandLinker runs the command a
+``data-commandlinker-command`` names (a terminal on the host) when the element is clicked. Fired under ``trust`` by hand
 (2026-11-24); the policy must still remove them (no actions menu, no ``target``)."""
 """Every attack, in notebook order."""
 

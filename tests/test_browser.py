@@ -272,17 +272,19 @@ CLICKABLE = """() => [...document.querySelectorAll('.jp-OutputArea-output')].fla
   ...[...output.querySelectorAll('a[target]')].filter(a => a.target.toLowerCase() !== '_blank')
      .map(a => `a target=${a.target}`),
   ...[...output.querySelectorAll('*')].filter(el => getComputedStyle(el).position === 'fixed')
-     .map(el => `fixed ${el.localName}`)])"""
+     .map(el => `fixed ${el.localName}`),
+  ...[...output.querySelectorAll('[data-commandlinker-command]')].map(() => 'command linker')])"""
 """What a click could turn into an attack: vega-embed's actions menu ("View Source" writes the
 spec into a same-origin popup), links that replace the Lab page, anything fixed over the page
-(an invisible link catching every click): :data:`~tests.page_attacks.CLICK_REQUIRED`."""
+(an invisible link catching every click), JupyterLab command links (``terminal:create-new``):
+:data:`~tests.page_attacks.CLICK_REQUIRED`."""
 
 
 @pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize", "kernel-trust", "magic-trust"])
 def test_no_click_turns_into_an_attack_by_default(books, tag):
     found = set(books[tag].page.evaluate(CLICKABLE))
     if tag.endswith("trust"):
-        assert {"vega actions menu", "a target=_top", "fixed a"} <= found
+        assert {"vega actions menu", "a target=_top", "fixed a", "command linker"} <= found
     else:
         assert found == set()
 
