@@ -20,7 +20,8 @@ elements with handlers that fire on layout, spaced attributes, CSS escapes and s
 (MathJax's ``\\style``), ``vega`` and ``metadata`` (vega-embed's URL forms, ``usermeta`` and
 ``embed_options``), ``widget`` (state the browser moves between models), ``research`` (public
 XSS/mXSS classes: ``noscript``/``noembed`` parser differentials, namespace confusion, SMIL,
-legacy fetching attributes), ``frame`` (a framed script navigating its frame) and ``basic``.
+legacy fetching attributes), ``paths`` (an ``execute_result``, a display update, a pager
+payload), ``frame`` (a framed script navigating its frame) and ``basic``.
 Attacks that need a person's click are :data:`CLICK_REQUIRED` (the browser test checks that
 what they need is not offered); candidates that did not fire even under ``trust`` are listed
 in :data:`NOT_IN_CORPUS` with the reason, so nobody adds them back believing they are live.
@@ -346,6 +347,14 @@ attack("css-border-image", "raw-input", "request")(lambda js, url: show(
     "HTML", f'<div style="{BOX};border:4px solid;border-image:url({url}) 1">b</div>'))
 attack("img-srcset-spaced", "raw-input", "request")(lambda js, url: show(
     "HTML", f'<img srcset = "{url} 1x" width="8" height="8">'))
+
+# -- other ways an output reaches the page: execute_result, display updates, pager payloads --
+attack("execute-result-html", "paths", "file")(lambda js, url: IMPORTS + f"HTML({visible(js)!r})")
+attack("display-update-html", "paths", "file")(lambda js, url: (
+    IMPORTS + f"handle = display(HTML('<p>first</p>'), display_id=True)\nhandle.update(HTML({visible(js)!r}))"))
+attack("pager-payload-html", "paths", "file")(lambda js, url: (
+    # ipykernel sends page() as an execute_reply payload; JupyterLab shows it as an output
+    f"from IPython.core import page\npage.page({{'text/html': {visible(js)!r}, 'text/plain': 'help'}})"))
 
 # -- 6. a framed script sending data out by navigating its frame --------------------------
 attack("frame-navigates-itself", "frame", "request", isolate_documented=True)(lambda js, url: show(
