@@ -20,8 +20,8 @@ elements with handlers that fire on layout, spaced attributes, CSS escapes and s
 (MathJax's ``\\style``), ``vega`` and ``metadata`` (vega-embed's URL forms, ``usermeta`` and
 ``embed_options``), ``widget`` (state the browser moves between models), ``research`` (public
 XSS/mXSS classes: ``noscript``/``noembed`` parser differentials, namespace confusion, SMIL,
-legacy fetching attributes), ``paths`` (an ``execute_result``, a display update, a pager
-payload), ``frame`` (a framed script navigating its frame) and ``basic``.
+legacy fetching attributes), ``paths`` (an ``execute_result``, a display update), ``frame``
+(a framed script navigating its frame) and ``basic``.
 Attacks that need a person's click are :data:`CLICK_REQUIRED` (the browser test checks that
 what they need is not offered); candidates that did not fire even under ``trust`` are listed
 in :data:`NOT_IN_CORPUS` with the reason, so nobody adds them back believing they are live.
@@ -348,13 +348,10 @@ attack("css-border-image", "raw-input", "request")(lambda js, url: show(
 attack("img-srcset-spaced", "raw-input", "request")(lambda js, url: show(
     "HTML", f'<img srcset = "{url} 1x" width="8" height="8">'))
 
-# -- other ways an output reaches the page: execute_result, display updates, pager payloads --
+# -- other ways an output reaches the page: execute_result, display updates -----------------
 attack("execute-result-html", "paths", "file")(lambda js, url: IMPORTS + f"HTML({visible(js)!r})")
 attack("display-update-html", "paths", "file")(lambda js, url: (
     IMPORTS + f"handle = display(HTML('<p>first</p>'), display_id=True)\nhandle.update(HTML({visible(js)!r}))"))
-attack("pager-payload-html", "paths", "file")(lambda js, url: (
-    # ipykernel sends page() as an execute_reply payload; JupyterLab shows it as an output
-    f"from IPython.core import page\npage.page({{'text/html': {visible(js)!r}, 'text/plain': 'help'}})"))
 
 # -- 6. a framed script sending data out by navigating its frame --------------------------
 attack("frame-navigates-itself", "frame", "request", isolate_documented=True)(lambda js, url: show(
@@ -408,6 +405,9 @@ NOT_IN_CORPUS = {
     "svg-use-external": "<svg><use href=OTHER#a>: Chromium refuses a cross-origin <use> before any request",
     "html-math-in-pre-tex2jax-class": "<pre class=tex2jax_process>: MathJax 3 as JupyterLab configures it only "
                                       "knows mathjax_process (in the corpus)",
+    "pager-payload-html": "page.page({'text/html': ...}) in the sandbox fires on a plain kernel, but neither the "
+                          "sandbox kernel nor the magic forwards execute_reply pager payloads, even under trust "
+                          "(so `obj?` help from the sandbox is not shown either)",
     "template-img-onerror": "<template> content is inert; declarative shadow roots are not parsed by innerHTML",
     "vega-editor-url-javascript": "embed_options.editorUrl='javascript:...' then 'Open in Vega Editor': no popup ran "
                                   "it under trust (Chromium 156); the policy removes the actions menu anyway",
