@@ -271,6 +271,12 @@ attack("widget-jsdlink-image-format", "widget", "request", widget=True)(lambda j
     "word = ipywidgets.Text(value='url')\n"
     "link = ipywidgets.jsdlink((word, 'value'), (image, 'format'))\n"
     "image"))
+attack("widget-image-format-url", "widget", "request", widget=True)(lambda js, url: (
+    f"import ipywidgets\nipywidgets.Image(value={url.encode()!r}, format='url', width=8, height=8)"))
+attack("widget-video-format-url", "widget", "request", widget=True)(lambda js, url: (
+    f"import ipywidgets\nipywidgets.Video(value={url.encode()!r}, format='url', autoplay=False, width=8)"))
+attack("widget-audio-format-url", "widget", "request", widget=True)(lambda js, url: (
+    f"import ipywidgets\nipywidgets.Audio(value={url.encode()!r}, format='url', autoplay=False)"))
 attack("widget-html-list-value", "widget", "file", widget=True)(lambda js, url: (
     "import ipywidgets\n"
     "html = ipywidgets.HTML(value='list')\n"
