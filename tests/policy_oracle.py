@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 import html5lib
 import tinycss2
 
-SVG_NS, MATH_NS, XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1998/Math/MathML", "http://www.w3.org/1999/xlink"
+SVG_NS, XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
 
 FETCHING = {"src", "srcset", "background", "poster", "data", "lowsrc", "dynsrc", "action", "formaction",
             "codebase", "manifest", "archive", "classid", "imagesrcset", "xlink:href", "href"}
@@ -35,13 +35,6 @@ ACTIVE_SVG = {"script", "foreignobject", "animate", "set", "animatemotion", "ani
 CSS_LOADERS = {"url", "image", "image-set", "-webkit-image-set", "cross-fade", "-webkit-cross-fade", "element",
                "-moz-element", "src", "paint", "expression"}
 CSS_AT_RULES_OK = {"media", "supports", "container", "layer", "keyframes", "-webkit-keyframes"}
-LATEX_ACTIVE = re.compile(
-    r"(?<!\\)(?:\\\\)*\\\s*(style|class|cssId|href|unicode|require|url|data|html|mmlToken|def|gdef|edef|xdef|let|"
-    r"newcommand|renewcommand|DeclareMathOperator|newenvironment|renewenvironment|set|mathtip|texttip|toggle|"
-    r"bbox|fbox|raisebox|action|tip|overset|underset)(?![A-Za-z])")
-"""Macros of MathJax 3 that carry CSS, ids, classes, URLs, raw data or new definitions. Some of
-these (``bbox``, ``overset``) are harmless alone; the judge is strict on purpose only for those
-that take CSS or URLs: see :data:`LATEX_HOSTILE`."""
 LATEX_HOSTILE = re.compile(
     r"(?<!\\)(?:\\\\)*\\\s*(style|class|cssId|href|unicode|require|url|data|html|mmlToken|def|gdef|edef|xdef|let|"
     r"newcommand|renewcommand|newenvironment|renewenvironment|bbox)(?![A-Za-z])")
