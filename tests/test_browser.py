@@ -85,6 +85,8 @@ def notebooks(origin: str) -> dict[str, Notebook]:
     books["kernel-isolate"] = Notebook("sandbox-docker-isolate", {**cells, "chart": controls.CHART_CELL}, found)
     everyday = controls.controls()
     books["kernel-sanitize"].cells.update({**controls.ORDINARY, **everyday, **controls.SLIDER})
+    for tag in ("kernel-sanitize", "kernel-trust"):
+        books[tag].cells.update(attacks.inspect_reply(f"{origin}/leak/{tag}/inspect-reply?d=secret"))
 
     for tag, option in (("magic-sanitize", ""), ("magic-trust", " --output-policy trust")):
         cells, found = with_attacks(tag, origin, widgets=False, prefix=f"{MAGIC}{option}\n")
@@ -287,6 +289,27 @@ def test_no_click_turns_into_an_attack_by_default(books, tag):
         assert {"vega actions menu", "a target=_top", "fixed a", "command linker"} <= found
     else:
         assert found == set()
+
+
+@pytest.mark.parametrize("tag", ["kernel-sanitize", "kernel-trust"])
+def test_an_inspect_reply_fetches_nothing_by_default(books, recorder, tag):
+    """Shift+Tab in a cell: the sandbox's kernel answers the ``inspect_request`` with HTML naming an
+    image elsewhere (:func:`~tests.page_attacks.inspect_reply`). JupyterLab's tooltip renders it
+    untrusted, and its sanitizer keeps images; under trust (the control) the image is fetched."""
+    book = books[tag]
+    cell = book.page.locator(".jp-Notebook .jp-CodeCell").nth(book.index("inspect-here"))
+    cell.locator(".jp-InputArea-editor").click()
+    book.page.keyboard.press("End")
+    book.page.keyboard.press("Shift+Tab")
+    deadline = time.monotonic() + 4
+
+    def leaked() -> bool:
+        return any(p.startswith(f"/leak/{tag}/inspect-reply?") for p in recorder.paths)
+
+    while time.monotonic() < deadline and not leaked():
+        time.sleep(0.2)
+    book.page.keyboard.press("Escape")
+    assert leaked() == tag.endswith("trust")
 
 
 def test_a_defused_widget_still_renders(books):
