@@ -19,6 +19,9 @@ starting at a time, then all at once):
   widget ones: the magic does not forward comms), ordinary outputs and controls; the chart and
   the attacks once more under ``--output-policy isolate`` (tag ``magic-isolate``).
 
+``kernel-sanitize`` and ``kernel-trust`` also end with a cell that makes the sandbox answer
+``inspect_request`` with hostile HTML, and a cell the test presses Shift+Tab in.
+
 Evidence of an attack is a file the page wrote into the server's root, a request at a
 recording server on 127.0.0.1, or a terminal (what acted, by notebook:
 ``build/browser-artifacts/evidence.json``). Under ``isolate``, only attacks marked
