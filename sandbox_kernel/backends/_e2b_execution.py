@@ -190,7 +190,7 @@ class ExecutionMixin:
 
         An empty execution is sent until one runs cleanly. One answered by nothing but
         keepalives (aborted behind an interrupted cell, or lost while a dead kernel restarts)
-        is given up on after ``SETTLE_BOUND`` seconds, doubled each time, and sent again once
+        is given up on after ``SETTLE_BOUND`` seconds (then twice that), and sent again once
         its own interrupt has landed (:meth:`_run_code`). One that ran but failed is sent again:
         at once after a ``KeyboardInterrupt`` (an interrupt landed: the kernel took code), a
         moment later otherwise (``ContextRestarting``: the kernel is still coming back).
@@ -229,7 +229,7 @@ class ExecutionMixin:
                                    f"take code within {self.settle_timeout:g} s after it was interrupted "
                                    "or died; nothing ran. Run the cell again, or restart the kernel.")
             if failed == "never taken":
-                bound = min(bound * 2, 4 * SETTLE_BOUND)
+                bound = min(bound * 2, 2 * SETTLE_BOUND)  # a lost one costs its bound: keep it short
             elif failed != "KeyboardInterrupt":
                 await asyncio.sleep(SETTLE_BOUND / 4)
 
