@@ -41,7 +41,7 @@ async def test_on_timeout_pause_pauses_an_unused_sandbox_and_the_next_cell_resum
         assert srv.get(sandbox_id).state == "paused", "unused past its lifetime: paused, not killed"
         rec = Recorder()
         assert (await backend.execute("kept", rec)).status == "ok"
-        assert result(rec) == "'survives the pause'" and not rec.text("stderr")
+        assert result(rec) == "survives the pause" and not rec.text("stderr")
         assert backend.describe()["sandbox_id"] == sandbox_id and srv.get(sandbox_id).state == "running"
 
 
