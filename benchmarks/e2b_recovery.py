@@ -7,7 +7,7 @@ host-side stream bound, in one run.
   interrupt -> next    from interrupt() during `while True: pass` to the next cell's result
   death -> next        from the kernel's death (`os._exit`) being reported to the next cell's result
   20MB stdout          the SDK's plain AsyncSandbox.run_code vs the same call through the
-                       bounded transport (sandbox_kernel.backends._e2b_stream), same sandbox
+                       bounded transport (sandbox_kernel.backends.e2b.stream), same sandbox
 
 The server (tests/e2b_server.py) runs real ipykernels and behaves like E2B's code interpreter
 (it interrupts without waiting, loses executions while a dead kernel restarts). Absolute times
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox_kernel.backends._e2b_stream import sandbox_class  # noqa: E402
+from sandbox_kernel.backends.e2b.stream import sandbox_class  # noqa: E402
 from sandbox_kernel.backends.e2b import E2BBackend  # noqa: E402
 from tests.e2b_server import E2BTestServer  # noqa: E402
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from sandbox_kernel.backends import _docker_engine as engine
+from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.errors import SandboxDied
 from tests.conftest import backends
 from tests.targets.docker import client, NOTHING, Recorder, SocketProxy, held_by  # noqa: F401 (client is a fixture)

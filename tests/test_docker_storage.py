@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from sandbox_kernel.backends import _docker_workspace as workspace
+from sandbox_kernel.backends.docker import workspace
 from sandbox_kernel.errors import ConfigError, SandboxStartError
 from tests.conftest import backends
 from tests.kernels import kernel, run as run_in_kernel, stdout

@@ -24,7 +24,7 @@ from traitlets import Float, Integer, List, Unicode
 
 from ..errors import SandboxStartError
 from ..traits import ByteSize, format_bytes
-from ._jupyter import KERNEL_ARGS, KernelClientBackend
+from .kernel_client import KERNEL_ARGS, KernelClientBackend
 
 ALLOWED_ENV = ("PATH", "LANG")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.backends import _docker_engine as engine
+from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.events import Display, Stream
 
 from . import Prepared, Target

@@ -25,20 +25,20 @@ from typing import Any
 
 from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
-from ..errors import SandboxError, SandboxStartError
-from ..events import Emit, Outcome, Stream
-from ..images import DEFAULT_TAG
-from ..traits import ByteSize, format_bytes
-from . import _docker_engine as engine
-from . import _docker_workspace as workspace
-from ._docker_build import check_option, prepare_image, use_image
-from ._docker_image import BuildProgress
-from ._docker_mounts import parse_gpus
-from ._docker_spec import container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
-from ._docker_watch import ContainerWatch
-from ._docker_watch import run_blocking as _run_blocking
-from ._jupyter import KernelClientBackend
-from .base import StdinHandler
+from ...errors import SandboxError, SandboxStartError
+from ...events import Emit, Outcome, Stream
+from .images import DEFAULT_TAG
+from ...traits import ByteSize, format_bytes
+from . import engine
+from . import workspace
+from .prepare import check_option, prepare_image, use_image
+from .image import BuildProgress
+from .mounts import parse_gpus
+from .spec import container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
+from .watch import ContainerWatch
+from .watch import run_blocking as _run_blocking
+from ..kernel_client import KernelClientBackend
+from ..base import StdinHandler
 
 class DockerBackend(ContainerWatch, KernelClientBackend):
     """A kernel in a hardened container, one per session (see the module docstring)."""

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendUnavailable, SandboxError, SandboxStartError
+from ...errors import BackendUnavailable, SandboxError, SandboxStartError
 
 LABEL = "org.sandbox-kernel"
 OWNER_LABEL = f"{LABEL}.owner"  # "HOST/PID/STARTTIME" of the process that made the container
@@ -296,7 +296,7 @@ def death_reason(client: Any, container_id: str, *, memory_limit: int, image: st
     is full. Blocking; never raises."""
     import signal
 
-    from ..traits import format_bytes
+    from ...traits import format_bytes
 
     docker = load_docker()
     try:

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendUnavailable, SandboxStartError
-from ..events import Display, Emit
-from ._docker_engine import engine_errors, load_docker
+from ...errors import BackendUnavailable, SandboxStartError
+from ...events import Display, Emit
+from .engine import engine_errors, load_docker
 
 REPOSITORY = "sandbox-kernel"
 BASES = ("python:3.11-slim-bookworm", "sandbox-kernel-base:bookworm")
@@ -44,7 +44,7 @@ def is_ours(image: str) -> bool:
 def _base(client: Any, image: str, configured: str) -> str:
     """The configured base, else the one ``image`` was built from, else the first of :data:`BASES`
     present locally."""
-    from ..images import BASE_LABEL
+    from .images import BASE_LABEL
 
     if configured:
         return configured
@@ -74,7 +74,7 @@ def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", w
         BackendUnavailable: a ``sandbox-kernel`` image is missing and ``auto_build`` is off.
         SandboxStartError: another image is missing, or the build failed.
     """
-    from ..images import ImageBuildError, build_image, image_is_current
+    from .images import ImageBuildError, build_image, image_is_current
 
     with engine_errors(f"inspect the image {image}"):
         current = image_is_current(client, image)

@@ -4,7 +4,7 @@ one built from the user's Dockerfile, plus their pip packages) and which Jupyter
 
 Blocking functions, run in a thread by :class:`~sandbox_kernel.backends.docker.DockerBackend`.
 Image building lives in :mod:`sandbox_kernel.images`; engine errors are mapped by
-:func:`~sandbox_kernel.backends._docker_engine.engine_errors`.
+:func:`~sandbox_kernel.backends.docker.engine.engine_errors`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import SandboxStartError
-from ._docker_engine import OWNER_LABEL, engine_errors, load_docker, owner
-from ._docker_image import BuildProgress, _build_lock, default_wheelhouse, ensure_image, is_ours
-from ._docker_spec import KERNEL_DIR
+from ...errors import SandboxStartError
+from .engine import OWNER_LABEL, engine_errors, load_docker, owner
+from .image import BuildProgress, _build_lock, default_wheelhouse, ensure_image, is_ours
+from .spec import KERNEL_DIR
 
 JUPYTER_DIRS = ("/usr/local/share/jupyter", "/usr/share/jupyter", "/opt/conda/share/jupyter")
 """Jupyter data directories of an image looked in for kernelspecs, after those its environment
@@ -38,7 +38,7 @@ def check_option(name: str, values: list[str]) -> list[str]:
     from traitlets import TraitError
 
     if name == "build_args":
-        from ..images.dockerfile import parse_build_args
+        from .images.dockerfile import parse_build_args
 
         try:
             parse_build_args(values)
@@ -71,9 +71,9 @@ def prepare_image(client: Any, backend: Any, progress: Callable[[str], None]) ->
             kernelspec is missing (each message names it and the fix).
         BackendUnavailable: no engine, or the default image is missing with ``auto_build`` off.
     """
-    from ..images import ImageBuildError
-    from ..images.dockerfile import build_dockerfile_image, from_images, parse_build_args
-    from ..images.packages import RequirementNotFound, build_packages_image
+    from .images import ImageBuildError
+    from .images.dockerfile import build_dockerfile_image, from_images, parse_build_args
+    from .images.packages import RequirementNotFound, build_packages_image
 
     wheelhouse = Path(backend.build_wheelhouse) if backend.build_wheelhouse else default_wheelhouse()
     image = backend.image
@@ -145,7 +145,7 @@ def read_kernelspec(client: Any, image: str, name: str) -> dict[str, Any]:
 
 
 def use_image(spec: dict[str, Any], image: str, kernelspec: dict[str, Any] | None) -> dict[str, Any]:
-    """Make the container ``spec`` (see :func:`~._docker_spec.container_spec`) run ``image`` and,
+    """Make the container ``spec`` (see :func:`~.spec.container_spec`) run ``image`` and,
     given a kernelspec, that kernel on the session's connection file instead of ipykernel's
     launcher. The hardening of ``spec`` is untouched."""
     spec["image"] = image

@@ -16,10 +16,10 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from . import _docker_engine as engine
-from ._docker_mounts import MountError, check_access, parse_gpus, parse_mounts
-from ._jupyter import KERNEL_ARGS
+from ...errors import ConfigError
+from . import engine
+from .mounts import MountError, check_access, parse_gpus, parse_mounts
+from ..kernel_client import KERNEL_ARGS
 
 KERNEL_DIR = "/kernel"
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
@@ -123,7 +123,7 @@ def volume_options(size: int, uid: int, gid: int) -> dict[str, str]:
 
 
 def host_mounts(backend: Any, uid: int, gid: int) -> list[dict[str, Any]]:
-    """The ``mounts`` option as the engine's mount entries (see :mod:`._docker_mounts`).
+    """The ``mounts`` option as the engine's mount entries (see :mod:`.mounts`).
 
     Raises:
         ConfigError: a bad entry, or an ``rw`` one the kernel's uid cannot write.

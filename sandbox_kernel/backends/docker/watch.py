@@ -17,9 +17,9 @@ from typing import Any
 
 from jupyter_client.asynchronous import AsyncKernelClient
 
-from ..events import Emit, Stream
-from . import _docker_engine as engine
-from ._docker_spec import PIDS_HEADROOM, REAPER
+from ...events import Emit, Stream
+from . import engine
+from .spec import PIDS_HEADROOM, REAPER
 
 
 def run_blocking(fn, *args, **kwargs) -> asyncio.Future:

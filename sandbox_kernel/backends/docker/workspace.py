@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import SandboxStartError
-from . import _docker_engine as engine
+from ...errors import SandboxStartError
+from . import engine
 
 WORKSPACE_LABEL = f"{engine.LABEL}.workspace"  # value: the volume's name
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]+")

@@ -12,7 +12,7 @@ E2B endpoints used: ``POST /v2/sandboxes`` (create, with the ``lifecycle`` of ``
 (streamed), and envd's ``GET|POST /files``.
 What E2B cannot carry (stdin, completion, display updates, clear_output, metadata, comms) and
 what we do instead: ``docs/e2b.md``. How a cell never waits forever on E2B's server:
-:mod:`._e2b_execution`; how host memory stays bounded: :mod:`._e2b_stream`.
+:mod:`.execution`; how host memory stays bounded: :mod:`.stream`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
 
-from ..errors import SandboxError, SandboxStartError
-from ..events import Emit, Outcome
-from ..traits import ByteSize
-from ._e2b_execution import ExecutionMixin
-from ._e2b_sdk import ENV, Connection, SandboxGone, sdk, translate
-from .base import Backend, StdinHandler
+from ...errors import SandboxError, SandboxStartError
+from ...events import Emit, Outcome
+from ...traits import ByteSize
+from .execution import ExecutionMixin
+from .sdk import ENV, Connection, SandboxGone, sdk, translate
+from ..base import Backend, StdinHandler
 
 SESSION_KEY = "sandbox-kernel-session"
 """Metadata key of the sandboxes this package creates: the session name (``%sandbox status``
@@ -129,7 +129,7 @@ class E2BBackend(ExecutionMixin, Backend):
             if self._gone is not None:
                 raise SandboxStartError(self._gone)
             module = sdk()
-            from ._e2b_stream import sandbox_class  # needs httpx, which the SDK brings
+            from .stream import sandbox_class  # needs httpx, which the SDK brings
 
             cls = sandbox_class(module.AsyncSandbox, lambda: self.max_message_bytes)
             options = self._connection.sdk_options()

@@ -14,7 +14,7 @@ So after an interrupt, a timeout, a restart or a death the context is *unsettled
 :meth:`ExecutionMixin._settle` sends an empty execution until one runs cleanly (one answered by
 nothing but keepalives is cancelled and sent again), bounded by ``settle_timeout``. And a cell
 answered by nothing but keepalives for ``start_timeout`` seconds was never run: it is cancelled
-and sent once more after settling (:class:`Watch` tells, from the stream that ``_e2b_stream`` watches).
+and sent once more after settling (:class:`Watch` tells, from the stream that ``stream`` watches).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
-from ..errors import ExecutionTimeout, SandboxDied, SandboxError
-from ..events import Emit, Outcome, Stream
-from ..traits import format_bytes
-from ._e2b_results import Relay
-from ._e2b_sdk import SandboxGone
+from ...errors import ExecutionTimeout, SandboxDied, SandboxError
+from ...events import Emit, Outcome, Stream
+from ...traits import format_bytes
+from .results import Relay
+from .sdk import SandboxGone
 
 KEEPALIVE = re.compile(rb'\s*\{\s*"type"\s*:\s*"keepalive"')
 END = re.compile(rb'\s*\{\s*"type"\s*:\s*"end_of_execution"')

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..events import Display, Emit, Error, Outcome, Stream
+from ...events import Display, Emit, Error, Outcome, Stream
 
 FIELDS = {
     "text": "text/plain",

@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import BackendUnavailable, ConfigError, SandboxDied, SandboxError
+from ...errors import BackendUnavailable, ConfigError, SandboxDied, SandboxError
 
 ENV = ("E2B_API_KEY", "E2B_DOMAIN", "E2B_API_URL", "E2B_SANDBOX_URL", "E2B_DEBUG")
 """The SDK's environment variables; read once, when the backend is made."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ._e2b_execution import Watch, current_watch
+from .execution import Watch, current_watch
 
 
 class BoundedLines(httpx.AsyncByteStream):

@@ -1,12 +1,12 @@
 """The ``gateway`` backend: the session's kernel runs on a Jupyter Kernel Gateway, a Jupyter
 Enterprise Gateway (kernels as Kubernetes pods, Docker containers, YARN applications) or any
-Jupyter Server, reached through its REST + websocket kernel API (``_gateway_rest``, ``_gateway_ws``).
+Jupyter Server, reached through its REST + websocket kernel API (:mod:`.rest`, :mod:`.ws`).
 
 Isolation is the gateway's: a Kernel Gateway on the same host gives none (its kernels are
 processes of the gateway's user); Enterprise Gateway on Kubernetes gives each kernel a pod with
 its own limits and network policies. The gateway's token never appears in messages, logs,
-``describe()`` or notebooks. Death and oversized messages: ``_gateway_watch``; files travel
-through the kernel itself: ``_gateway_files``. Options and the mapping to gateway settings:
+``describe()`` or notebooks. Death and oversized messages: :mod:`.watch`; files travel
+through the kernel itself: :mod:`.files`. Options and the mapping to gateway settings:
 docs/gateway.md.
 """
 
@@ -22,16 +22,16 @@ from urllib.parse import urlsplit
 
 from traitlets import Bool, Dict, Float, Unicode, default
 
-from ..errors import BackendUnavailable, SandboxError, SandboxStartError
-from ..events import Emit, Outcome
-from ..traits import ByteSize
-from . import _gateway_files as files
-from ._gateway_progress import StartProgress
-from ._gateway_rest import Endpoint, GatewayUnreachable, KernelGone, call, kernel_path
-from ._gateway_watch import DeathWatch
-from ._gateway_ws import GatewayKernelClient, KernelWebsocket, ws_session
-from ._jupyter import KernelClientBackend
-from .base import StdinHandler
+from ...errors import BackendUnavailable, SandboxError, SandboxStartError
+from ...events import Emit, Outcome
+from ...traits import ByteSize
+from . import files
+from .progress import StartProgress
+from .rest import Endpoint, GatewayUnreachable, KernelGone, call, kernel_path
+from .watch import DeathWatch
+from .ws import GatewayKernelClient, KernelWebsocket, ws_session
+from ..kernel_client import KernelClientBackend
+from ..base import StdinHandler
 
 
 class GatewayBackend(DeathWatch, KernelClientBackend):

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from ..errors import BackendUnavailable, SandboxError, SandboxStartError
+from ...errors import BackendUnavailable, SandboxError, SandboxStartError
 
 
 class KernelGone(SandboxError):

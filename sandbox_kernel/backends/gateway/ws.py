@@ -33,7 +33,7 @@ from jupyter_server.services.kernels.connection.base import (
 )
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from ._gateway_rest import Endpoint, http_errors, kernel_path
+from .rest import Endpoint, http_errors, kernel_path
 
 V1 = "v1.kernel.websocket.jupyter.org"
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")

@@ -6,7 +6,7 @@ through ``jupyter_client``'s async client: it relays the IOPub messages of each
 ``execute_request`` (matched by the parent header's msg_id) as events, answers ``input_request``
 on the stdin channel, sends ``interrupt_request`` on the control channel, and passes completion,
 inspection and comm messages through. Each message from the sandbox is bounded in size before
-it is received (``max_message_bytes``, :mod:`._message_bound`); a dropped one is reported in
+it is received (``max_message_bytes``, :mod:`.message_bound`); a dropped one is reported in
 the cell, whose request is then recovered.
 Spec: https://jupyter-client.readthedocs.io/en/latest/messaging.html
 """
@@ -23,12 +23,12 @@ import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import Float
 
-from ..errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
-from ..events import ClearOutput, Comm, Display, Emit, Error, Event, Outcome, Stream
-from ..traits import ByteSize
-from ._message_bound import RESYNCED, DropRecovery, MessageDropped, bound_client, drop_note
-from ._message_bound import Request as _Request
-from .base import Backend, StdinHandler, request_msg_id
+from ...errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
+from ...events import ClearOutput, Comm, Display, Emit, Error, Event, Outcome, Stream
+from ...traits import ByteSize
+from .message_bound import RESYNCED, DropRecovery, MessageDropped, bound_client, drop_note
+from .message_bound import Request as _Request
+from ..base import Backend, StdinHandler, request_msg_id
 
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 

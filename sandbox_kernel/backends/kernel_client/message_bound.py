@@ -31,10 +31,10 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from ..errors import SandboxError
-from ..events import Stream
-from ..traits import format_bytes
-from .base import StdinHandler
+from ...errors import SandboxError
+from ...events import Stream
+from ...traits import format_bytes
+from ..base import StdinHandler
 
 DEFAULT_OUTPUT_BUDGET = 10 * 1024**2
 """The front doors' default ``max_output_bytes``, assumed until :meth:`Backend.set_output_budget`

@@ -1,8 +1,8 @@
 """Command line of the image builder; ``sandbox-kernel image ...`` runs the same commands.
 
-    python -m sandbox_kernel.images download --wheelhouse DIR
-    python -m sandbox_kernel.images build [--base IMAGE] [--tag TAG] [--wheelhouse DIR] [--if-needed]
-    python -m sandbox_kernel.images check IMAGE
+    python -m sandbox_kernel.backends.docker.images download --wheelhouse DIR
+    python -m sandbox_kernel.backends.docker.images build [--base IMAGE] [--tag TAG] [--wheelhouse DIR] [--if-needed]
+    python -m sandbox_kernel.backends.docker.images check IMAGE
 
 Exit status: 0 on success, 1 when the build or the check fails, 2 on usage errors.
 """
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox_kernel.images.build import (
+from .build import (
     DEFAULT_BASE,
     DEFAULT_TAG,
     ImageBuildError,
@@ -25,8 +25,12 @@ from sandbox_kernel.images.build import (
 )
 
 
+HELP = "build or check the docker backend's sandbox image"
+"""The line ``sandbox-kernel --help`` shows (entry point ``sandbox_kernel.commands``)."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sandbox_kernel.images",
+    parser = argparse.ArgumentParser(prog="python -m sandbox_kernel.backends.docker.images",
                                      description="Build and check sandbox-kernel images.")
     configure(parser)
     return parser

@@ -236,7 +236,7 @@ def build_image(
             hint = ""
             if not base_is_local:
                 hint = (f" (the base image {base!r} is not present locally; without a registry, make"
-                        " it with sandbox_kernel/images/make-base-image.sh)")
+                        " it with sandbox_kernel/backends/docker/images/make-base-image.sh)")
             raise ImageBuildError(f"building {tag} from {base} failed: {exc.engine_error}{hint}",
                                   exc.log_tail) from exc
     if previous not in (None, image_id):  # a rebuild: drop the replaced image unless still in use

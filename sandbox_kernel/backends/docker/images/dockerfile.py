@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_kernel.images.build import ImageBuildError, run_build
+from .build import ImageBuildError, run_build
 
 if TYPE_CHECKING:
     import docker

@@ -1,6 +1,6 @@
 """Sandbox images with extra Python packages: an image plus pip requirements, built offline.
 
-The wheels are downloaded on the host (:func:`~sandbox_kernel.images.build.download_wheelhouse`,
+The wheels are downloaded on the host (:func:`~sandbox_kernel.backends.docker.images.build.download_wheelhouse`,
 the same wheelhouse as the default image, so a prepared wheelhouse works air-gapped), only the
 ones the requirements need are sent to the engine, and ``packages.Dockerfile`` installs them with
 ``pip --no-index``. The image is tagged ``sandbox-kernel-packages:DIGEST``, a digest of the recipe,
@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from sandbox_kernel.images.build import (
+from .build import (
     BASE_LABEL,
     ImageBuildError,
     download_wheelhouse,

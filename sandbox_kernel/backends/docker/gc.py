@@ -1,13 +1,8 @@
-"""Subcommands of the docker backend, added to ``sandbox-kernel`` (see ``cli._load_commands``):
+"""``sandbox-kernel gc [--all] [--volumes] [--dry-run]``, a subcommand of the docker backend
+(entry point ``sandbox_kernel.commands``; ``sandbox-kernel image ...`` is :mod:`.images.__main__`).
 
-    sandbox-kernel image build [--base IMAGE] [--wheelhouse DIR] [--tag TAG] [--if-needed]
-    sandbox-kernel image check IMAGE
-    sandbox-kernel image download --wheelhouse DIR
-    sandbox-kernel gc [--all] [--volumes] [--dry-run]
-
-``image`` runs the same commands as ``python -m sandbox_kernel.images``. ``gc`` removes the
-containers, volumes and host directories of sandboxes whose kernel is gone (killed or crashed
-before it could clean up); ``--all`` removes every sandbox-kernel container, running ones too.
+It removes the containers, volumes and host directories of sandboxes whose kernel is gone
+(killed or crashed before it could clean up); ``--all`` removes every sandbox-kernel container, running ones too.
 Workspace volumes (``workdir_volume``) are kept unless ``--volumes``; ``--dry-run`` lists what
 would be removed and the workspaces, and removes nothing.
 """
@@ -16,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import COMMANDS
-from ..images import __main__ as images_cli
-from . import _docker_engine as engine
-from . import _docker_workspace as workspace
+from . import engine, workspace
+
+HELP = "remove sandbox containers left by kernels that are gone (and workspace volumes with --volumes)"
+"""The line ``sandbox-kernel --help`` shows."""
 
 
-def _configure_gc(parser: argparse.ArgumentParser) -> None:
+def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true",
                         help="remove every sandbox-kernel container and volume, also those of running kernels")
     parser.add_argument("--volumes", action="store_true",
@@ -30,7 +25,12 @@ def _configure_gc(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="remove nothing; list what would be removed")
 
 
-def _run_gc(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Remove (or with ``--dry-run`` list) what ``args`` selects; returns the exit status, 0.
+
+    Raises:
+        BackendUnavailable: the Docker engine cannot be reached.
+    """
     client = engine.connect()
     try:
         removed = engine.remove_leftovers(client, everything=args.all, dry_run=args.dry_run)
@@ -52,7 +52,3 @@ def _run_gc(args: argparse.Namespace) -> int:
     print(f"{len(removed)} {verb}" if removed else "nothing to remove")
     return 0
 
-
-COMMANDS["image"] = ("build or check the docker backend's sandbox image", images_cli.configure, images_cli.run)
-COMMANDS["gc"] = ("remove sandbox containers left by kernels that are gone (and workspace volumes with --volumes)",
-                  _configure_gc, _run_gc)
