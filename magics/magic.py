@@ -217,6 +217,7 @@ class SandboxMagics(Magics, OutputOptions):
         if not local.is_file():
             raise usage(f"no such file on the host: {paths[0]} (in {os.getcwd()})", LINE_USAGE)
         session = self._open(found.get("name", "default"))
+        session.backend.require("files", "file upload")
         wait(self.registry.loop, session.backend.upload(local, remote))
         print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
 
@@ -227,6 +228,7 @@ class SandboxMagics(Magics, OutputOptions):
         local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
         if not local.parent.is_dir():
             raise usage(f"no such directory on the host: {local.parent}", LINE_USAGE)
+        session.backend.require("files", "file download")
         try:
             wait(self.registry.loop, session.backend.download(paths[0], local))
         except FileNotFoundError:

@@ -32,7 +32,7 @@ from traitlets.config import LoggingConfigurable
 
 from . import commands
 from .backends import get_backend_class
-from .backends.base import Backend
+from .backends.base import Backend, Capabilities
 from .errors import ConfigError, SandboxError
 from .events import Emit, Event, Outcome
 from .loop_thread import at_exit, shared_loop
@@ -127,7 +127,12 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         """The backend's description (``backend``, ``sandbox_id``, ``limits``, ``workdir``, ...)
         with this API's ``output_policy`` and ``allowed_commands``; JSON-able, no secrets."""
         return {**self.backend.describe(), "started": self.backend.started, "output_policy": self.output_policy,
-                "allowed_commands": self.allowed_commands}
+                "allowed_commands": self.allowed_commands, "capabilities": self.capabilities.names()}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend can do beyond running code (files, completion, pause, ...)."""
+        return self.backend.capabilities
 
     # -- running code ------------------------------------------------------------------------
     async def run(self, code: str, *, timeout: float | None = None, language: str | None = None,
@@ -199,12 +204,14 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
     async def upload(self, local: str | Path, remote: str) -> str:
         """Copy the host file ``local`` into the sandbox at ``remote`` (relative: its working
         directory); returns the path inside the sandbox. Raises FileNotFoundError,
-        NotSupported (no file transfer), SandboxError."""
+        NotSupported (the backend's ``capabilities.files`` is false), SandboxError."""
+        self.backend.require("files", "file upload")
         return await self.backend.upload(local, remote)
 
     async def download(self, remote: str, local: str | Path) -> Path:
         """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.
-        Raises FileNotFoundError, NotSupported, SandboxError."""
+        Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
+        self.backend.require("files", "file download")
         return await self.backend.download(remote, local)
 
     async def read_file(self, remote: str) -> bytes:

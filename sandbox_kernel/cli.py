@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-
 from importlib.metadata import entry_points
 from types import ModuleType
 

@@ -143,7 +143,7 @@ class SandboxKernel(Kernel, OutputOptions):
             except (TraitError, ValueError) as exc:
                 raise ConfigError(f"Bad option for the {self.backend} backend: {exc}") from exc
             self.sandbox.set_output_budget(self.max_output_bytes, "SandboxKernel.max_output_bytes")
-            self.pipeline.comms, self.pipeline.backend = self.sandbox.supports_comms, self.sandbox.name
+            self.pipeline.comms, self.pipeline.backend = self.sandbox.capabilities.comms, self.sandbox.name
             self.sandbox.set_comm_handler(self._publish_unsolicited)
             self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
         return self.sandbox
@@ -200,7 +200,7 @@ class SandboxKernel(Kernel, OutputOptions):
         """
         msg_type, content = msg["header"]["msg_type"], msg["content"]
         sandbox = self.sandbox
-        if sandbox is None or not sandbox.started or not sandbox.supports_comms:
+        if sandbox is None or not sandbox.started or not sandbox.capabilities.comms:
             if msg_type == "comm_open":
                 self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
             return
@@ -221,7 +221,7 @@ class SandboxKernel(Kernel, OutputOptions):
         """``comm_info_request``: the comms open in the sandbox's kernel."""
         content: dict[str, Any] = {"status": "ok", "comms": {}}
         with contextlib.suppress(SandboxError):
-            if self.sandbox is not None and self.sandbox.started and self.sandbox.supports_comms:
+            if self.sandbox is not None and self.sandbox.started and self.sandbox.capabilities.comms:
                 reply = await self.sandbox.comm_info(parent["content"].get("target_name"))
                 content["comms"] = reply.get("comms", {})
         self.session.send(stream, "comm_info_reply", content, parent, ident)
@@ -314,19 +314,31 @@ class SandboxKernel(Kernel, OutputOptions):
             await asyncio.sleep(0.02)
 
     # -- completion, inspection, is_complete ---------------------------------------------------
-    async def do_complete(self, code, cursor_pos):
+    # A backend without the capability (e2b) gets the local answer at once; one that has it but
+    # fails (not started, gone) gets it too.
+    async def _sandbox_with(self, capability: str) -> Backend | None:
+        """The started backend when it declares ``capability``, else None (also on a failure)."""
         with contextlib.suppress(SandboxError):
-            return await (await self._ensure_sandbox()).complete(code, cursor_pos)
+            if getattr(self._make_sandbox().capabilities, capability):
+                return await self._ensure_sandbox()
+        return None
+
+    async def do_complete(self, code, cursor_pos):
+        if (sandbox := await self._sandbox_with("completion")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await sandbox.complete(code, cursor_pos)
         return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
-        with contextlib.suppress(SandboxError):
-            return await (await self._ensure_sandbox()).inspect(code, cursor_pos, detail_level)
+        if (sandbox := await self._sandbox_with("inspection")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await sandbox.inspect(code, cursor_pos, detail_level)
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
     async def do_is_complete(self, code):
-        with contextlib.suppress(SandboxError):
-            return await (await self._ensure_sandbox()).is_complete(code)
+        if (sandbox := await self._sandbox_with("completion")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await sandbox.is_complete(code)
         from IPython.core.inputtransformer2 import TransformerManager
 
         status, indent = TransformerManager().check_complete(code)

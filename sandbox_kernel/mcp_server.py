@@ -24,7 +24,7 @@ import re
 from typing import Any, Literal
 
 from .api import AsyncSandbox
-from .errors import NotSupported, SandboxError
+from .errors import SandboxError
 from .results import ExecutionResult
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -187,7 +187,7 @@ def build_server(sessions: Any) -> Any:
         server's process id (JSON)."""
         sandbox = sessions.get(ctx)
         info = {**sandbox.describe(), "server_pid": os.getpid()}
-        with contextlib.suppress(SandboxError, NotSupported):
+        with contextlib.suppress(SandboxError):
             info["usage"] = await sandbox.backend.usage()
         return json.dumps(info, default=str)
 

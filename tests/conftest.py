@@ -22,6 +22,33 @@ def prepared(name: str) -> targets.Prepared:
     return _prepared[name]
 
 
+TIERS = ("unit", "kernel", "docker", "e2b", "gateway", "browser")
+"""Markers of the test tiers (pyproject.toml describes them); ``pytest -m unit`` is the fast one."""
+
+BACKEND_TIERS = {"local": "kernel", "docker": "docker", "e2b": "e2b", "gateway": "gateway"}
+"""The tier of a test case parametrized with a backend's name."""
+
+BACKEND_PARAMS = ("backend_name", "name", "kind")
+"""Parameter names whose value is a backend's name."""
+
+UNIT_MODULES = {"test_capabilities", "test_compat", "test_config_check", "test_docker_spec", "test_pipeline",
+                "test_policy", "test_cli"}
+"""Modules whose every test runs in process, with no kernel: all ``unit`` unless marked."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Give every test its tier marker: a case parametrized with a backend's name gets that
+    backend's tier (so ``-m "not docker"`` leaves out the docker case of a contract test); a
+    test with no tier marker gets ``unit`` in :data:`UNIT_MODULES`, else ``kernel``."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for key in BACKEND_PARAMS:
+            if params.get(key) in BACKEND_TIERS:
+                item.add_marker(BACKEND_TIERS[params[key]])
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker("unit" if item.module.__name__.rpartition(".")[2] in UNIT_MODULES else "kernel")
+
+
 def pytest_sessionfinish(session, exitstatus):
     _stack.close()
 

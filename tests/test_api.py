@@ -137,6 +137,7 @@ async def test_async_sandbox(name):
     assert sandbox_id and not sandbox.describe()["started"]
 
 
+@pytest.mark.unit
 def test_bad_options_say_what_to_do():
     with pytest.raises(ConfigError, match="Did you mean 'memory_limit'"):
         Sandbox("local", memory_limt="1g")
@@ -148,6 +149,7 @@ def test_bad_options_say_what_to_do():
         Sandbox("local", allowed_commands=["("])
 
 
+@pytest.mark.unit
 def test_refused_command_starts_no_sandbox():
     sandbox = Sandbox("local", allowed_commands=[r"echo .*"])
     with pytest.raises(CommandRefused):

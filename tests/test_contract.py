@@ -9,23 +9,8 @@ import pytest
 
 from sandbox_kernel.errors import ExecutionTimeout, NotSupported, SandboxDied
 from sandbox_kernel.events import ClearOutput, Display, Error, Stream
+from tests.support.capabilities import lacks
 from tests.targets.docker import Recorder as EventRecorder
-
-
-# What a backend genuinely cannot do, with the reason. A test of such a capability asserts the
-# backend's documented fallback instead (never a silent skip); see docs/e2b.md for e2b.
-LACKS = {
-    "e2b": {
-        "stdin": "E2B's /execute runs code with allow_stdin=False: input() raises StdinNotImplementedError",
-        "completion": "the E2B code interpreter has no completion, inspection or is_complete endpoint",
-        "display_updates": "E2B's /execute stream drops display ids, update_display_data, clear_output and metadata",
-    },
-}
-
-
-def lacks(backend_name: str, capability: str) -> str | None:
-    """Why ``backend_name`` cannot do ``capability``, or None when it can."""
-    return LACKS.get(backend_name, {}).get(capability)
 
 
 class Recorder(EventRecorder):
@@ -179,11 +164,13 @@ async def test_completion_and_inspection_come_from_the_sandbox_state(make_backen
     async with make_backend() as backend:
         await backend.execute("sandbox_only_variable = 3", Recorder())
         if lacks(backend_name, "completion"):  # the kernel falls back: no matches, IPython's local check
+            assert lacks(backend_name, "inspection")
             for call in (backend.complete("sandbox_only_v", 14), backend.inspect("sandbox_only_variable", 21),
                          backend.is_complete("for i in range(3):")):
                 with pytest.raises(NotSupported):
                     await call
             return
+        assert not lacks(backend_name, "inspection")
         completion = await backend.complete("sandbox_only_v", 14)
         inspection = await backend.inspect("sandbox_only_variable", 21)
         complete = await backend.is_complete("for i in range(3):")
@@ -225,13 +212,31 @@ async def test_death_is_reported_and_the_next_cell_gets_a_fresh_sandbox(make_bac
     assert rec.result() == "False"  # the execute_result: a slow fresh start may show its progress first
 
 
-async def test_files_round_trip(make_backend, tmp_path):
+async def test_files_round_trip(make_backend, backend_name, tmp_path):
     source = tmp_path / "data.csv"
     source.write_bytes(b"a,b\n1,2\n")
     async with make_backend() as backend:
+        if lacks(backend_name, "files"):
+            for call in (backend.upload(source, "data.csv"), backend.download("out.txt", tmp_path / "out.txt")):
+                with pytest.raises(NotSupported):
+                    await call
+            return
         await backend.upload(source, "data.csv")
         rec = Recorder()
         await backend.execute("print(open('data.csv').read().upper(), end='')\nopen('out.txt', 'w').write('made here')", rec)
         target = await backend.download("out.txt", tmp_path / "out.txt")
     assert rec.text() == "A,B\n1,2\n"
     assert target.read_text() == "made here"
+
+
+async def test_comms_match_the_declaration(make_backend, backend_name):
+    async with make_backend() as backend:
+        await backend.execute("1", Recorder())
+        if lacks(backend_name, "comms"):  # the pipeline replaces widget views by a note instead
+            with pytest.raises(NotSupported):
+                await backend.comm_info()
+            with pytest.raises(NotSupported):
+                await backend.send_comm("comm_msg", {"comm_id": "x", "data": {}})
+            return
+        info = await backend.comm_info()
+    assert info["status"] == "ok" and info["comms"] == {}

@@ -23,7 +23,7 @@ from nbclient import NotebookClient
 
 from tests.conftest import prepared
 from tests.kernels import run, stdout
-from tests.test_contract import lacks  # what a backend cannot do, and its documented fallback
+from tests.support.capabilities import lacks  # what a backend cannot do, and its documented fallback
 from tests.targets import env_vars
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -380,6 +380,7 @@ def comm_opened(outputs: list[dict]) -> list[dict]:
     return list(states.values())
 
 
+@pytest.mark.unit
 def test_status_and_progress_fall_back_to_text_outside_a_kernel(capsys):
     """In a terminal (no kernel, so no widgets): the status is text and HTML, the start one line."""
     from magics.session import Registry, Session

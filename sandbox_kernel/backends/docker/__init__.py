@@ -20,6 +20,7 @@ import re
 import secrets
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +28,24 @@ from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
 from ...errors import SandboxError, SandboxStartError
 from ...events import Emit, Outcome, Stream
-from .images import DEFAULT_TAG
 from ...traits import ByteSize, format_bytes
-from . import engine
-from . import workspace
-from .prepare import check_option, prepare_image, use_image
+from ..base import StdinHandler
+from ..kernel_client import KernelClientBackend
+from . import engine, workspace
 from .image import BuildProgress
+from .images import DEFAULT_TAG
 from .mounts import parse_gpus
+from .prepare import check_option, prepare_image, use_image
 from .spec import container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
 from .watch import ContainerWatch
 from .watch import run_blocking as _run_blocking
-from ..kernel_client import KernelClientBackend
-from ..base import StdinHandler
+
 
 class DockerBackend(ContainerWatch, KernelClientBackend):
     """A kernel in a hardened container, one per session (see the module docstring)."""
 
     name = "docker"
+    capabilities = replace(KernelClientBackend.capabilities, files=True)
 
     image = Unicode(DEFAULT_TAG, help="Image with `python -m ipykernel_launcher`. sandbox-kernel[:TAG] images are "
                                       "built from the packaged recipe when missing; others are never pulled.").tag(config=True)

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
+from ..kernel_client import KERNEL_ARGS
 from . import engine
 from .mounts import MountError, check_access, parse_gpus, parse_mounts
-from ..kernel_client import KERNEL_ARGS
 
 KERNEL_DIR = "/kernel"
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}

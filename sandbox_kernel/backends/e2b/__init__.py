@@ -29,9 +29,9 @@ from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
 from ...errors import SandboxError, SandboxStartError
 from ...events import Emit, Outcome
 from ...traits import ByteSize
+from ..base import Backend, Capabilities, StdinHandler
 from .execution import ExecutionMixin
 from .sdk import ENV, Connection, SandboxGone, sdk, translate
-from ..base import Backend, StdinHandler
 
 SESSION_KEY = "sandbox-kernel-session"
 """Metadata key of the sandboxes this package creates: the session name (``%sandbox status``
@@ -45,6 +45,7 @@ class E2BBackend(ExecutionMixin, Backend):
     """An E2B cloud sandbox (or one of an E2B-compatible service), driven by the async SDK."""
 
     name = "e2b"
+    capabilities = Capabilities(files=True, pause=True, reattach=True)
 
     template = Unicode("", help="E2B template (name or id) of new sandboxes; empty: the SDK's "
                                 "code-interpreter template.").tag(config=True)

@@ -17,6 +17,7 @@ import contextlib
 import getpass
 import json
 import os
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,19 +26,20 @@ from traitlets import Bool, Dict, Float, Unicode, default
 from ...errors import BackendUnavailable, SandboxError, SandboxStartError
 from ...events import Emit, Outcome
 from ...traits import ByteSize
+from ..base import StdinHandler
+from ..kernel_client import KernelClientBackend
 from . import files
 from .progress import StartProgress
 from .rest import Endpoint, GatewayUnreachable, KernelGone, call, kernel_path
 from .watch import DeathWatch
 from .ws import GatewayKernelClient, KernelWebsocket, ws_session
-from ..kernel_client import KernelClientBackend
-from ..base import StdinHandler
 
 
 class GatewayBackend(DeathWatch, KernelClientBackend):
     """A kernel on a Jupyter gateway or server, one per session (see the module docstring)."""
 
     name = "gateway"
+    capabilities = replace(KernelClientBackend.capabilities, files=True, reattach=True)
 
     url = Unicode(help="Base URL of the gateway, e.g. http://127.0.0.1:8888 (default: $JUPYTER_GATEWAY_URL).").tag(
         config=True)

@@ -14,10 +14,10 @@ import time
 from typing import Any
 
 from ...errors import SandboxError
-from .rest import KernelGone, call, kernel_path
-from .ws import GatewayKernelClient, KernelWebsocket, ws_session
 from ..kernel_client import _Request
 from ..kernel_client.message_bound import drop_note
+from .rest import KernelGone, call, kernel_path
+from .ws import GatewayKernelClient, KernelWebsocket, ws_session
 
 MAX_DROPS_PER_MINUTE = 20
 """More messages above max_message_bytes than this in a minute end the session."""

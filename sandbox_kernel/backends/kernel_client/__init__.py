@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,9 @@ from traitlets import Float
 from ...errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
 from ...events import ClearOutput, Comm, Display, Emit, Error, Event, Outcome, Stream
 from ...traits import ByteSize
+from ..base import Backend, Capabilities, StdinHandler, request_msg_id
 from .message_bound import RESYNCED, DropRecovery, MessageDropped, bound_client, drop_note
 from .message_bound import Request as _Request
-from ..base import Backend, StdinHandler, request_msg_id
 
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
@@ -93,6 +94,8 @@ async def receive(channel: Any) -> dict[str, Any]:
 class KernelClientBackend(DropRecovery, Backend):
     """A backend whose sandbox runs ipykernel, reached through ``jupyter_client``."""
 
+    capabilities = Capabilities(completion=True, inspection=True, stdin=True, comms=True, display_updates=True)
+
     ready_timeout = Float(60.0, help="Seconds to wait for the sandbox's kernel to become ready.").tag(config=True)
     interrupt_grace = Float(
         5.0, help="Seconds a timed-out cell gets to stop after the interrupt before the sandbox is restarted."
@@ -118,21 +121,21 @@ class KernelClientBackend(DropRecovery, Backend):
         self._lock = asyncio.Lock()
 
     # -- what a subclass provides ------------------------------------------------------------
+    @abstractmethod
     async def _launch(self) -> dict[str, Any]:
         """Start the kernel; return its connection info (the connection file's dict).
 
         Raises:
             BackendUnavailable, SandboxStartError."""
-        raise NotImplementedError("The '_launch' method must be implemented.")
 
+    @abstractmethod
     async def _terminate(self) -> None:
         """Stop the kernel and remove what :meth:`_launch` made. Must not raise."""
-        raise NotImplementedError("The '_terminate' method must be implemented.")
 
+    @abstractmethod
     async def _wait_dead(self) -> str:
         """Return, with the reason as a phrase ("it ran out of memory (limit 1 GiB)"), once
         the kernel's process has stopped. Cancelled at shutdown."""
-        raise NotImplementedError("The '_wait_dead' method must be implemented.")
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -336,6 +339,11 @@ class KernelClientBackend(DropRecovery, Backend):
         finally:
             self._requests.pop(msg_id, None)
 
+    async def restart(self) -> None:
+        """A fresh kernel: :meth:`shutdown`, then :meth:`start`."""
+        await self.shutdown()
+        await self.start()
+
     async def interrupt(self) -> None:
         """Send ``interrupt_request`` on the control channel (ipykernel then raises
         KeyboardInterrupt in the running code); wait up to 5 s for ``interrupt_reply``."""
@@ -359,8 +367,6 @@ class KernelClientBackend(DropRecovery, Backend):
         return await self._call(self._client.is_complete(code))
 
     # -- comms -------------------------------------------------------------------------------
-    supports_comms = True
-
     def set_comm_handler(self, handler: Callable[[Event, str | None], None] | None) -> None:
         self._comm_handler = handler
 

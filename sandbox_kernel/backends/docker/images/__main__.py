@@ -24,7 +24,6 @@ from .build import (
     image_is_current,
 )
 
-
 HELP = "build or check the docker backend's sandbox image"
 """The line ``sandbox-kernel --help`` shows (entry point ``sandbox_kernel.commands``)."""
 

@@ -1,0 +1,14 @@
+"""What a backend declares it cannot do: tests of such a capability assert its documented
+fallback instead (never a silent skip)."""
+
+from __future__ import annotations
+
+from sandbox_kernel.backends import get_backend_class
+
+
+def lacks(backend_name: str, capability: str) -> bool:
+    """True when ``backend_name`` declares it cannot do ``capability`` (a field of its
+    ``capabilities``). A test taking the fallback path for it then fails if the backend can
+    after all, and a test taking the normal path fails if it cannot, so the declaration and
+    the behaviour must match; tests/test_capabilities.py pins each built-in declaration."""
+    return not getattr(get_backend_class(backend_name).capabilities, capability)
