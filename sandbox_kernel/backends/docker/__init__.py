@@ -13,7 +13,6 @@ Options and messages: docs/docker.md.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import posixpath
 import re
@@ -32,16 +31,18 @@ from ...traits import ByteSize, format_bytes
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend
 from . import engine, workspace
+from .boundary import Refused, engine_errors, stats
 from .image import BuildProgress
 from .images import DEFAULT_TAG
 from .mounts import parse_gpus
+from .orphans import Orphans
 from .prepare import check_option, prepare_image, use_image
 from .spec import container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
-from .watch import ContainerWatch
+from .watch import ContainerWatch, Limits
 from .watch import run_blocking as _run_blocking
 
 
-class DockerBackend(ContainerWatch, KernelClientBackend):
+class DockerBackend(KernelClientBackend):
     """A kernel in a hardened container, one per session (see the module docstring)."""
 
     name = "docker"
@@ -133,8 +134,8 @@ class DockerBackend(ContainerWatch, KernelClientBackend):
         self._info: dict[str, Any] = {}
         self._created = 0
         self._ready = False
-        self._pids_file: Path | None = None
-        self._orphans: list[tuple[str, str]] = []  # ("container" | "volume", id) to remove when possible
+        self._watch: ContainerWatch | None = None  # of the running container
+        self._orphans = Orphans()  # what could not be removed yet
         self._run_image = ""  # the image the session runs: image, or built from dockerfile and packages
         self._kernelspec: dict[str, Any] | None = None  # kernel_name's kernel.json in that image
         self._prepared = False  # _run_image and _kernelspec were just looked up (by the first cell)
@@ -171,20 +172,22 @@ class DockerBackend(ContainerWatch, KernelClientBackend):
             if new_workspace:
                 workspace.give_to(client, self._volume, self._run_image, *self._uid_gid())
         else:
-            with engine.engine_errors("create the sandbox's working directory volume"):
+            with engine_errors("create the sandbox's working directory volume"):
                 client.api.create_volume(self._volume, driver="local", labels=volume_labels,
                                          driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
-        with engine.engine_errors(f"start a sandbox container from {self._image_label}"):
+        doing = f"start a sandbox container from {self._image_label}"
+        with engine_errors(doing):
             container = client.containers.create(**spec)
             self._container = container
             try:
-                container.start()
-            except engine.load_docker().errors.APIError as exc:
-                if "could not select device driver" in str(exc):
+                with engine_errors(doing):
+                    container.start()
+            except Refused as exc:
+                if "could not select device driver" in exc.explanation:
                     raise SandboxStartError(f"The sandbox could not start: gpus={self.gpus} needs GPU support in the "
                                             "Docker engine, which it lacks. Fix: install the NVIDIA Container Toolkit "
                                             "on the engine's host, or leave gpus empty.") from exc
-                if "executable file not found" not in str(exc):
+                if "executable file not found" not in exc.explanation:
                     raise
                 raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.") from exc
         return warning
@@ -205,7 +208,10 @@ class DockerBackend(ContainerWatch, KernelClientBackend):
             spec = use_image(container_spec(self, name, self._hostdir, self._volume, labels), self._run_image,
                              self._kernelspec)
             self._created, self._ready = int(time.time()), False
-            if (warning := await _run_blocking(self._create, client, spec, labels)) is not None:
+            warning = await _run_blocking(self._create, client, spec, labels)
+            limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label)
+            self._watch = ContainerWatch(client, self._container, self._info, limits, self._created)
+            if warning is not None:
                 self.log.warning("%s", warning)
                 if self._progress_handler is not None:
                     self._progress_handler(Stream("stderr", warning + "\n"))
@@ -219,18 +225,13 @@ class DockerBackend(ContainerWatch, KernelClientBackend):
             return
         await super().start()
         self._ready = True
-        self._pids_file = engine.pids_file(self._container.id) if self._container is not None else None
+        if self._watch is not None:
+            self._watch.pids_file = engine.pids_file(self._watch.container.id)
         if self._hostdir is not None:
             seal_hostdir(self._hostdir)
 
     def _remove_leftovers(self, client: Any) -> None:
-        for kind, ident in list(self._orphans):
-            with contextlib.suppress(Exception):
-                if kind == "container":
-                    client.api.remove_container(ident, force=True)
-                else:
-                    client.api.remove_volume(ident, force=True)
-                self._orphans.remove((kind, ident))
+        self._orphans.retry(client)
         try:
             removed = engine.remove_leftovers(client)
         except SandboxError as exc:  # never a reason not to start
@@ -239,27 +240,16 @@ class DockerBackend(ContainerWatch, KernelClientBackend):
         if removed:
             self.log.info("removed sandboxes left by kernels that are gone: %s", ", ".join(removed))
 
-    def _remove(self, client: Any, container: Any, volume: str | None) -> None:
-        docker = engine.load_docker()
-        for kind, ident, remove in (("container", container and container.id, client.api.remove_container),
-                                    ("volume", volume, client.api.remove_volume)):
-            if ident is None:
-                continue
-            try:
-                remove(ident, force=True)
-            except docker.errors.NotFound:
-                pass
-            except Exception:  # the engine is gone: try again at the next start
-                self._orphans.append((kind, ident))
-
     async def _terminate(self) -> None:
         container, hostdir = self._container, self._hostdir
         volume = None if self.workdir_volume else self._volume  # a workspace outlives its sandboxes
         self._container = self._volume = self._hostdir = None
         self._ready = False
-        await self._await_farewell()  # before the host directory (the kernel's ipc sockets) goes
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            await watch.await_farewell()  # before the host directory (the kernel's ipc sockets) goes
         if self._docker is not None:
-            await _run_blocking(self._remove, self._docker, container, volume)
+            await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
         engine.remove_hostdir(hostdir)
 
     # -- running code ------------------------------------------------------------------------------
@@ -272,7 +262,15 @@ class DockerBackend(ContainerWatch, KernelClientBackend):
             outcome = await super().execute(code, emit, timeout=timeout, stdin=stdin)
             return outcome
         finally:
-            await self._free_process_slots(emit, failed=outcome is None or outcome.status == "error")
+            if self._watch is not None and self._client is not None and not self.kernel_name:  # the reaper is Python
+                await self._watch.free_process_slots(emit, outcome is None or outcome.status == "error",
+                                                     self._run_silently)
+
+    async def _run_silently(self, code: str) -> dict[str, Any]:
+        return await self._call(self._client.execute(code, silent=True, store_history=False))
+
+    async def _wait_dead(self) -> str:
+        return await self._watch.wait_dead(starting=lambda: not self._ready)
 
     # -- files -------------------------------------------------------------------------------------
     def _sandbox_path(self, remote: str) -> str:
@@ -301,8 +299,8 @@ class DockerBackend(ContainerWatch, KernelClientBackend):
         if container is None:
             return None
         try:
-            memory = (await _run_blocking(container.stats, stream=False, one_shot=True)).get("memory_stats", {})
-        except Exception:  # gone meanwhile, or the engine is: no figure
+            memory = (await _run_blocking(stats, container)).get("memory_stats", {})
+        except SandboxError:  # gone meanwhile, or the engine is: no figure
             return None
         if "usage" not in memory:
             return None

@@ -1,8 +1,8 @@
-"""The Docker engine, as the docker backend uses it: the one place docker-py errors become
-:class:`~sandbox_kernel.errors.SandboxError`, ownership labels and leftover removal, file
-transfer through the archive API, and why a container stopped.
+"""The Docker engine, as the docker backend uses it: the connection, ownership labels and
+leftover removal, file transfer through the archive API, and why a container stopped. Its
+errors are mapped in :mod:`.boundary`.
 
-docker-py is imported lazily (:func:`load_docker`): importing this module never needs it.
+docker-py is imported lazily (:func:`.boundary.load_docker`): importing this module never needs it.
 Engine API: https://docs.docker.com/engine/api/v1.41/
 """
 
@@ -16,11 +16,11 @@ import shutil
 import socket
 import tarfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import BackendUnavailable, SandboxError, SandboxStartError
+from ...errors import SandboxError
+from .boundary import EngineLost, Missing, Refused, engine_errors, load_docker
 
 LABEL = "org.sandbox-kernel"
 OWNER_LABEL = f"{LABEL}.owner"  # "HOST/PID/STARTTIME" of the process that made the container
@@ -29,62 +29,6 @@ CREATED_LABEL = f"{LABEL}.created"  # unix time, seconds
 HOSTDIR_LABEL = f"{LABEL}.hostdir"  # the per-session host directory of the ipc sockets
 HOSTDIR_ROOT = Path("/tmp")  # short on purpose: unix socket paths must stay under 107 bytes
 HOSTDIR_PREFIX = "skd-"  # HOSTDIR_ROOT/skd-PID-XXXXXXXX
-INSTALL_FIX = "pip install 'sandbox-kernel[docker]'"
-ENGINE_FIX = ("start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`), "
-              "or point DOCKER_HOST at one")
-PERMISSION_FIX = "add your user to the 'docker' group (`sudo usermod -aG docker $USER`, then log in again)"
-
-
-class EngineLost(SandboxError):
-    """The engine stopped answering while a container was in use."""
-
-
-def load_docker() -> Any:
-    """The ``docker`` module (docker-py).
-
-    Raises:
-        BackendUnavailable: docker-py is not installed (the fix is the pip command).
-    """
-    try:
-        import docker
-        import docker.errors
-    except ImportError as exc:
-        raise BackendUnavailable("The docker backend needs the Python package 'docker' (docker-py), "
-                                 "which is not installed.", fix=INSTALL_FIX) from exc
-    return docker
-
-
-@contextlib.contextmanager
-def engine_errors(doing: str) -> Iterator[None]:
-    """Map docker-py and transport errors raised in the block to the SandboxError tree.
-
-    Args:
-        doing: what the block does, for the message ("create the sandbox container").
-
-    Raises:
-        BackendUnavailable: no engine answers, or no permission to use its socket.
-        SandboxStartError: the engine refused the request (an image is missing, a bad option).
-    """
-    docker = load_docker()
-    import requests.exceptions
-
-    try:
-        yield
-    except SandboxError:
-        raise
-    except docker.errors.ImageNotFound as exc:
-        raise SandboxStartError(f"Could not {doing}: {exc.explanation}.") from exc
-    except docker.errors.APIError as exc:
-        raise SandboxStartError(f"The Docker engine refused to {doing}: {exc.explanation or exc}.") from exc
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-        if isinstance(exc, PermissionError) or "Permission denied" in str(exc):
-            raise BackendUnavailable(f"No permission to use the Docker engine's socket ({_host()}).",
-                                     fix=PERMISSION_FIX) from exc
-        raise BackendUnavailable(f"The Docker engine is not answering at {_host()}.", fix=ENGINE_FIX) from exc
-
-
-def _host() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
 def connect() -> Any:
@@ -158,7 +102,7 @@ def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = Fals
             if dry_run and (everything or owner_is_gone(info_labels.get(OWNER_LABEL, ""))):
                 removed.append(info["Names"][0].lstrip("/"))
             elif everything or owner_is_gone(info_labels.get(OWNER_LABEL, "")):
-                with contextlib.suppress(load_docker().errors.APIError):  # gone, or being removed by another
+                with contextlib.suppress(Refused), engine_errors("remove a container"):  # gone, or being removed
                     client.api.remove_container(info["Id"], force=True)
                     removed.append(info["Names"][0].lstrip("/"))
                 remove_hostdir(info_labels.get(HOSTDIR_LABEL))
@@ -166,7 +110,7 @@ def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = Fals
             if dry_run and (everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, ""))):
                 removed.append(volume["Name"])
             elif everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, "")):
-                with contextlib.suppress(load_docker().errors.APIError):  # in use, or removed by another
+                with contextlib.suppress(Refused), engine_errors("remove a volume"):  # in use, or being removed
                     client.api.remove_volume(volume["Name"], force=True)
                     removed.append(volume["Name"])
     for path in [] if dry_run else HOSTDIR_ROOT.glob(f"{HOSTDIR_PREFIX}*"):
@@ -210,13 +154,12 @@ def get_file(container: Any, remote: str, local: Path) -> Path:
     Raises:
         FileNotFoundError: ``remote`` does not exist, or is not a regular file.
     """
-    docker = load_docker()
-    archive = None
-    with engine_errors(f"copy {remote} out of the sandbox"), contextlib.suppress(docker.errors.NotFound):
-        chunks, _ = container.get_archive(remote)
-        archive = b"".join(chunks)
-    if archive is None:
-        raise FileNotFoundError(f"{remote} does not exist in the sandbox")
+    try:
+        with engine_errors(f"copy {remote} out of the sandbox"):
+            chunks, _ = container.get_archive(remote)
+            archive = b"".join(chunks)
+    except Missing:
+        raise FileNotFoundError(f"{remote} does not exist in the sandbox") from None
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         member = tar.next()
         if member is None or not member.isfile():
@@ -246,19 +189,18 @@ def wait_for_exit(client: Any, container_id: str) -> None:
     Raises:
         EngineLost: the engine stopped answering (the connection broke and a ping fails).
     """
-    docker = load_docker()
-    import requests.exceptions
-
     while True:
         try:
-            client.api.wait(container_id, timeout=WAIT_CHUNK_S)
+            with engine_errors("wait for the sandbox container"):
+                client.api.wait(container_id, timeout=WAIT_CHUNK_S)
             return
-        except docker.errors.NotFound:
+        except Missing:
             return
-        except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        except SandboxError as exc:
             try:  # the long poll timed out, or the engine went away?
-                client.ping()
-            except Exception:
+                with engine_errors("ping"):
+                    client.ping()
+            except SandboxError:
                 raise EngineLost("the Docker engine stopped answering") from exc
 
 
@@ -294,35 +236,42 @@ def death_reason(client: Any, container_id: str, *, memory_limit: int, image: st
     that never became ready, the container's log. Under gVisor, exit code 2 is runsc's own
     fatal error (Go), seen when the container's pids cgroup, which counts runsc's host threads,
     is full. Blocking; never raises."""
+    try:
+        with engine_errors("inspect the stopped container"):
+            return _reason(client, container_id, memory_limit=memory_limit, image=image, created=created,
+                           starting=starting, runtime=runtime, pids_limit=pids_limit)
+    except Missing:
+        return "its container was removed from outside the notebook (docker rm)"
+    except Exception:  # the engine went away while we asked (mapped), or answered nonsense
+        return "the Docker engine stopped answering"
+
+
+def _reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int, starting: bool,
+            runtime: str, pids_limit: int) -> str:
+    """:func:`death_reason`, with the engine's errors unmapped."""
     import signal
 
     from ...traits import format_bytes
 
-    docker = load_docker()
-    try:
-        state = client.api.inspect_container(container_id)["State"]
-        if state.get("OOMKilled"):
-            return "it ran out of memory" + (f" (limit {format_bytes(memory_limit)})" if memory_limit else "")
-        if signals := _outside_signals(client, container_id, created):
-            sig = signals[0]
-            name = signal.Signals(int(sig)).name if sig.isdigit() and int(sig) in signal.Signals._value2member_map_ else sig
-            return f"its container was stopped from outside the notebook ({name}: docker kill, stop or rm)"
-        code = state.get("ExitCode", -1)
-        if code == 2 and runtime == "runsc" and pids_limit:
-            return (f"gVisor (runsc) stopped it: runsc could not start another host thread, which happens when the "
-                    f"sandbox's processes reach pids_limit ({pids_limit}; under runsc it counts runsc's own threads)")
-        if starting:
-            log = client.api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
-            if re.search(r"No module named '?ipykernel", log):
-                return no_ipykernel(image)
-            if code == 127 or "exec python failed" in log:
-                return no_python(image)
-            if log:
-                return f"its kernel exited with code {code}: {log.splitlines()[-1]}"
-        if code > 128 and code - 128 in signal.Signals._value2member_map_:
-            return f"its kernel was killed by {signal.Signals(code - 128).name}"
-        return f"its kernel exited with code {code}"
-    except docker.errors.NotFound:
-        return "its container was removed from outside the notebook (docker rm)"
-    except Exception:  # the engine went away while we asked
-        return "the Docker engine stopped answering"
+    state = client.api.inspect_container(container_id)["State"]
+    if state.get("OOMKilled"):
+        return "it ran out of memory" + (f" (limit {format_bytes(memory_limit)})" if memory_limit else "")
+    if signals := _outside_signals(client, container_id, created):
+        sig = signals[0]
+        name = signal.Signals(int(sig)).name if sig.isdigit() and int(sig) in signal.Signals._value2member_map_ else sig
+        return f"its container was stopped from outside the notebook ({name}: docker kill, stop or rm)"
+    code = state.get("ExitCode", -1)
+    if code == 2 and runtime == "runsc" and pids_limit:
+        return (f"gVisor (runsc) stopped it: runsc could not start another host thread, which happens when the "
+                f"sandbox's processes reach pids_limit ({pids_limit}; under runsc it counts runsc's own threads)")
+    if starting:
+        log = client.api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
+        if re.search(r"No module named '?ipykernel", log):
+            return no_ipykernel(image)
+        if code == 127 or "exec python failed" in log:
+            return no_python(image)
+        if log:
+            return f"its kernel exited with code {code}: {log.splitlines()[-1]}"
+    if code > 128 and code - 128 in signal.Signals._value2member_map_:
+        return f"its kernel was killed by {signal.Signals(code - 128).name}"
+    return f"its kernel exited with code {code}"

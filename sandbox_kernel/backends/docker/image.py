@@ -20,7 +20,7 @@ from typing import Any
 
 from ...errors import BackendUnavailable, SandboxStartError
 from ...events import Display, Emit
-from .engine import engine_errors, load_docker
+from .boundary import Missing, engine_errors
 
 REPOSITORY = "sandbox-kernel"
 BASES = ("python:3.11-slim-bookworm", "sandbox-kernel-base:bookworm")
@@ -48,7 +48,7 @@ def _base(client: Any, image: str, configured: str) -> str:
 
     if configured:
         return configured
-    with engine_errors(f"inspect the image {image}"), contextlib.suppress(load_docker().errors.ImageNotFound):
+    with contextlib.suppress(Missing), engine_errors(f"inspect the image {image}"):
         if previous := (client.api.inspect_image(image)["Config"].get("Labels") or {}).get(BASE_LABEL):
             return previous
     for name in BASES:

@@ -4,7 +4,7 @@ one built from the user's Dockerfile, plus their pip packages) and which Jupyter
 
 Blocking functions, run in a thread by :class:`~sandbox_kernel.backends.docker.DockerBackend`.
 Image building lives in :mod:`sandbox_kernel.images`; engine errors are mapped by
-:func:`~sandbox_kernel.backends.docker.engine.engine_errors`.
+:func:`~sandbox_kernel.backends.docker.boundary.engine_errors`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import SandboxStartError
-from .engine import OWNER_LABEL, engine_errors, load_docker, owner
+from .boundary import Missing, engine_errors
+from .engine import OWNER_LABEL, owner
 from .image import BuildProgress, _build_lock, default_wheelhouse, ensure_image, is_ours
 from .spec import KERNEL_DIR
 
@@ -121,8 +122,8 @@ def read_kernelspec(client: Any, image: str, name: str) -> dict[str, Any]:
     Raises:
         SandboxStartError: no such kernelspec in the image's Jupyter data directories.
     """
-    docker = load_docker()
-    with engine_errors(f"look for the kernelspec {name!r} in {image}"):
+    doing = f"look for the kernelspec {name!r} in {image}"
+    with engine_errors(doing):
         env = dict(item.split("=", 1) for item in client.api.inspect_image(image)["Config"].get("Env") or [])
         container = client.api.create_container(image, entrypoint=["/nonexistent"], command=[], network_disabled=True,
                                                 labels={OWNER_LABEL: owner()})  # gc finds it if we die here
@@ -130,8 +131,9 @@ def read_kernelspec(client: Any, image: str, name: str) -> dict[str, Any]:
             dirs = [posixpath.join(d, "kernels", name) for d in _data_dirs(env)]
             for folder in dirs:
                 try:
-                    chunks, _ = client.api.get_archive(container["Id"], f"{folder}/kernel.json")
-                except docker.errors.NotFound:
+                    with engine_errors(doing):
+                        chunks, _ = client.api.get_archive(container["Id"], f"{folder}/kernel.json")
+                except Missing:
                     continue
                 with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
                     spec = json.loads(tar.extractfile(tar.next()).read())

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..kernel_client import KERNEL_ARGS
-from . import engine
+from .boundary import load_docker
 from .mounts import MountError, check_access, parse_gpus, parse_mounts
 
 KERNEL_DIR = "/kernel"
@@ -142,7 +142,7 @@ def container_spec(backend: Any, name: str, hostdir: Path, volume: str, labels: 
     Raises:
         ConfigError: a bad ``mounts`` entry.
     """
-    docker = engine.load_docker()
+    docker = load_docker()
     uid, gid = uid_gid(backend.user)
     env = {var: os.environ[var] for var in backend.env_vars if var in os.environ}
     spec: dict[str, Any] = dict(

@@ -11,14 +11,12 @@ engine honours only where its volumes directory has project quota (XFS mounted w
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from ...errors import SandboxStartError
 from . import engine
+from .boundary import Missing, Refused, engine_errors, load_docker
 
 WORKSPACE_LABEL = f"{engine.LABEL}.workspace"  # value: the volume's name
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]+")
@@ -33,22 +31,24 @@ def ensure_volume(client: Any, name: str, size: int) -> tuple[bool, str | None]:
         ``(created, warning)``: whether it was made now, and why ``size`` is not applied, if so.
 
     Raises:
-        SandboxError: the engine refused (mapped by :func:`engine.engine_errors`).
+        SandboxError: the engine refused (mapped by :func:`.boundary.engine_errors`).
     """
-    docker = engine.load_docker()
-    with engine.engine_errors(f"use the workspace volume {name}"):
+    doing = f"use the workspace volume {name}"
+    with engine_errors(doing):
         try:
-            client.api.inspect_volume(name)
+            with engine_errors(doing):
+                client.api.inspect_volume(name)
             return False, None
-        except docker.errors.NotFound:
+        except Missing:
             pass
         labels = {WORKSPACE_LABEL: name, engine.CREATED_LABEL: str(int(time.time()))}
         if size:
             try:
-                client.api.create_volume(name, driver="local", labels=labels, driver_opts={"size": str(size)})
+                with engine_errors(doing):
+                    client.api.create_volume(name, driver="local", labels=labels, driver_opts={"size": str(size)})
                 return True, None
-            except docker.errors.APIError as exc:
-                if "quota" not in str(exc):
+            except Refused as exc:
+                if "quota" not in exc.explanation:
                     raise
         client.api.create_volume(name, driver="local", labels=labels)
     warning = (f"[the workspace volume {name} has no size limit: this Docker engine cannot limit a volume's size "
@@ -62,27 +62,17 @@ def give_to(client: Any, name: str, image: str, uid: int, gid: int) -> None:
     a one-off container of ``image`` with only CAP_CHOWN and no network chowns it (≈ 0.3 s, once
     per workspace)."""
     code = f"import os; os.chown('/workspace', {uid}, {gid}); os.chmod('/workspace', 0o755)"
-    docker = engine.load_docker()
-    with engine.engine_errors(f"prepare the workspace volume {name}"), _failed_run(name, image):
+    docker = load_docker()
+    with engine_errors(f"prepare the workspace volume {name} with {image}"):
         client.containers.run(image, ["-c", code], entrypoint=["python"], user="0:0", network_mode="none",
                               cap_drop=["ALL"], cap_add=["CHOWN", "FOWNER"], security_opt=["no-new-privileges"],
                               read_only=True, remove=True, labels={WORKSPACE_LABEL: name},
                               mounts=[docker.types.Mount("/workspace", name, type="volume")])
 
 
-@contextlib.contextmanager
-def _failed_run(name: str, image: str) -> Iterator[None]:
-    try:
-        yield
-    except engine.load_docker().errors.ContainerError as exc:
-        stderr = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-        raise SandboxStartError(f"Could not prepare the workspace volume {name} with {image}: "
-                                f"{stderr[-1] if stderr else exc}") from exc
-
-
 def workspaces(client: Any) -> list[dict[str, Any]]:
     """Every workspace volume: ``{"name", "created" (unix time), "in_use" (a container has it)}``."""
-    with engine.engine_errors("list workspace volumes"):
+    with engine_errors("list workspace volumes"):
         volumes = client.api.volumes(filters={"label": WORKSPACE_LABEL}).get("Volumes") or []
         used = {m.get("Name") for c in client.api.containers(all=True) for m in c.get("Mounts") or []}
     return [{"name": v["Name"], "created": int((v.get("Labels") or {}).get(engine.CREATED_LABEL, 0)),
@@ -96,12 +86,12 @@ def remove_workspaces(client: Any) -> tuple[list[str], list[str]]:
         if volume["in_use"]:
             in_use.append(volume["name"])
             continue
-        with engine.engine_errors(f"remove the workspace volume {volume['name']}"):
-            try:
+        try:
+            with engine_errors(f"remove the workspace volume {volume['name']}"):
                 client.api.remove_volume(volume["name"])
-                removed.append(volume["name"])
-            except engine.load_docker().errors.APIError as exc:
-                if exc.status_code != 409:  # 409: a container started meanwhile uses it
-                    raise
-                in_use.append(volume["name"])
+            removed.append(volume["name"])
+        except Refused as exc:
+            if exc.status_code != 409:  # 409: a container started meanwhile uses it
+                raise
+            in_use.append(volume["name"])
     return removed, in_use

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ...errors import SandboxError
-from ..kernel_client import _Request
+from ..kernel_client import Request
 from ..kernel_client.message_bound import drop_note
 from .rest import KernelGone, call, kernel_path
 from .ws import GatewayKernelClient, KernelWebsocket, ws_session
@@ -109,7 +109,7 @@ class DeathWatch:
         may have too. A ``kernel_info_request`` is answered after the running
         ``execute_request`` (the shell handles one request at a time)."""
         msg = self._client.session.msg("kernel_info_request", {})
-        marker = self._requests[msg["header"]["msg_id"]] = _Request()
+        marker = self._requests[msg["header"]["msg_id"]] = Request()
         self._client.shell_channel.send(msg)
         try:
             await marker.reply  # no limit: the cell may run for hours; cancelled at shutdown

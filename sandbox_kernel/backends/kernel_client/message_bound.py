@@ -13,8 +13,7 @@ cell's ``status: idle``; on shell the reply itself, when the reply was the large
 :class:`DropWatch` sees the closing through the socket's monitor (``ZMQ_EVENT_DISCONNECTED``),
 connects the socket to the same endpoint again (the SUB socket keeps its subscription; a DEALER
 socket comes back under a fresh routing id, see :meth:`DropWatch._reconnect`) and tells the
-backend, which recovers the requests in flight (:class:`DropRecovery`, part of
-``KernelClientBackend``).
+backend, whose :class:`DropRecovery` recovers the requests in flight.
 
 The bound is per frame: a Jupyter message's content (outputs, display data) is one frame, and
 each binary buffer of a comm message (ipywidgets) is a frame of its own.
@@ -162,31 +161,42 @@ class MessageDropped(SandboxError):
 
 
 class DropRecovery:
-    """The part of ``KernelClientBackend`` that recovers from a dropped message. It uses the
-    backend's ``_client`` (AsyncKernelClient), ``_requests`` (msg_id → :class:`Request`),
-    ``_death`` (task that ends when the kernel stopped), ``_comm_handler``, ``ready_timeout``,
-    ``max_message_bytes`` and ``log``."""
+    """Recovers the requests in flight after a dropped message, for one connection to a kernel
+    (``KernelClientBackend`` makes one per connection).
 
-    _drop_watch: DropWatch | None = None
-    _resyncing: asyncio.Task | None = None
-    _drops = 0  # connections closed so far; a probe in flight starts over when this changes
-    _unclaimed_drop = False  # a connection closed while no request was pending
-    _end_input = False  # an input_request was dropped: answer EOF until the recovery is done
+    Args:
+        client: the connection's ``AsyncKernelClient``.
+        requests: the backend's requests in flight by msg_id (:class:`Request`): the same dict,
+            not a copy; the recovery adds its probes to it.
+        death: the task that ends when the kernel stopped.
+        note: the line a cell shows when a message was dropped (:func:`drop_note`).
+        ready_timeout: seconds of answered probes to wait for IOPub to come back.
+        request_timeout: seconds to wait for one probe's reply.
+        on_unclaimed: called with the note as an event when a connection closed while no
+            request was pending (the backend passes it to its comm handler).
+        log: the backend's logger.
+    """
 
-    @property
-    def message_bound(self) -> tuple[int, str]:
-        """``(bytes, setting)``: the bound on each message from the sandbox (0: none) and the
-        option that raises it, as the note of a cell whose output was dropped names it."""
-        if self.max_message_bytes is not None:
-            return self.max_message_bytes, f"{type(self).__name__}.max_message_bytes"
-        budget, setting = self._output_budget or (DEFAULT_OUTPUT_BUDGET, "max_output_bytes")
-        return message_limit(budget), setting
+    def __init__(self, client: Any, requests: dict[str, Request], death: asyncio.Task, *, note: str,
+                 ready_timeout: float, request_timeout: float, on_unclaimed: Callable[[Stream], None],
+                 log: Any) -> None:
+        self._client, self._requests, self._death = client, requests, death
+        self._note, self._on_unclaimed, self._log = note, on_unclaimed, log
+        self._ready_timeout, self._request_timeout = ready_timeout, request_timeout
+        self._drop_watch: DropWatch | None = None
+        self._resyncing: asyncio.Task | None = None
+        self._drops = 0  # connections closed so far; a probe in flight starts over when this changes
+        self._unclaimed_drop = False  # a connection closed while no request was pending
+        self.end_input = False
+        """An input_request was dropped: the kernel is answered EOF until the recovery is done
+        (the backend's stdin reader resets it when an input_request arrives)."""
 
-    def _watch_drops(self, client: Any) -> None:
-        self._drop_watch = DropWatch(client, self._on_drop)
+    def watch(self) -> None:
+        """Watch the client's ZMQ sockets (:class:`DropWatch`), calling :meth:`on_drop`."""
+        self._drop_watch = DropWatch(self._client, self.on_drop)
         self._drop_watch.start()
 
-    def _stop_recovery(self) -> None:
+    def stop(self) -> None:
         """At shutdown, before the client's sockets close."""
         if self._resyncing is not None:
             self._resyncing.cancel()
@@ -194,18 +204,17 @@ class DropRecovery:
             self._drop_watch.stop()
         self._drop_watch = self._resyncing = None
 
-    def _on_drop(self, channel: str) -> None:
-        """:class:`DropWatch`'s callback: a connection to the kernel closed (a message over
-        the bound, or the kernel stopped: the death watch handles that). Mark the requests in
-        flight and start the recovery."""
-        self.log.info("The connection to the sandbox's %s channel closed; recovering", channel)
+    def on_drop(self, channel: str) -> None:
+        """A connection to the kernel closed (a message over the bound, or the kernel stopped:
+        the death watch handles that). Mark the requests in flight and start the recovery."""
+        self._log.info("The connection to the sandbox's %s channel closed; recovering", channel)
         self._drops += 1
         pending = list(self._requests.values())
         for request in pending:
             request.dropped = True
         self._unclaimed_drop |= not pending
-        self._end_input |= channel == "stdin" and any(r.stdin for r in pending)
-        if self._end_input:
+        self.end_input |= channel == "stdin" and any(r.stdin for r in pending)
+        if self.end_input:
             self._client.input("\x04")  # the lost message was an input_request: end it (EOFError)
         if self._resyncing is None or self._resyncing.done():
             self._resyncing = asyncio.get_running_loop().create_task(self._resync())
@@ -217,32 +226,36 @@ class DropRecovery:
         lost it (MessageDropped), and its IOPub stream ends (RESYNCED). Stops waiting for IOPub
         after ``ready_timeout`` seconds of answered probes; gives up if the kernel died."""
         loop, deadline = asyncio.get_running_loop(), None
-        while self._death is not None and not self._death.done():
+        while not self._death.done():
             drops = self._drops
             replied, published = await self._probe()
-            self.log.debug("Recovery probe: reply %s, IOPub %s, drops %d -> %d", replied, published, drops, self._drops)
+            self._log.debug("Recovery probe: reply %s, IOPub %s, drops %d -> %d", replied, published, drops,
+                            self._drops)
             if published and drops == self._drops:
                 break
-            if not replied and self._end_input:  # in case the EOF was lost too (ipykernel purges
+            if not replied and self.end_input:  # in case the EOF was lost too (ipykernel purges
                 self._client.input("\x04")  # stale input_replies before its next input_request)
             if replied:
-                deadline = deadline or loop.time() + self.ready_timeout
+                deadline = deadline or loop.time() + self._ready_timeout
                 if loop.time() > deadline:
-                    self.log.warning("IOPub did not come back after a dropped message; ending the requests")
+                    self._log.warning("IOPub did not come back after a dropped message; ending the requests")
                     break
         else:
             return
-        note = drop_note(*self.message_bound)
-        self.log.debug("Recovered; ending %d requests", sum(r.dropped for r in self._requests.values()))
+        self._end_requests()
+
+    def _end_requests(self) -> None:
+        """End the requests the dropped messages belonged to, and say so."""
+        self._log.debug("Recovered; ending %d requests", sum(r.dropped for r in self._requests.values()))
         for request in self._requests.values():
             if request.dropped and not request.reply.done():
-                request.reply.set_exception(MessageDropped(note.strip()))
+                request.reply.set_exception(MessageDropped(self._note.strip()))
                 request.reply.exception()  # retrieved: comm requests never await their reply
             if request.dropped:
                 request.iopub.put_nowait(RESYNCED)
-        if self._unclaimed_drop and self._comm_handler is not None:
-            self._comm_handler(Stream("stderr", note), None)
-        self._unclaimed_drop = self._end_input = False
+        if self._unclaimed_drop:
+            self._on_unclaimed(Stream("stderr", self._note))
+        self._unclaimed_drop = self.end_input = False
 
     async def _probe(self) -> tuple[bool, bool]:
         """Send one ``kernel_info_request``: ``(its reply came, one of its IOPub messages came)``.
@@ -254,7 +267,7 @@ class DropRecovery:
         request = self._requests[msg_id] = Request()
         try:
             self._client.shell_channel.send(msg)
-            give_up = asyncio.get_running_loop().time() + self.request_timeout
+            give_up = asyncio.get_running_loop().time() + self._request_timeout
             while not request.reply.done():
                 if drops != self._drops or self._death.done() or asyncio.get_running_loop().time() > give_up:
                     return False, False
