@@ -139,9 +139,8 @@ def translate(exc: BaseException, connection: Connection, sandbox_id: str | None
               failure: type[SandboxError] = SandboxError) -> BaseException | None:
     """The sandbox-kernel exception for ``exc``, or None when it is neither the SDK's nor
     httpx's. ``failure`` is the class of a generic failure (SandboxStartError when starting)."""
-    import httpx
-
     import e2b
+    import httpx
 
     sandbox = f"E2B sandbox {sandbox_id}" if sandbox_id else "E2B sandbox"
     message = connection.scrub(str(exc))
