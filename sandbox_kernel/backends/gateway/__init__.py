@@ -27,15 +27,15 @@ from ...errors import BackendUnavailable, SandboxError, SandboxStartError
 from ...events import Emit, Outcome
 from ...traits import ByteSize
 from ..base import StdinHandler
-from ..kernel_client import KernelClientBackend
+from ..kernel_client import KernelClientBackend, drop_note
 from . import files
 from .progress import StartProgress
 from .rest import Endpoint, GatewayUnreachable, KernelGone, call, kernel_path
-from .watch import DeathWatch
+from .watch import DeathWatch, iopub, settle
 from .ws import GatewayKernelClient, KernelWebsocket, ws_session
 
 
-class GatewayBackend(DeathWatch, KernelClientBackend):
+class GatewayBackend(KernelClientBackend):
     """A kernel on a Jupyter gateway or server, one per session (see the module docstring)."""
 
     name = "gateway"
@@ -90,10 +90,9 @@ class GatewayBackend(DeathWatch, KernelClientBackend):
         super().__init__(**kwargs)
         self._kernel: str | None = None  # the kernel's id on the gateway while we use it
         self._ws: KernelWebsocket | None = None
-        self._died: asyncio.Future | None = None
+        self._deaths: DeathWatch | None = None  # of the connection to the kernel
         self._first_emit: Emit | None = None
         self._attach = self.kernel_id
-        self._unreachable = False  # the death watch found the gateway gone: shutdown skips DELETE
 
     # -- the gateway -----------------------------------------------------------------------------
     def _endpoint(self) -> Endpoint:
@@ -137,8 +136,9 @@ class GatewayBackend(DeathWatch, KernelClientBackend):
         self._ws = await KernelWebsocket.open(self._endpoint(), info["kernel_id"], ws_session(),
                                              timeout=self.connect_timeout, max_message_size=self.max_message_bytes,
                                              ping_interval=self.heartbeat_timeout)
-        self._died = asyncio.get_running_loop().create_future()
-        self._ws.watch = self._watch
+        self._deaths = DeathWatch(self._endpoint(), info["kernel_id"], self._where(),
+                                  heartbeat_interval=self.heartbeat_interval, heartbeat_timeout=self.heartbeat_timeout)
+        self._ws.watch = self._deaths.on_iopub
         return GatewayKernelClient(self._ws)
 
     def _watch_drops(self, client: GatewayKernelClient) -> None:
@@ -149,7 +149,8 @@ class GatewayBackend(DeathWatch, KernelClientBackend):
         ws, kernel, self._ws, self._kernel = self._ws, self._kernel, None, None
         if ws is not None:
             ws.close()
-        unreachable, self._unreachable = self._unreachable, False
+        unreachable = self._deaths is not None and self._deaths.unreachable
+        self._deaths = None
         if kernel is None or self.keep_alive:
             return
         if unreachable:  # do not wait for a gateway that does not answer
@@ -172,6 +173,41 @@ class GatewayBackend(DeathWatch, KernelClientBackend):
                 await asyncio.sleep(0.25 * (attempt + 1))
         self.log.warning("could not delete kernel %s on the gateway (it culls idle kernels itself, if "
                          "configured to): %s", kernel, error)
+
+    # -- death, and messages above max_message_bytes ---------------------------------------------
+    async def _wait_dead(self) -> str:
+        return await self._deaths.wait_dead(lambda: self._ws, self._reconnect)
+
+    async def _reconnect(self, interrupt: bool) -> bool:
+        """After the websocket was closed over a message above max_message_bytes: open a new one,
+        tell the running cell that an output was dropped and, with ``interrupt``, stop a cell
+        that keeps sending such outputs. The kernel and its state are kept. A new session id:
+        with the old one the server would replay what it buffered (the huge message may be
+        among it) and its shell replies could keep going to the old connection's socket, which
+        has the same ZMQ identity. False if the kernel cannot be reached again."""
+        for task in self._tasks:
+            task.cancel()
+        try:
+            ws = await KernelWebsocket.open(self._endpoint(), self._kernel, ws_session(), timeout=self.connect_timeout,
+                                            max_message_size=self.max_message_bytes,
+                                            ping_interval=self.heartbeat_timeout)
+        except SandboxError:
+            return False
+        self._ws, ws.watch = ws, self._deaths.on_iopub
+        self._client = GatewayKernelClient(ws)
+        note = drop_note(*self.message_bound)
+        running = [request for request in self._requests.values() if request.execute]
+        for request in running:  # one note per cell
+            text = "" if request.told else note
+            text += "[the cell kept sending such outputs and was interrupted]\n" if interrupt else ""
+            request.dropped = request.told = True
+            if text:
+                request.iopub.put_nowait(iopub("stream", {"name": "stderr", "text": text}))
+        self._start_readers()
+        self._tasks.append(asyncio.ensure_future(settle(self._client, self._requests, running)))
+        if interrupt:
+            await self.interrupt()
+        return True
 
     # -- running code ----------------------------------------------------------------------------
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,

@@ -1,5 +1,6 @@
 """How the gateway backend learns that its kernel is gone, and how it survives a message above
-``max_message_bytes``: :class:`DeathWatch`, a part of :class:`~.gateway.GatewayBackend`.
+``max_message_bytes``: :class:`DeathWatch`, one per kernel connection of
+:class:`~sandbox_kernel.backends.gateway.GatewayBackend`, and :func:`settle`.
 
 Death is learned from the gateway: the server's own ``status: restarting``/``dead`` on IOPub
 (its restarter found the process gone), ``GET /api/kernels/{id}`` every ``heartbeat_interval``
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...errors import SandboxError
 from ..kernel_client import Request
-from ..kernel_client.message_bound import drop_note
-from .rest import KernelGone, call, kernel_path
-from .ws import GatewayKernelClient, KernelWebsocket, ws_session
+from .rest import Endpoint, KernelGone, call, kernel_path
+from .ws import KernelWebsocket
 
 MAX_DROPS_PER_MINUTE = 20
 """More messages above max_message_bytes than this in a minute end the session."""
@@ -25,34 +26,54 @@ INTERRUPT_AFTER_DROPS = 3
 """After this many dropped messages in a minute the running cell is interrupted."""
 
 
-def _iopub(msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+def iopub(msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
     """An IOPub message made here, for a running cell's relay."""
     return {"header": {"msg_type": msg_type}, "parent_header": {}, "metadata": {}, "content": content}
 
 
 class DeathWatch:
-    """``_wait_dead`` and what it needs, for :class:`~.gateway.GatewayBackend` (which holds
-    ``_ws``, ``_died``, ``_kernel``, ``_requests``, ``_tasks`` and the options)."""
+    """Learns why the gateway's kernel is gone, for one connection to it.
 
-    def _watch(self, msg: dict[str, Any]) -> None:
-        """The server's own ``status: restarting`` or ``dead`` on IOPub (no parent): its
-        restarter found the kernel's process gone."""
+    Args:
+        endpoint: the gateway.
+        kernel: the kernel's id there.
+        where: the gateway as messages name it ("http://host:port").
+        heartbeat_interval: seconds between two ``GET /api/kernels/{id}``.
+        heartbeat_timeout: seconds the gateway may leave those unanswered.
+    """
+
+    def __init__(self, endpoint: Endpoint, kernel: str, where: str, *, heartbeat_interval: float,
+                 heartbeat_timeout: float) -> None:
+        self.endpoint, self.kernel, self.where = endpoint, kernel, where
+        self.heartbeat_interval, self.heartbeat_timeout = heartbeat_interval, heartbeat_timeout
+        self.died: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.unreachable = False
+        """The gateway stopped answering (shutdown then skips the DELETE of the kernel)."""
+
+    def on_iopub(self, msg: dict[str, Any]) -> None:
+        """The websocket's hook for every IOPub message: the server's own ``status: restarting``
+        or ``dead`` (no parent) means its restarter found the kernel's process gone."""
         state = msg.get("content", {}).get("execution_state")
-        if state in ("restarting", "dead") and not msg.get("parent_header") and not self._died.done():
-            self._died.set_result("its process stopped (the gateway reported the kernel "
-                                  f"{'restarting' if state == 'restarting' else 'dead'})")
+        if state in ("restarting", "dead") and not msg.get("parent_header") and not self.died.done():
+            self.died.set_result("its process stopped (the gateway reported the kernel "
+                                 f"{'restarting' if state == 'restarting' else 'dead'})")
 
-    async def _wait_dead(self) -> str:
-        died, drops = self._died, []
-        poll = asyncio.ensure_future(self._poll(self._kernel))
+    async def wait_dead(self, websocket: Callable[[], KernelWebsocket],
+                        reconnect: Callable[[bool], Awaitable[bool]]) -> str:
+        """Return, with the reason, once the kernel is gone. ``websocket()`` is the connection
+        in use; when it closes over a message above max_message_bytes, ``reconnect(interrupt)``
+        opens a new one (False: it could not), interrupting the cell after a few such drops;
+        too many in a minute end the session."""
+        died, drops = self.died, []
+        poll = asyncio.ensure_future(self._poll())
         try:
             while True:
-                ws = self._ws
+                ws = websocket()
                 await asyncio.wait({ws.closed, died, poll}, return_when=asyncio.FIRST_COMPLETED)
                 drops = [t for t in drops if time.monotonic() - t < 60] + [time.monotonic()]
                 if died.done() or poll.done() or not ws.refused_too_big or len(drops) > MAX_DROPS_PER_MINUTE:
                     break
-                if not await self._reconnect(interrupt=len(drops) == INTERRUPT_AFTER_DROPS):
+                if not await reconnect(len(drops) == INTERRUPT_AFTER_DROPS):
                     break
         finally:
             poll.cancel()
@@ -61,80 +82,49 @@ class DeathWatch:
         if poll.done() and not poll.cancelled():
             return poll.result()
         try:  # the websocket closed: was the kernel deleted, or is the gateway gone?
-            await call(self._endpoint(), kernel_path(self._kernel or ""), "check the kernel",
+            await call(self.endpoint, kernel_path(self.kernel), "check the kernel",
                        timeout=min(5.0, self.heartbeat_timeout))
         except KernelGone:
             return "the kernel was deleted on the gateway (shut down there, or culled as idle)"
         except SandboxError:
-            self._unreachable = True
-            return f"the connection to the gateway at {self._where()} was lost"
+            self.unreachable = True
+            return f"the connection to the gateway at {self.where} was lost"
         return ws.closed.result()
 
-    async def _reconnect(self, interrupt: bool) -> bool:
-        """After the websocket was closed over a message above max_message_bytes: open a new one,
-        tell the running cell that an output was dropped and, with ``interrupt``, stop a cell
-        that keeps sending such outputs. The kernel and its state are kept. A new session id:
-        with the old one the server would replay what it buffered (the huge message may be
-        among it) and its shell replies could keep going to the old connection's socket, which
-        has the same ZMQ identity. False if the kernel cannot be reached again."""
-        old = self._ws
-        for task in self._tasks:
-            task.cancel()
-        try:
-            self._ws = await KernelWebsocket.open(self._endpoint(), self._kernel, ws_session(),
-                                                 timeout=self.connect_timeout, max_message_size=self.max_message_bytes,
-                                                 ping_interval=self.heartbeat_timeout)
-        except SandboxError:
-            self._ws = old
-            return False
-        self._ws.watch = self._watch
-        self._client = GatewayKernelClient(self._ws)
-        note = drop_note(*self.message_bound)
-        running = [request for request in self._requests.values() if request.execute]
-        for request in running:  # one note per cell
-            text = "" if request.told else note
-            text += "[the cell kept sending such outputs and was interrupted]\n" if interrupt else ""
-            request.dropped = request.told = True
-            if text:
-                request.iopub.put_nowait(_iopub("stream", {"name": "stderr", "text": text}))
-        self._start_readers()
-        self._tasks.append(asyncio.ensure_future(self._settle(running)))
-        if interrupt:
-            await self.interrupt()
-        return True
-
-    async def _settle(self, running: list) -> None:
-        """End the cells that were running when a message was dropped once the kernel has
-        finished them: their reply went to the closed connection, and their ``status: idle``
-        may have too. A ``kernel_info_request`` is answered after the running
-        ``execute_request`` (the shell handles one request at a time)."""
-        msg = self._client.session.msg("kernel_info_request", {})
-        marker = self._requests[msg["header"]["msg_id"]] = Request()
-        self._client.shell_channel.send(msg)
-        try:
-            await marker.reply  # no limit: the cell may run for hours; cancelled at shutdown
-        finally:
-            self._requests.pop(msg["header"]["msg_id"], None)
-        for request in running:  # an idle too many is never read: the relay stops at the first
-            request.iopub.put_nowait(_iopub("status", {"execution_state": "idle"}))
-            if not request.reply.done():
-                request.reply.set_result({"content": {"status": "ok", "execution_count": None}})
-
-    async def _poll(self, kernel: str | None) -> str:
+    async def _poll(self) -> str:
         """Return why the kernel is gone, checking ``GET /api/kernels/{id}`` every heartbeat_interval."""
         answered = time.monotonic()
         while True:
             await asyncio.sleep(self.heartbeat_interval)
             try:
-                model = await call(self._endpoint(), kernel_path(kernel or ""), "check the kernel",
+                model = await call(self.endpoint, kernel_path(self.kernel), "check the kernel",
                                    timeout=self.heartbeat_timeout)
             except KernelGone:
                 return "the kernel was deleted on the gateway (shut down there, or culled as idle)"
             except SandboxError:
                 if time.monotonic() - answered > self.heartbeat_timeout:
-                    self._unreachable = True
-                    return f"the gateway at {self._where()} stopped answering"
+                    self.unreachable = True
+                    return f"the gateway at {self.where} stopped answering"
                 continue
             answered = time.monotonic()
             if model.get("execution_state") == "dead":
                 return "its process stopped (the gateway reported the kernel dead)"
+
+
+async def settle(client: Any, requests: dict[str, Request], running: list[Request]) -> None:
+    """End the cells that were running when a message was dropped once the kernel has finished
+    them: their reply went to the closed connection, and their ``status: idle`` may have too. A
+    ``kernel_info_request`` sent on ``client`` (the new connection) is answered after the running
+    ``execute_request`` (the shell handles one request at a time); ``requests`` is the backend's
+    requests in flight, by msg_id, where its reply is routed."""
+    msg = client.session.msg("kernel_info_request", {})
+    marker = requests[msg["header"]["msg_id"]] = Request()
+    client.shell_channel.send(msg)
+    try:
+        await marker.reply  # no limit: the cell may run for hours; cancelled at shutdown
+    finally:
+        requests.pop(msg["header"]["msg_id"], None)
+    for request in running:  # an idle too many is never read: the relay stops at the first
+        request.iopub.put_nowait(iopub("status", {"execution_state": "idle"}))
+        if not request.reply.done():
+            request.reply.set_result({"content": {"status": "ok", "execution_count": None}})
