@@ -33,39 +33,24 @@ class Private:
         return ".".join(part for part in (self.module, self.owner, self.name) if part)
 
 
-PRIVATE: tuple[Private, ...] = (
-    # -- ipykernel / IPython ---------------------------------------------------------------
-    Private("ipykernel.kernelbase", "Kernel", "_parent_ident", "ipykernel 6.29, 7.4",
-            "kernel.py _ask_frontend: the routing identity an input_request is sent to"),
-    Private("ipykernel.kernelbase", "Kernel", "_topic", "ipykernel 6.29, 7.4",
-            "kernel.py _publish: the IOPub topic of each published message"),
-    Private("ipykernel.kernelbase", "Kernel", "_execute_sleep", "ipykernel 6.29, 7.4",
-            "kernel.py (class attribute) and kernel_client KERNEL_ARGS: no 0.5 ms sleep per reply"),
-    Private("ipykernel.kernelbase", "Kernel", "_allow_stdin", "ipykernel 6.29, 7.4",
-            "magics/run.py host_allows_stdin: whether the host's frontend takes input() now"),
-    Private("IPython.core.interactiveshell", "InteractiveShell", "_showtraceback", "ipython 8, 9.18",
-            "magics/display.py: the sandbox's traceback shown as the host cell's error"),
-    # -- traitlets -------------------------------------------------------------------------
-    Private("traitlets.config.configurable", "Configurable", "_load_config", "traitlets 5.9, 5.16",
-            "kernel.py SandboxKernel._load_config: a bad option value does not kill the kernel"),
-    # -- jupyter_client --------------------------------------------------------------------
-    Private("jupyter_client.asynchronous.client", "AsyncKernelClient", "_async_is_alive", "jupyter_client 8.10",
-            "backends/gateway/ws.py GatewayKernelClient: alive while its websocket is open"),
-    # -- the E2B SDK -----------------------------------------------------------------------
-    Private("e2b_code_interpreter.code_interpreter_async", "AsyncSandbox", "_client",
-            "e2b-code-interpreter 2.11, e2b 2.63",
-            "backends/e2b/stream.py sandbox_class: code-interpreter requests through a bounded transport"),
-    Private("e2b.api.client_async", "", "get_transport", "e2b 2.63",
-            "backends/e2b/stream.py sandbox_class: the SDK's own transport under the bounded one"),
-    # -- tornado (the gateway's websocket) -------------------------------------------------
-    Private("tornado.websocket", "WebSocketProtocol", "close", "tornado 6.4, 6.6",
-            "backends/gateway/ws.py _on_local_close: wraps conn.protocol.close to learn close code 1009"),
-    # -- the standard library --------------------------------------------------------------
-    Private("threading", "", "_register_atexit", "CPython 3.10-3.13",
-            "loop_thread.py: the loop thread stops before the interpreter's executors refuse work"),
-    Private("signal", "Signals", "_value2member_map_", "CPython 3.10-3.13",
-            "backends/docker/engine.py death_reason: a signal number's name, if it has one"),
-)
+# One line each: module | class ("" for a module attribute) | name | versions checked | where and why.
+_TABLE = """
+ipykernel.kernelbase | Kernel | _parent_ident | ipykernel 6.29, 7.4 | kernel.py _ask_frontend: the routing identity an input_request is sent to
+ipykernel.kernelbase | Kernel | _topic | ipykernel 6.29, 7.4 | kernel.py _publish: the IOPub topic of each published message
+ipykernel.kernelbase | Kernel | _execute_sleep | ipykernel 6.29, 7.4 | kernel.py (class attribute) and kernel_client KERNEL_ARGS: no 0.5 ms sleep per reply
+ipykernel.kernelbase | Kernel | _allow_stdin | ipykernel 6.29, 7.4 | magics/run.py host_allows_stdin: whether the host's frontend takes input() now
+IPython.core.interactiveshell | InteractiveShell | _showtraceback | ipython 8, 9.18 | magics/display.py: the sandbox's traceback shown as the host cell's error
+traitlets.config.configurable | Configurable | _load_config | traitlets 5.9, 5.16 | kernel.py SandboxKernel._load_config: a bad option value does not kill the kernel
+jupyter_client.asynchronous.client | AsyncKernelClient | _async_is_alive | jupyter_client 8.10 | backends/gateway/ws.py GatewayKernelClient: alive while its websocket is open
+e2b_code_interpreter.code_interpreter_async | AsyncSandbox | _client | e2b-code-interpreter 2.11, e2b 2.63 | backends/e2b/stream.py sandbox_class: code-interpreter requests through a bounded transport
+e2b.api.client_async |  | get_transport | e2b 2.63 | backends/e2b/stream.py sandbox_class: the SDK's own transport under the bounded one
+tornado.websocket | WebSocketProtocol | close | tornado 6.4, 6.6 | backends/gateway/ws.py _on_local_close: wraps conn.protocol.close to learn close code 1009
+threading |  | _register_atexit | CPython 3.10-3.13 | loop_thread.py: the loop thread stops before the interpreter's executors refuse work
+signal | Signals | _value2member_map_ | CPython 3.10-3.13 | backends/docker/engine.py death_reason: a signal number's name, if it has one
+"""
+
+PRIVATE: tuple[Private, ...] = tuple(Private(*(cell.strip() for cell in row.split(" | ")))
+                                     for row in _TABLE.strip().splitlines())
 """The private upstream names used, grouped by project."""
 
 
