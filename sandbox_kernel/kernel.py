@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from collections import OrderedDict
 from typing import Any
 
@@ -27,6 +26,7 @@ from .events import Comm, Emit, Event, Outcome
 from .outputs import to_iopub
 from .pipeline import OutputPipeline
 from .policy import OutputOptions
+from .sigint import on_sigint
 from .traits import ByteSize
 
 
@@ -249,24 +249,11 @@ class SandboxKernel(Kernel, OutputOptions):
         with self._sigint_interrupts(), self._serving(self.get_parent("shell")):
             return await sandbox.execute(code, emit, timeout=self.cell_timeout, stdin=stdin)
 
-    @contextlib.contextmanager
     def _sigint_interrupts(self):
         """While a cell runs, SIGINT to this process interrupts the sandbox (ipykernel's
         ``_cancel_on_sigint`` pattern) instead of raising KeyboardInterrupt here."""
         loop = asyncio.get_running_loop()
-
-        def on_sigint(signum, frame):
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.sandbox.interrupt()))
-
-        try:
-            saved = signal.signal(signal.SIGINT, on_sigint)
-        except ValueError:  # not the main thread
-            yield
-            return
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, saved)
+        return on_sigint(lambda: loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.sandbox.interrupt())))
 
     async def interrupt_request(self, stream, ident, parent):
         """``interrupt_request`` (control channel; kernelspec ``interrupt_mode: message``):
