@@ -27,6 +27,7 @@ from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
 from ...errors import SandboxError, SandboxStartError
 from ...events import Emit, Outcome, Stream
+from ...paths import within
 from ...traits import ByteSize, format_bytes
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend
@@ -279,7 +280,7 @@ class DockerBackend(KernelClientBackend):
     async def upload(self, local: str | Path, remote: str) -> str:
         await self.start()
         target = self._sandbox_path(remote)
-        if posixpath.commonpath([target, self.workdir]) != self.workdir:
+        if within(self.workdir, remote) is None:
             raise PermissionError(f"Uploads go into the sandbox's working directory {self.workdir} "
                                   f"(its root filesystem is read-only), not {target}.")
         if not Path(local).is_file():
