@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import pytest
 
-from tests import targets
-from tests.targets import NAMES, skip_or_fail
-
-_prepared: dict[str, targets.Prepared] = {}
-_stack = contextlib.ExitStack()
-
-
-def prepared(name: str) -> targets.Prepared:
-    """The session-wide set-up of backend ``name`` (skips or fails when it cannot run)."""
-    target = targets.get(name)
-    if (reason := target.unavailable()) is not None:
-        skip_or_fail(f"{name} backend unavailable: {reason}")
-    if name not in _prepared:
-        _prepared[name] = _stack.enter_context(target.prepare())
-    return _prepared[name]
-
+from tests.support.backends import backends, close, prepared  # noqa: F401 - also imported from here
+from tests.targets import NAMES
 
 TIERS = ("unit", "kernel", "docker", "e2b", "gateway", "browser")
 """Markers of the test tiers (pyproject.toml describes them); ``pytest -m unit`` is the fast one."""
@@ -50,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    _stack.close()
+    close()
 
 
 @pytest.fixture(params=NAMES)
@@ -58,27 +43,6 @@ def backend_name(request) -> str:
     """Each backend's name in turn; a test using it runs once per backend."""
     prepared(request.param)
     return request.param
-
-
-@contextlib.asynccontextmanager
-async def backends(name: str):
-    """Yields ``make(**traits)`` → an unstarted backend ``name``, configured for this machine;
-    every backend made is shut down when the block ends."""
-    from sandbox_kernel.backends import get_backend_class
-
-    made = []
-
-    def make(**traits):
-        with targets.env_vars(prepared(name).kernel_env):
-            backend = get_backend_class(name)(**{**prepared(name).traits, **traits})
-        made.append(backend)
-        return backend
-
-    try:
-        yield make
-    finally:
-        for backend in made:
-            await backend.shutdown()
 
 
 @pytest.fixture

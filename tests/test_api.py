@@ -18,7 +18,7 @@ from sandbox_kernel.commands import CommandRefused
 from sandbox_kernel.errors import ConfigError, ExecutionTimeout
 from sandbox_kernel.events import Display, Stream
 from tests import targets
-from tests.conftest import prepared
+from tests.support.backends import prepared
 
 API_BACKENDS = ["local", "docker"]
 ALLOWED = [r"echo .*", r"ls( -l)?", r"sleep \d+", r"sh -c .*"]

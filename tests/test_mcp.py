@@ -16,7 +16,7 @@ import pytest
 
 from sandbox_kernel.backends import get_backend_class
 from sandbox_kernel.mcp_server import PathRefused, inside_workdir
-from tests.conftest import prepared
+from tests.support.backends import prepared
 
 if importlib.util.find_spec("mcp") is None:  # an extra of the project: `make install` has it
     if os.environ.get("SANDBOX_KERNEL_NO_SKIP"):

@@ -126,7 +126,7 @@ class KernelGateway:
 def gateway() -> KernelGateway:
     """The session's running Kernel Gateway (after ``prepared("gateway")``)."""
     if _gateway is None:
-        raise RuntimeError("the gateway target is not prepared: call tests.conftest.prepared('gateway') first")
+        raise RuntimeError("the gateway target is not prepared: call tests.support.backends.prepared('gateway') first")
     return _gateway
 
 
