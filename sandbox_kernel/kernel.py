@@ -18,7 +18,7 @@ from ipykernel.kernelbase import Kernel
 from traitlets import Bool, Float, TraitError, Unicode
 
 from . import __version__
-from .backends import get_backend_class
+from .backends import make_backend
 from .backends.base import Backend, request_msg_id
 from .config_check import unknown_options
 from .errors import ConfigError, SandboxError
@@ -135,14 +135,13 @@ class SandboxKernel(Kernel, OutputOptions):
         if self._config_error is not None:
             raise self._config_error
         if self.sandbox is None:
-            cls = get_backend_class(self.backend)
-            if unknown := unknown_options(self.config, [type(self), cls]):  # traitlets only warns
-                raise ConfigError(f"Bad option for the sandbox kernel: {'; '.join(unknown)}.")
-            try:
-                self.sandbox = cls(parent=self)
-            except (TraitError, ValueError) as exc:
-                raise ConfigError(f"Bad option for the {self.backend} backend: {exc}") from exc
-            self.sandbox.set_output_budget(self.max_output_bytes, "SandboxKernel.max_output_bytes")
+            def options(cls: type[Backend]) -> dict[str, Any]:
+                if unknown := unknown_options(self.config, [type(self), cls]):  # traitlets only warns
+                    raise ConfigError(f"Bad option for the sandbox kernel: {'; '.join(unknown)}.")
+                return {}  # the backend's traits come from this kernel's config
+
+            self.sandbox = make_backend(self.backend, parent=self, options=options,
+                                        output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"))
             self.pipeline.comms, self.pipeline.backend = self.sandbox.capabilities.comms, self.sandbox.name
             self.sandbox.set_comm_handler(self._publish_unsolicited)
             self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
