@@ -100,7 +100,8 @@ class SandboxMagics(Magics, OutputOptions):
     def _policy(self, mode: str | None = None) -> OutputPolicy:
         """The output policy of the magic's options now, with ``mode`` (the line's) if given."""
         return OutputPolicy((mode or self.output_policy).lower(), self.allowed_origins, hint=magic_hint,
-                            widget_modules=self.allowed_widget_modules, comm_targets=self.allowed_comm_targets)
+                            widget_modules=self.allowed_widget_modules, comm_targets=self.allowed_comm_targets,
+                            mime_types=self.allowed_mime_types)
 
     def _open(self, name: str, backend_name: str | None = None, options: list[str] | tuple = ()) -> Session:
         """The session ``name``, made (and its sandbox started) on first use."""

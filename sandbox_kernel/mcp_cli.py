@@ -160,6 +160,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "default: any command)")
     parser.add_argument("--output-policy", choices=POLICIES, default="sanitize")
     parser.add_argument("--allowed-origin", action="append", dest="allowed_origins", default=[], metavar="ORIGIN")
+    parser.add_argument("--allowed-mime-type", action="append", dest="allowed_mime_types", default=[],
+                        metavar="MIME", help="let outputs of this MIME type through (repeatable; see docs/security.md)")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
     parser.add_argument("--port", type=int, default=0, help="with --http: the port (default 0: a free one)")
     parser.add_argument("--idle-timeout", type=float, default=1800.0,
@@ -192,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     def make() -> AsyncSandbox:
         return MCPSandbox(args.backend, config=config, timeout=args.timeout, max_output_bytes=args.max_output_bytes,
                           allowed_commands=args.allowed_commands, output_policy=args.output_policy,
-                          allowed_origins=args.allowed_origins)
+                          allowed_origins=args.allowed_origins, allowed_mime_types=args.allowed_mime_types)
 
     make()  # a bad option stops the server now, with its one message
     sessions = Sessions(make, args.backend)

@@ -96,8 +96,10 @@ class OutputPipeline:
                 event = without_widget_view(event)
                 if event is None:
                     return shown
-            event, changed = policy.display(event)
-            if changed and cell is not None:
+            event, policed = policy.display(event)
+            for note in policed.notes:
+                self._say_once(note + "\n", shown)
+            if policed.changed and cell is not None:
                 cell.note_change(shown)
         elif isinstance(event, Comm):
             if not self.comms:

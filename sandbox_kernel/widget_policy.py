@@ -181,9 +181,9 @@ class WidgetRules:
         result, changed = [], False
         for output in outputs:
             if isinstance(output, dict) and isinstance(output.get("data"), dict):
-                data, did = self.policy.bundle(output["data"])
-                if did:
-                    output, changed = {**output, "data": data}, True
+                policed = self.policy.bundle(output["data"], output.get("metadata"))
+                output = {**output, "data": policed.data, "metadata": policed.metadata}
+                changed |= policed.changed
             result.append(output)
         return result, changed
 

@@ -47,7 +47,7 @@ def test_default_policy_sanitizes_every_rich_output(policy_kernel, backend_name)
         assert "onload" not in svg["image/svg+xml"] and "<rect" in svg["image/svg+xml"]
     assert linker["text/html"] == "x"  # no button, no command-linker attribute
     assert "application/vnd.bokehjs_exec.v0+json" not in linker
-    assert "url(" not in styled["text/html"] and "color:red" in styled["text/html"]
+    assert "url(" not in styled["text/html"] and "color: red" in styled["text/html"]
     assert stdout(outputs, "stderr").count("[output policy 'sanitize'") == 1
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from sandbox_kernel.events import Display
 from sandbox_kernel.policy import OutputPolicy
-from sandbox_kernel.sanitize import Sanitizer, clean_declarations, clean_stylesheet
+from sandbox_kernel.policy.css import clean_declarations, clean_stylesheet
+from sandbox_kernel.policy.markup import Sanitizer
 
 HANDLERS = ["onerror", "onload", "onclick", "onmouseover", "onfocus", "onanimationstart", "onbegin", "ontoggle",
             "onpointerenter", "onbeforetoggle", "onwheel", "ONERROR", "OnLoad"]
@@ -132,7 +133,8 @@ def test_hostile_svg_is_inert(source):
     "<https://x.example/>", "<details open ontoggle=alert(1)>", '<a href="javascript:alert(1)">x</a>',
 ])
 def test_hostile_markdown_becomes_clean_html(source):
-    data, changed = OutputPolicy().bundle({"text/markdown": source, "text/plain": "md"})
+    policed = OutputPolicy().bundle({"text/markdown": source, "text/plain": "md"})
+    data = policed.data
     assert "text/markdown" not in data
     assert_inert(data["text/html"])
     assert data["text/plain"] == "md"
@@ -142,7 +144,8 @@ def test_what_data_tools_emit_is_kept():
     pd = pytest.importorskip("pandas")
     sanitizer = Sanitizer()
     frame = pd.DataFrame({"a": [1, 2], "b": ["<x>", "y"]})
-    for source in (frame._repr_html_(), frame.style.background_gradient(subset=["a"]).to_html(),
+    styled = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}).style.background_gradient(subset=["a"])
+    for source in (frame._repr_html_(), styled.to_html(),
                    "<b>bold</b> <i>it</i> <code>x</code>", '<img src="data:image/png;base64,iVBORw0KGgo=" width="20">',
                    '<span style="color: red; font-weight: bold">x</span>', '<a href="https://jupyter.org">docs</a>'):
         clean, changed = sanitizer.html(source)
@@ -174,9 +177,9 @@ def test_matplotlib_svg_keeps_its_drawing():
 
 def test_css_cleaning_keeps_safe_declarations():
     assert clean_declarations("color: red; font-weight: bold") == ("color: red; font-weight: bold", False)
-    assert clean_declarations("color:red; background:url(https://x.example/)")[0] == "color:red"
+    assert clean_declarations("color:red; background:url(https://x.example/)")[0] == "color: red"
     css, changed = clean_stylesheet("@import url(x.css); .a{color:red;background:url(x)} @media print{.b{color:blue}}")
-    assert changed and "@import" not in css and "url" not in css and "color:red" in css and "@media print" in css
+    assert changed and "@import" not in css and "url" not in css and "color: red" in css and "@media print" in css
 
 
 def test_allowed_origins_let_their_images_load():
@@ -192,48 +195,57 @@ def test_script_types_are_dropped_with_a_note_naming_the_option():
     policy = OutputPolicy()
     for mime in ("application/javascript", "text/javascript", "application/vnd.bokehjs_exec.v0+json",
                  "application/vnd.holoviews_load.v0+json"):
-        data, changed = policy.bundle({mime: "alert(1)", "text/plain": "<IPython.core.display.Javascript object>"})
+        policed = policy.bundle({mime: "alert(1)", "text/plain": "<IPython.core.display.Javascript object>"})
+        data, changed = policed.data, policed.changed
         assert changed and mime not in data
         assert "--SandboxKernel.output_policy=isolate" in data["text/plain"]
 
 
-def test_data_only_and_unknown_types_pass_unchanged():
+def test_data_only_types_pass_as_canonical_copies_and_unknown_types_are_dropped_with_a_note():
     bundle = {"image/png": base64.b64encode(b"png").decode(), "application/json": {"a": 1},
               "application/vnd.vegalite.v5+json": {"mark": "bar"}, "application/vnd.plotly.v1+json": {"data": []},
               "application/vnd.e2b.chart+json": {"type": "line"}, "application/x-custom": "x", "text/plain": "t",
-              "text/latex": "$x$", "text/markdown": "# plain *markdown* with $x^2$"}
+              "text/latex": "$x$"}
     for mode in ("sanitize", "isolate"):
-        data, changed = OutputPolicy(mode).bundle(bundle)
-        assert data is bundle and not changed
+        policed = OutputPolicy(mode).bundle(bundle)
+        assert not policed.changed
+        assert policed.data == {k: v for k, v in bundle.items()
+                                if k not in ("application/vnd.plotly.v1+json", "application/x-custom")}
+        assert policed.data is not bundle and policed.data["application/json"] is not bundle["application/json"]
+        assert [n.split(" output")[0] for n in policed.notes] == ["[application/vnd.plotly.v1+json",
+                                                                   "[application/x-custom"]
+        assert "--SandboxKernel.allowed_mime_types=application/x-custom" in policed.notes[1]
+    allowed = OutputPolicy(mime_types=["application/x-custom"]).bundle(bundle)
+    assert allowed.data["application/x-custom"] == "x" and len(allowed.notes) == 1
 
 
 def test_isolate_frames_active_content_in_an_opaque_origin():
     policy = OutputPolicy("isolate", ["https://cdn.example.org"])
     hostile = "<canvas id=c></canvas><script>document.getElementById('c').dataset.drawn = 1</script>"
-    data, changed = policy.bundle({"text/html": hostile})
-    frame = data["text/html"]
+    policed = policy.bundle({"text/html": hostile})
+    frame, changed = policed.data["text/html"], policed.changed
     assert changed and frame.startswith("<iframe ") and 'sandbox="allow-scripts"' in frame
     assert "allow-same-origin" not in frame
     srcdoc = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
     assert hostile in srcdoc and "Content-Security-Policy" in srcdoc and "https://cdn.example.org" in srcdoc
-    plain, changed = policy.bundle({"text/html": "<b>x</b>"})  # nothing active: not framed
-    assert plain == {"text/html": "<b>x</b>"} and not changed
-    script, _ = policy.bundle({"application/javascript": "document.body.textContent = 'hi'"})
+    plain = policy.bundle({"text/html": "<b>x</b>"})  # nothing active: not framed
+    assert plain.data == {"text/html": "<b>x</b>"} and not plain.changed
+    script = policy.bundle({"application/javascript": "document.body.textContent = 'hi'"}).data
     assert script["text/html"].startswith("<iframe ") and "application/javascript" not in script
 
 
 def test_chart_specs_lose_the_urls_their_renderers_would_fetch():
     spec = {"data": {"url": "https://x.example/?d=SECRET"}, "mark": "bar",
             "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
-    data, changed = OutputPolicy().bundle({"application/vnd.vegalite.v5+json": spec})
-    assert changed and data["application/vnd.vegalite.v5+json"] == {
+    policed = OutputPolicy().bundle({"application/vnd.vegalite.v5+json": spec},
+                                    {"application/vnd.vegalite.v5+json": {"embed_options": {"defaultStyle": "x"}}})
+    assert policed.changed and policed.data["application/vnd.vegalite.v5+json"] == {
         "data": {}, "mark": "bar", "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
+    assert policed.metadata == {"application/vnd.vegalite.v5+json": {"embed_options": {"actions": False}}}
     plotly = {"data": [], "layout": {"images": [{"source": "https://x.example/a.png", "x": 0}]}}
-    data, changed = OutputPolicy().bundle({"application/vnd.plotly.v1+json": plotly})
-    assert changed and data["application/vnd.plotly.v1+json"]["layout"]["images"] == [{"x": 0}]
-    kept = {"data": {"url": "https://cdn.example.org/d.json"}}
-    allowed = OutputPolicy(allowed_origins=["https://cdn.example.org"])
-    assert allowed.bundle({"application/vnd.vega.v5+json": kept}) == ({"application/vnd.vega.v5+json": kept}, False)
+    policed = OutputPolicy(mime_types=["application/vnd.plotly.v1+json"]).bundle(
+        {"application/vnd.plotly.v1+json": plotly})
+    assert policed.changed and policed.data["application/vnd.plotly.v1+json"]["layout"]["images"] == [{"x": 0}]
 
 
 def test_isolated_frames_are_sized_from_their_content():
@@ -248,15 +260,146 @@ def test_isolated_frames_are_sized_from_their_content():
 
 def test_trust_passes_everything():
     bundle = {"text/html": "<script>alert(1)</script>", "application/javascript": "alert(1)"}
-    assert OutputPolicy("trust").bundle(bundle) == (bundle, False)
+    policed = OutputPolicy("trust").bundle(bundle, {"isolated": True})
+    assert policed.data is bundle and policed.metadata == {"isolated": True} and not policed.changed
 
 
 def test_display_keeps_metadata_and_display_id():
-    event = Display({"text/html": "<img src=x onerror=alert(1)>"}, {"isolated": False}, display_id="d", update=True)
-    clean, changed = OutputPolicy().display(event)
-    assert changed and clean.metadata == event.metadata and clean.display_id == "d" and clean.update
+    event = Display({"text/html": "<img src=x onerror=alert(1)>", "image/png": "iVBO"},
+                    {"isolated": False, "image/png": {"width": 20, "height": "x", "onload": 1}},
+                    display_id="d", update=True)
+    clean, policed = OutputPolicy().display(event)
+    assert policed.changed and clean.display_id == "d" and clean.update
+    assert clean.metadata == {"image/png": {"width": 20}}  # the policy's own metadata, not the sandbox's
 
 
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="unknown output policy"):
         OutputPolicy("off")
+
+
+# -- the closed world (issue 16): canonical output, every renderer, metadata ---------------------------------
+SECRET = "https://x.example/?d=SECRET"
+
+
+@pytest.mark.parametrize("source", [
+    '<sk-x oncontentvisibilityautostatechange="alert(1)" style="display:block;content-visibility:auto">x</sk-x>',
+    f'<img src = "{SECRET}">', f"<img src\n=\n'{SECRET}'>", f'<div style="background:\\75 rl({SECRET})">x</div>',
+    f'<div style="background:u\\rl({SECRET})">x</div>', f'<div style="background:\\000075rl({SECRET})">x</div>',
+    '<a href="https://jupyter.org" target="_top">x</a>', '<a href="https://jupyter.org" target="_parent">x</a>',
+])
+def test_what_reaches_the_page_is_always_the_policys_own_writing(source):
+    """The raw input never passes because the sanitizer thinks nothing changed."""
+    for mode in ("sanitize", "isolate"):
+        html = OutputPolicy(mode).bundle({"text/html": source}).data["text/html"]
+        assert html != source
+        if not html.startswith("<iframe"):
+            assert_inert(html)
+            assert "_top" not in html and "_parent" not in html and "x.example" not in html
+
+
+def test_css_strings_cannot_end_their_style_block():
+    hostile = r'<style>b{x:"\3c/style\3e\3cimg src=x onerror=alert(1)\3e"} c{x:"<p>"}</style><b>x</b>'
+    for source in (hostile, hostile.replace("<style>", "<style>@media screen{").replace("</style><b>", "}</style><b>")):
+        html = OutputPolicy().bundle({"text/html": source}).data["text/html"]
+        style = re.search(r"<style>(.*?)</style>", html, re.S).group(1)
+        assert "<" not in style and ">" not in style.replace("> ", "")
+        assert html.count("<style>") == 1 and html.endswith("</style><b>x</b>")
+    assert clean_stylesheet(r'a{content:"\3c/style\3e"}')[0] == r'a {content: "\3c /style\3e "}'
+
+
+@pytest.mark.parametrize("tex", [r"\style{cursor:url(https://x.example/c.png),auto}{X}", r"\href{https://x.example}{X}",
+                                 r"\class{jp-x}{X}", r"\cssId{x}{X}", r"\unicode{x41}", r"\require{html}",
+                                 r"\url{https://x.example}", r"\bbox[background:url(https://x.example/b)]{X}",
+                                 r"\def\x{\style{color:red}{X}}\x", r"\htmlStyle{x}{X}", r"\color{red;background:url(x)}{X}",
+                                 r"\begin{x}\end{x}"])
+def test_mathjax_macros_outside_the_allowlist_lose_their_backslash(tex):
+    policy = OutputPolicy()
+    latex = policy.bundle({"text/latex": f"${tex}$"})
+    assert latex.changed
+    for policed in (latex.data["text/latex"], policy.bundle({"text/markdown": f"Math: ${tex}$"}).data["text/html"],
+                    policy.bundle({"text/html": f"<p>${tex}$</p>"}).data["text/html"], policy.tex_text(f"${tex}$")[0]):
+        found = re.findall(r"\\([A-Za-z]+)", html.unescape(policed))
+        assert not ({"style", "href", "class", "cssId", "unicode", "require", "url", "bbox", "def", "htmlStyle", "x"}
+                    & set(found)), policed
+        assert not re.search(r"\\color\{red;", policed)
+
+
+def test_maths_cannot_be_split_around_what_mathjax_joins():
+    html = OutputPolicy().bundle({"text/html": "<p>$\\<wbr>style{cursor:url(https://x.example/c)}{X}$</p>"})
+    assert "wbr" not in html.data["text/html"] and "\\style" not in html.data["text/html"]
+
+
+def test_ordinary_maths_is_kept():
+    policy = OutputPolicy()
+    tex = r"$$\begin{pmatrix}1 & 2\\ 3 & 4\end{pmatrix} \frac{\alpha_1}{\sqrt{x^2}} \color{red}{\sum_{i=0}^n} \text{ok}$$"
+    assert policy.bundle({"text/latex": tex}).data["text/latex"] == tex and not policy.bundle({"text/latex": tex}).changed
+    md = policy.bundle({"text/markdown": "Euler: $e^{i\\pi} + 1 = 0$ and $a_1 * b_2 * c$"})
+    assert not md.changed and "$e^{i\\pi} + 1 = 0$" in md.data["text/html"] and "$a_1 * b_2 * c$" in md.data["text/html"]
+    assert policy.bundle({"text/html": r"<pre>print('a\nb')</pre> costs $5"}).data["text/html"] == \
+        r"<pre>print('a\nb')</pre> costs $5"  # MathJax skips <pre>; nothing to police there
+
+
+@pytest.mark.parametrize("diagram", [
+    'graph TD\nA@{ img: "https://x.example/i.png", h: 60 }', 'graph TD\nA["<img src=https://x.example/i.png>"]',
+    '%%{init: {"themeCSS": ".node{background:url(https://x.example/t)}"}}%%\ngraph TD\nA-->B',
+    '---\nconfig:\n  themeCSS: "x"\n---\ngraph TD\nA-->B', 'graph TD\nA-->B\nclick A "https://x.example"',
+    'graph TD\nA["#60;img src=x#62;"]', 'graph TD\nA["`**md**`"]', 'graph TD\nA-->B\nstyle A fill:url(#x)',
+    'architecture-beta\nservice s(logos:aws)[S]', 'graph TD\nA["a %%{init: {}}%% b"]',
+])
+def test_mermaid_refuses_what_fetches_or_makes_markup(diagram):
+    policed = OutputPolicy().bundle({"text/vnd.mermaid": diagram, "text/plain": "diagram"})
+    changed_or_gone = policed.data.get("text/vnd.mermaid")
+    assert changed_or_gone is None or ("img" not in changed_or_gone and "init" not in changed_or_gone
+                                       and "themeCSS" not in changed_or_gone)
+    assert policed.changed
+
+
+def test_a_plain_mermaid_flowchart_is_kept():
+    flow = "flowchart LR\n    A[Start] --> B{Is it?}\n    B -->|Yes| C[OK]\n    B -- No --> D[Stop]\n    style A fill:#f9f,stroke:#333"
+    policed = OutputPolicy().bundle({"text/vnd.mermaid": "%% a comment\n" + flow})
+    assert policed.data == {"text/vnd.mermaid": flow}
+
+
+def test_vega_loses_every_url_whatever_its_form_and_gets_the_policys_metadata():
+    spec = {"$schema": "https://vega.github.io/schema/vega/v5.json",
+            "data": [{"name": "a", "url": {"signal": f"'{SECRET}'"}}, {"name": "b", "values": [{"url": "kept"}]}],
+            "marks": [{"type": "image", "encode": {"enter": {"url": {"value": SECRET}, "href": {"field": "u"},
+                                                            "cursor": {"value": f"url({SECRET}),auto"}}}}],
+            "usermeta": {"embedOptions": {"loader": {"baseURL": SECRET}}},
+            "signals": [{"name": "s", "bind": {"input": "range", "element": "#jp-main"}}]}
+    meta = {"application/vnd.vega.v5+json": {"embed_options": {"defaultStyle": "x", "editorUrl": "javascript:x",
+                                                                "patch": SECRET}}, "isolated": True}
+    policed = OutputPolicy().bundle({"application/vnd.vega.v5+json": spec}, meta)
+    out = policed.data["application/vnd.vega.v5+json"]
+    assert SECRET not in repr(out) and "usermeta" not in out and "element" not in repr(out)
+    assert out["data"][1] == {"name": "b", "values": [{"url": "kept"}]}
+    assert policed.metadata == {"application/vnd.vega.v5+json": {"embed_options": {"actions": False}}}
+    assert OutputPolicy().bundle({"application/vnd.vegalite.v5+json": SECRET, "text/plain": "c"}).data == {"text/plain": "c"}
+
+
+def test_pdf_and_unknown_types_are_dropped_and_an_empty_bundle_says_why():
+    policed = OutputPolicy().bundle({"application/pdf": "JVBERi0=", "application/geo+json": {"type": "Point"}})
+    assert set(policed.data) == {"text/plain"} and "allowed_mime_types=application/pdf" in policed.data["text/plain"]
+    assert len(policed.notes) == 2
+
+
+POLICED_SAMPLES = {
+    "text/html": ['<b style="color:red;background:url(x)">b</b><img src=x onerror=alert(1)>$\\style{x}{y}$',
+                  '<style>.a{color:red;background:url(x)}</style><table><tr><td>1</td></tr></table>'],
+    "text/markdown": ["# T\n\n<img src=x onerror=alert(1)> ![i](https://x.example/i) $\\href{x}{y}$"],
+    "text/latex": [r"$\style{x}{y} \frac12$"],
+    "image/svg+xml": ['<svg xmlns="http://www.w3.org/2000/svg" onload="x()"><rect width="5" fill="url(https://x/#a)"/></svg>'],
+    "text/vnd.mermaid": ["%%{init: {}}%%\ngraph TD\nA-->B"],
+    "application/vnd.vegalite.v5+json": [{"data": {"url": SECRET}, "mark": "bar"}],
+}
+
+
+@pytest.mark.parametrize("mime", POLICED_SAMPLES)
+def test_policing_is_idempotent_and_never_returns_a_hostile_input(mime):
+    policy = OutputPolicy()
+    for sample in POLICED_SAMPLES[mime]:
+        first = policy.bundle({mime: sample})
+        assert first.changed and sample not in first.data.values()
+        second = policy.bundle(first.data, first.metadata)
+        assert second.data == first.data and not second.changed

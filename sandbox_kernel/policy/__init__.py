@@ -1,0 +1,17 @@
+"""The output policy: what of a sandbox's outputs may act in the user's page.
+
+- :mod:`.core`: :class:`OutputPolicy` (MIME bundles, HTML strings, widget state pieces);
+- :mod:`.renderers`: the closed list of MIME types JupyterLab renders, each with its rule;
+- :mod:`.markup` (HTML, SVG, Markdown), :mod:`.css`, :mod:`.tex` (MathJax), :mod:`.mermaid`,
+  :mod:`.charts` (Vega, Vega-Lite, Plotly): the rules that rewrite;
+- :mod:`.frame`: ``isolate``'s opaque-origin frame;
+- :mod:`.options`: the traitlets options every front door shares.
+"""
+
+from .core import ISOLATE_LEAK, OutputPolicy, Policed
+from .frame import FRAME_HEIGHT, FRAME_HEIGHT_STATIC, frame_height
+from .options import POLICIES, STANDARD_WIDGET_MODULES, OutputOptions, kernel_hint
+from .renderers import RENDERERS, SCRIPT_MIME
+
+__all__ = ["OutputPolicy", "OutputOptions", "Policed", "POLICIES", "STANDARD_WIDGET_MODULES", "kernel_hint",
+           "RENDERERS", "SCRIPT_MIME", "ISOLATE_LEAK", "FRAME_HEIGHT", "FRAME_HEIGHT_STATIC", "frame_height"]

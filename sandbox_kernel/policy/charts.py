@@ -1,0 +1,114 @@
+"""Chart specs (Vega, Vega-Lite, Plotly) under the output policy: plain data, no URLs.
+
+JupyterLab 4.6 draws ``application/vnd.vega.v5+json`` and ``application/vnd.vegalite.v*+json``
+with vega-embed 6.21 (Vega 5, Vega-Lite 5). It fetches whatever a spec names: ``data.url``, an
+image mark's ``url``, a lookup's ``from.data.url``, whatever their form (a string, or a
+``{"signal": ...}``, ``{"value": ...}`` or ``{"field": ...}`` that computes one). It merges
+``usermeta.embedOptions`` from the spec into its options (a ``loader``, ``config``/``patch``
+URLs), and the output's metadata ``embed_options`` too (``defaultStyle`` becomes a ``<style>``
+in the page's head; ``editorUrl`` and "View Source" act on a click). A string where the spec
+should be is itself fetched as a URL.
+
+So a spec is rebuilt from JSON values only (dicts with string keys, lists, strings, numbers,
+booleans, null), without the keys of :data:`VEGA_DROPPED`, whatever their value; a spec that is
+not an object is refused; and the output's metadata for the type is the policy's own,
+``{"embed_options": {"actions": false}}`` (no action menu: no "View Source", no editor).
+
+Plotly (``application/vnd.plotly.v1+json``) is drawn by the extension the ``plotly`` package
+ships, not by JupyterLab itself, so it is dropped unless the user allows it by name; then it
+loses :data:`PLOTLY_DROPPED` keys (``layout.images[].source``, map styles and layers, topojson),
+every string that names another origin, and the markup of its labels is limited to plotly's
+own tags without attributes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import nh3
+
+VEGA_DROPPED = frozenset({"url", "href", "cursor", "usermeta", "loader", "baseURL", "element", "$schema"})
+"""Keys removed anywhere in a Vega or Vega-Lite spec (``$schema`` is written back by
+:func:`vega_spec` when it is Vega's own)."""
+PLOTLY_DROPPED = frozenset({"source", "url", "href", "topojsonURL", "topojson", "style", "mapboxAccessToken",
+                            "accesstoken", "sourcetype", "layers", "templateitemname"})
+_SCHEMA = re.compile(r"https://vega\.github\.io/schema/(vega|vega-lite)/v\d+(?:\.\d+){0,2}\.json")
+_OTHER_ORIGIN = re.compile(r"(?i)(?:^|[^a-z0-9+.-])(?:[a-z][a-z0-9+.-]*:)?//|url\(|\bdata:|javascript:")
+_PLOTLY_TAGS = {"b", "i", "em", "strong", "br", "sub", "sup", "span", "s", "u"}
+_PLOTLY_LABEL = nh3.Cleaner(tags=_PLOTLY_TAGS, attributes={}, url_schemes=set(), link_rel=None,
+                            strip_comments=True)
+
+VEGA_METADATA = {"embed_options": {"actions": False}}
+
+
+def plain_json(value: Any, dropped: frozenset[str], depth: int = 0, rows: frozenset[str] = frozenset()) \
+        -> tuple[Any, bool]:
+    """``(copy, changed)``: ``value`` rebuilt from JSON values only, without keys in
+    ``dropped``, except under a key in ``rows`` (inline data rows, where a column may be named
+    ``url``: only a dropped channel could make a renderer fetch it); anything else (a
+    non-finite float, another type) becomes None, and nesting deeper than 100 levels goes."""
+    if depth > 100:
+        return None, True
+    if isinstance(value, dict):
+        out, changed = {}, False
+        for key, item in value.items():
+            if not isinstance(key, str) or key in dropped:
+                changed = True
+                continue
+            inner = frozenset() if key in rows else dropped
+            out[key], did = plain_json(item, inner, depth + 1, rows)
+            changed |= did
+        return out, changed
+    if isinstance(value, (list, tuple)):
+        items = [plain_json(v, dropped, depth + 1, rows) for v in value]
+        return [v for v, _ in items], any(d for _, d in items) or isinstance(value, tuple)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value, False
+    if isinstance(value, float):
+        return (value, False) if math.isfinite(value) else (None, True)
+    return None, True
+
+
+def vega_spec(spec: Any) -> tuple[dict[str, Any] | None, bool]:
+    """``(spec, changed)`` for a Vega or Vega-Lite spec; ``(None, True)`` when it is not an
+    object (vega-embed would fetch a string as a URL)."""
+    if not isinstance(spec, dict):
+        return None, True
+    out, changed = plain_json({k: v for k, v in spec.items() if k != "$schema"}, VEGA_DROPPED,
+                              rows=frozenset({"values", "datasets"}))
+    schema = spec.get("$schema")
+    if isinstance(schema, str) and _SCHEMA.fullmatch(schema):
+        out = {"$schema": schema, **out}
+    elif "$schema" in spec:
+        changed = True
+    return out, changed
+
+
+def plotly_figure(figure: Any) -> tuple[dict[str, Any] | None, bool]:
+    """``(figure, changed)`` for a Plotly figure (``{"data": [...], "layout": {...}, ...}``)."""
+    if not isinstance(figure, dict):
+        return None, True
+    out, changed = plain_json(figure, PLOTLY_DROPPED)
+    out, did = _plotly_strings(out)
+    return out, changed or did
+
+
+def _plotly_strings(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, dict):
+        items = {k: _plotly_strings(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in items.items()}, any(d for _, d in items.values())
+    if isinstance(value, list):
+        items = [_plotly_strings(v) for v in value]
+        return [v for v, _ in items], any(d for _, d in items)
+    if isinstance(value, str):
+        if _OTHER_ORIGIN.search(value):
+            return "", True
+        if "<" in value or "&" in value:
+            clean = _PLOTLY_LABEL.clean(value)
+            return clean, clean != value
+    return value, False
+
+
+__all__ = ["plain_json", "vega_spec", "plotly_figure", "VEGA_METADATA", "VEGA_DROPPED", "PLOTLY_DROPPED"]
