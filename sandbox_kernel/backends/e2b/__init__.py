@@ -31,7 +31,7 @@ from ...events import Emit, Outcome
 from ...traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler
 from .execution import ExecutionMixin
-from .sdk import ENV, Connection, SandboxGone, sdk, translate
+from .boundary import ENV, Connection, SandboxGone, sdk, translate
 
 SESSION_KEY = "sandbox-kernel-session"
 """Metadata key of the sandboxes this package creates: the session name (``%sandbox status``

@@ -30,7 +30,7 @@ from ...errors import ExecutionTimeout, SandboxDied, SandboxError
 from ...events import Emit, Outcome, Stream
 from ...traits import format_bytes
 from .results import Relay
-from .sdk import SandboxGone
+from .boundary import SandboxGone
 
 KEEPALIVE = re.compile(rb'\s*\{\s*"type"\s*:\s*"keepalive"')
 END = re.compile(rb'\s*\{\s*"type"\s*:\s*"end_of_execution"')
