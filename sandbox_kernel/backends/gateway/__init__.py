@@ -29,8 +29,9 @@ from ...traits import ByteSize
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend, drop_note
 from . import files
+from .boundary import GatewayUnreachable, KernelGone
 from .progress import StartProgress
-from .rest import Endpoint, GatewayUnreachable, KernelGone, call, kernel_path
+from .rest import Endpoint, call, kernel_path
 from .watch import DeathWatch, iopub, settle
 from .ws import GatewayKernelClient, KernelWebsocket, ws_session
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from ...errors import SandboxError
 from ..kernel_client import Request
-from .rest import Endpoint, KernelGone, call, kernel_path
+from .boundary import KernelGone
+from .rest import Endpoint, call, kernel_path
 from .ws import KernelWebsocket
 
 MAX_DROPS_PER_MINUTE = 20

@@ -33,7 +33,8 @@ from jupyter_server.services.kernels.connection.base import (
 )
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from .rest import Endpoint, http_errors, kernel_path
+from .boundary import http_errors
+from .rest import Endpoint, kernel_path
 
 V1 = "v1.kernel.websocket.jupyter.org"
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
