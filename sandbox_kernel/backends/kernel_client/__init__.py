@@ -3,7 +3,8 @@
 :class:`KernelClientBackend` speaks the Jupyter messaging protocol through ``jupyter_client``'s
 async client (:mod:`.backend`); a subclass only launches, stops and watches its kernel. IOPub
 messages become events in :mod:`.messages`; :mod:`.message_bound` bounds the size of each
-message from the sandbox and recovers the requests a dropped one belonged to.
+message from the sandbox and recovers the requests a dropped one belonged to; :mod:`.relay`
+turns what comes back for one request into events and its Outcome.
 """
 
 from .backend import KernelClientBackend

@@ -23,20 +23,19 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import Float
 
 from ...errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
-from ...events import Emit, Error, Event, Outcome, Stream
+from ...events import Emit, Event, Outcome, Stream
 from ...traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler, request_msg_id
 from .message_bound import (
     DEFAULT_OUTPUT_BUDGET,
-    RESYNCED,
     DropRecovery,
-    MessageDropped,
     bound_client,
     drop_note,
     message_limit,
 )
 from .message_bound import Request as _Request
-from .messages import REPLY_STATUS, event_from_iopub, receive
+from .messages import event_from_iopub, receive
+from .relay import relay_outputs, relay_reply
 
 
 class KernelClientBackend(Backend):
@@ -232,7 +231,7 @@ class KernelClientBackend(Backend):
         msg_id = msg["header"]["msg_id"]
         request = self._requests[msg_id] = _Request(stdin=stdin, execute=True)
         self._client.shell_channel.send(msg)
-        relay = asyncio.ensure_future(self._relay(request, emit))
+        relay = asyncio.ensure_future(relay_reply(request, emit, drop_note(*self.message_bound)))
         try:
             await self._race(relay, timeout)
             if relay.done():
@@ -264,41 +263,6 @@ class KernelClientBackend(Backend):
         if msg_id and msg_id not in self._requests:
             msg["header"]["msg_id"] = msg["msg_id"] = msg_id
         return msg
-
-    async def _outputs(self, request: _Request, emit: Emit) -> None:
-        """Emit the request's IOPub outputs until its ``status: idle`` (or, when a dropped
-        message took that with it, until the recovery says all has arrived)."""
-        while True:
-            msg = await request.iopub.get()
-            kind = msg["header"]["msg_type"]
-            if msg is RESYNCED or kind == "status" and msg["content"]["execution_state"] == "idle":
-                if request.dropped:
-                    self._tell_dropped(request, emit)
-                return
-            event = event_from_iopub(msg)
-            if request.timed_out and isinstance(event, Error) and event.ename == "KeyboardInterrupt":
-                continue
-            if event is not None:
-                emit(event)
-
-    def _tell_dropped(self, request: _Request, emit: Emit) -> None:
-        """Say once per request, in its cell, that a message over the bound was dropped."""
-        if not request.told:
-            request.told = True
-            emit(Stream("stderr", drop_note(*self.message_bound)))
-
-    async def _relay(self, request: _Request, emit: Emit) -> Outcome:
-        """Emit the request's IOPub outputs until its ``status: idle``, then read the reply."""
-        await self._outputs(request, emit)
-        try:
-            reply = (await request.reply)["content"]
-        except MessageDropped as exc:  # the reply's status is unknown
-            self._tell_dropped(request, emit)
-            return Outcome("error", None, Error("MessageDropped", str(exc), []))
-        error, status = None, REPLY_STATUS.get(reply.get("status"), "error")
-        if status == "error":
-            error = Error(reply.get("ename", ""), reply.get("evalue", ""), list(reply.get("traceback", [])))
-        return Outcome(status, reply.get("execution_count"), error)
 
     async def _call(self, msg_id: str) -> dict[str, Any]:
         """The content of the shell reply to ``msg_id`` (completion, inspection, ...)."""
@@ -360,7 +324,7 @@ class KernelClientBackend(Backend):
         self._client.shell_channel.send(msg)
         if not wait:
             return
-        relay = asyncio.ensure_future(self._outputs(request, emit))
+        relay = asyncio.ensure_future(relay_outputs(request, emit, drop_note(*self.message_bound)))
         try:
             await self._race(relay, None)
         finally:
