@@ -27,11 +27,14 @@ def pytest_collection_modifyitems(config, items):
     test with no tier marker gets ``unit`` in :data:`UNIT_MODULES`, else ``kernel``."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
+        notebook = getattr(item.parent, "nb", None)  # an nbval cell: its notebook's kernel says
+        if notebook is not None:
+            params = {"name": notebook.metadata.get("kernelspec", {}).get("name", "").removeprefix("sandbox-")}
         for key in BACKEND_PARAMS:
             if params.get(key) in BACKEND_TIERS:
                 item.add_marker(BACKEND_TIERS[params[key]])
         if not any(item.get_closest_marker(tier) for tier in TIERS):
-            item.add_marker("unit" if item.module.__name__.rpartition(".")[2] in UNIT_MODULES else "kernel")
+            item.add_marker("unit" if item.path.stem in UNIT_MODULES else "kernel")
 
 
 def pytest_sessionfinish(session, exitstatus):
