@@ -37,8 +37,8 @@ SCENARIO = {
     "host": "print('x' in globals(), 'secret' in globals())",
     "streams": "%%sandbox\nimport sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)",
     "display": ("%%sandbox\nfrom IPython.display import display\n"
-                "display({'application/x-custom+json': {'a': 1}, 'text/plain': 'custom'}, raw=True,\n"
-                "        metadata={'application/x-custom+json': {'expanded': True}})"),
+                "display({'application/json': {'a': 1}, 'application/x-custom+json': {'a': 1}, 'text/plain': 'custom'},\n"
+                "        raw=True, metadata={'application/json': {'expanded': True, 'onload': 1}})"),
     "matplotlib": "%%sandbox\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
     "clear": ("%%sandbox\nfrom IPython.display import clear_output\nprint('gone')\nclear_output()\n"
               "print('kept')"),
@@ -142,11 +142,13 @@ def test_streams_reach_the_cell(cells):
     assert text(cells["streams"], "stderr") == "to stderr\n"
 
 
-def test_any_mime_type_with_metadata(cells, backend_name):
+def test_known_mime_types_keep_their_metadata_and_unknown_ones_are_dropped_with_a_note(cells, backend_name):
     [output] = [o for o in cells["display"].outputs if o["output_type"] == "display_data"]
-    assert output["data"]["application/x-custom+json"] == {"a": 1}
+    assert output["data"] == {"application/json": {"a": 1}, "text/plain": "custom"}
     if not lacks(backend_name, "display_updates"):  # fallback: the metadata is dropped
-        assert output["metadata"]["application/x-custom+json"] == {"expanded": True}
+        assert output["metadata"] == {"application/json": {"expanded": True}}  # the policy's own: no 'onload'
+    note = text(cells["display"], "stderr")
+    assert "application/x-custom+json output not shown" in note and "SandboxMagics.allowed_mime_types" in note
 
 
 def test_matplotlib_figure_is_a_png(cells):

@@ -116,7 +116,7 @@ def test_html_widget_under_isolate_gets_a_frame():
 
 
 def test_description_is_sanitized_when_it_is_html():
-    shown = run([widget_open("b", "ButtonModel", description="<img src=x onerror=alert(1)>"),
+    shown = run([widget_open("b", "CheckboxModel", description="<img src=x onerror=alert(1)>"),
                  widget_update("b", description_allow_html=True)])
     comms = [e for e in shown if isinstance(e, Comm)]
     assert comms[0].content["data"]["state"]["description"] == "<img src=x onerror=alert(1)>"  # shown as text
@@ -156,11 +156,11 @@ def test_output_widget_outputs_and_media_urls_and_styles():
     output = {"output_type": "display_data", "data": {"text/html": "<img src=x onerror=alert(1)>"}, "metadata": {}}
     shown = run([widget_open("o", "OutputModel", "@jupyter-widgets/output", outputs=[output]),
                  widget_open("i", "ImageModel", format="url"),
-                 widget_open("st", "HTMLStyleModel", module="@jupyter-widgets/controls",
+                 widget_open("st", "HTMLStyleModel", _view_module="@jupyter-widgets/base",
                              background="url(https://x.example/leak)", font_size="12px")])
     states = {e.content["comm_id"]: e.content["data"]["state"] for e in shown if isinstance(e, Comm)}
     assert states["o"]["outputs"][0]["data"] == {"text/html": "<img>"}
-    assert states["i"]["format"] == "png"
+    assert "format" not in states["i"]  # "url" is refused: the view's default (png) stays
     assert "background" not in states["st"] and states["st"]["font_size"] == "12px"
 
 

@@ -247,6 +247,52 @@ def test_widget_state_passes_the_output_policy(frontend):
     frontend.send("comm_close", {"comm_id": control, "data": {}})
 
 
+def test_a_link_that_would_copy_text_into_markup_is_refused(frontend):
+    """``jsdlink`` copies in the browser, where no policy runs: Text.value into HTML.value would be
+    unpoliced innerHTML, so the link model never opens (issue 16)."""
+    reply, outputs = frontend.execute(
+        "import ipywidgets as widgets\nsrc = widgets.Text('<img src=x onerror=alert(1)>')\n"
+        "dst = widgets.HTML('safe', description='d')\n"
+        "bad = [widgets.jsdlink((src, 'value'), (dst, t)) for t in ('value', 'description', 'description_allow_html')]")
+    assert reply["status"] == "ok"
+    assert not [s for s in frontend.models.values() if s.get("_model_name") == "DirectionalLinkModel"]
+    assert "[a widget link (jslink/jsdlink) to 'value' of a HTMLModel was not made" in stdout(outputs, "stderr")
+    assert frontend.models[frontend.find("HTMLModel", description="d")]["value"] == "safe"
+
+
+def test_ordinary_widgets_keep_their_state_under_the_typed_rules(frontend):
+    """A jslink of two sliders, a styled Button with an icon, a Layout, an Output widget with a
+    display, a Dropdown and a DatePicker pass without a note and with their state."""
+    reply, outputs = frontend.execute(
+        "import datetime, ipywidgets as widgets\na = widgets.IntSlider(value=2, description='a')\n"
+        "b = widgets.IntSlider(description='b')\nlink = widgets.jslink((a, 'value'), (b, 'value'))\n"
+        "go = widgets.Button(description='Go', icon='check', button_style='success', tooltip='run it',\n"
+        "    style={'button_color': 'lightgreen', 'font_weight': 'bold', 'font_family': \"'Courier New', mono\"},\n"
+        "    layout=widgets.Layout(width='120px', border='1px solid red', grid_area='main'))\n"
+        "pick = widgets.Dropdown(options=['x', 'y'], value='y', description=r'pick $\\frac{x_1}{2}$')\n"
+        "day = widgets.DatePicker(value=datetime.date(2026, 11, 24), description='day')\n"
+        "from IPython.display import HTML\nout = widgets.Output()\nout.add_class('typed-out')\nout.append_display_data(HTML('<b>inside</b>'))\n"
+        "out.append_stdout('printed\\n')\nwidgets.VBox([a, b, go, pick, day, out])")
+    assert reply["status"] == "ok" and stdout(outputs, "stderr") == ""
+    link = frontend.find("LinkModel")
+    first, second = frontend.find("IntSliderModel", description="a"), frontend.find("IntSliderModel", description="b")
+    assert frontend.models[link]["target"] == [f"IPY_MODEL_{second}", "value"]
+    assert frontend.models[first]["value"] == 2
+    go = frontend.models[frontend.find("ButtonModel", description="Go")]
+    assert go["icon"] == "check" and go["button_style"] == "success" and go["tooltip"] == "run it"
+    style, layout = frontend.models[go["style"][len("IPY_MODEL_"):]], frontend.models[go["layout"][len("IPY_MODEL_"):]]
+    assert style["button_color"] == "lightgreen" and style["font_weight"] == "bold"
+    assert style["font_family"] == '"Courier New", mono'  # the policy's canonical CSS, said as no change
+    assert layout["width"] == "120px" and layout["border_top"] == "1px solid red" and layout["grid_area"] == "main"
+    pick = frontend.models[frontend.find("DropdownModel")]
+    assert pick["index"] == 1 and pick["description"] == r"pick $\frac{x_1}{2}$"  # maths MathJax may typeset
+    assert frontend.models[frontend.find("DatePickerModel")]["value"] == {"year": 2026, "month": 10, "date": 24}
+    inside = frontend.models[frontend.find("OutputModel", _dom_classes=["typed-out"])]["outputs"]
+    assert inside[0]["data"]["text/html"] == "<b>inside</b>" and inside[1]["text"] == "printed\n"
+    caused = frontend.update(first, {"value": 7})  # the user drags a slider
+    assert [m["content"]["data"]["state"] for m in comm_msgs(caused, first, "echo_update")] == [{"value": 7}]
+
+
 # -- where comms cannot go -------------------------------------------------------------------------
 def test_widget_manager_connecting_does_not_start_a_sandbox():
     """At connect JupyterLab opens ``jupyter.widget.control``: with no sandbox running, no target

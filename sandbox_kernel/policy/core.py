@@ -30,7 +30,7 @@ from typing import Any
 from ..events import Display
 from . import css, renderers
 from .charts import plotly_figure, vega_spec
-from .frame import frame
+from .frame import frame, is_frame
 from .markup import Sanitizer, render_markdown
 from .mermaid import mermaid
 from .options import POLICIES, STANDARD_WIDGET_MODULES, Hint, kernel_hint
@@ -111,7 +111,7 @@ class OutputPolicy:
         """``(html, changed)``: an HTML string (``text/html``, a widget's innerHTML) as this
         policy lets it reach the page; under ``isolate``, framed whole when active content
         was removed."""
-        if self.trusts:
+        if self.trusts or (self.mode == "isolate" and is_frame(source, self.allowed_origins)):
             return source, False
         clean, changed = self.sanitizer.html(source)
         if changed and self.mode == "isolate":

@@ -12,6 +12,7 @@ in Chromium. Both can carry data out: see :data:`.core.ISOLATE_LEAK`.
 
 from __future__ import annotations
 
+import html
 import re
 
 from .markup import escape_attribute
@@ -47,3 +48,17 @@ def frame(document: str, allowed_origins: tuple[str, ...] = ()) -> str:
     return (f'<iframe sandbox="allow-scripts" srcdoc="{escape_attribute(page)}" '
             f'style="width:100%;height:{frame_height(document)}px;border:0;resize:vertical;overflow:auto" '
             f'title="Isolated sandbox output (no access to this page)"></iframe>')
+
+
+_OWN = re.compile(r'<iframe sandbox="allow-scripts" srcdoc="([^"]*)" style="[^"]*" title="[^"]*"></iframe>')
+
+
+def is_frame(markup: str, allowed_origins: tuple[str, ...] = ()) -> bool:
+    """Whether ``markup`` is exactly what :func:`frame` writes for some document (so framing it
+    again would change nothing that matters: policing stays idempotent)."""
+    found = _OWN.fullmatch(markup)
+    if found is None:
+        return False
+    page = html.unescape(found.group(1))
+    start, end = page.find("<body>"), page.rfind("</body></html>")
+    return start >= 0 and end >= 0 and frame(page[start + len("<body>"):end], allowed_origins) == markup
