@@ -9,14 +9,10 @@ import contextlib
 import json
 import ssl
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from tornado.httpclient import HTTPClientError
 
 from ...errors import BackendUnavailable, SandboxError, SandboxStartError
-
-if TYPE_CHECKING:
-    from .rest import Endpoint
 
 
 class KernelGone(SandboxError):
@@ -28,8 +24,8 @@ class GatewayUnreachable(SandboxStartError):
 
 
 @contextlib.contextmanager
-def http_errors(endpoint: Endpoint, doing: str) -> Iterator[None]:
-    """Map tornado/ssl/OS errors while ``doing`` something at the gateway to SandboxError.
+def http_errors(url: str, doing: str) -> Iterator[None]:
+    """Map tornado/ssl/OS errors while ``doing`` something at the gateway at ``url`` to SandboxError.
 
     Raises:
         BackendUnavailable: the gateway refused the credentials (401, 403).
@@ -37,7 +33,7 @@ def http_errors(endpoint: Endpoint, doing: str) -> Iterator[None]:
         GatewayUnreachable: no answer in time, or no connection.
         SandboxStartError: any other HTTP error, or TLS failed.
     """
-    where = f"the gateway at {endpoint.url}"
+    where = f"the gateway at {url}"
     try:
         yield
     except HTTPClientError as exc:

@@ -61,7 +61,7 @@ async def call(endpoint: Endpoint, path: str, doing: str, method: str = "GET", b
         BackendUnavailable (401/403), KernelGone (404 for a kernel), SandboxStartError."""
     client = AsyncHTTPClient(force_instance=True)
     try:
-        with http_errors(endpoint, doing):
+        with http_errors(endpoint.url, doing):
             response = await client.fetch(endpoint.request(path, method, body, timeout))
     finally:
         client.close()

@@ -113,7 +113,7 @@ class KernelWebsocket:
                    max_message_size: int, ping_interval: float) -> KernelWebsocket:
         request = endpoint.request(kernel_path(kernel_id, "channels") + f"?session_id={session.session}",
                                    timeout=timeout, websocket=True)
-        with http_errors(endpoint, "connect to the kernel's channels"):
+        with http_errors(endpoint.url, "connect to the kernel's channels"):
             conn = await websocket_connect(request, subprotocols=[V1], max_message_size=max_message_size or 2**62,
                                            ping_interval=ping_interval or None, ping_timeout=ping_interval or None)
         return cls(conn, session, max_message_size)
