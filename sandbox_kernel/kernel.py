@@ -318,7 +318,11 @@ class SandboxKernel(Kernel, OutputOptions):
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         if (sandbox := await self._sandbox_with("inspection")) is not None:
             with contextlib.suppress(SandboxError):
-                return await sandbox.inspect(code, cursor_pos, detail_level)
+                reply = await sandbox.inspect(code, cursor_pos, detail_level)
+                # the tooltip renders the reply's bundle in the page (untrusted, but images of any
+                # origin load): it passes the output policy like any output
+                policed = self.pipeline.policy.bundle(reply.get("data") or {}, reply.get("metadata"))
+                return {**reply, "data": policed.data, "metadata": policed.metadata}
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
     async def do_is_complete(self, code):

@@ -109,8 +109,8 @@ def _sink(policy: OutputPolicy, sink: str | None, value: Any) -> tuple[Any, bool
     if sink.startswith("css:"):
         clean = policy.css_value(sink[4:], value)  # canonical (quotes may change): only a drop is a change
         return (BAD, True) if clean is None else (clean, False)
-    if sink == "classes":
-        return (value, False) if CLASS_NAME.match(value) else (BAD, True)
+    if sink == "classes":  # no MathJax processHtmlClass (mathjax_process): see policy.markup
+        return (value, False) if CLASS_NAME.match(value) and "jax" not in value.lower() else (BAD, True)
     if sink == "icon":  # each name becomes the class fa-<name>
         names = [n for n in value.split() if ICON.match(n)]
         return " ".join(names), names != value.split()

@@ -41,10 +41,12 @@ try:
     from .e2b_server_kernels import KernelFactory, KernelLoop
     from .e2b_server_routes import Handler
     from .e2b_server_sandbox import Sandbox
+    from .e2b_server_wire import KEEPALIVE_INTERVAL, Timings
 except ImportError:  # run as a script, or tests/ itself is on sys.path
     from e2b_server_kernels import KernelFactory, KernelLoop
     from e2b_server_routes import Handler
     from e2b_server_sandbox import Sandbox
+    from e2b_server_wire import KEEPALIVE_INTERVAL, Timings
 
 DEFAULT_SANDBOX_TIMEOUT = 300  # seconds, E2B's default
 
@@ -57,18 +59,23 @@ class E2BTestServer:
         port: Port to bind; 0 picks a free one.
         api_key: Value of ``E2B_API_KEY`` in :meth:`env`. Any key is accepted except ``invalid_keys``.
         invalid_keys: API keys answered with 401 (the SDK raises ``AuthenticationException``).
-        keepalive_interval: Seconds between ``{"type": "keepalive"}`` lines of an idle execution.
+        keepalive_interval: Seconds between ``{"type": "keepalive"}`` lines of a silent execution
+            (E2B's: 5).
+        timings: When the code interpreter does what, in seconds; E2B's measured ones by default
+            (``e2b_server_wire.Timings``).
         envd_version: ``envdVersion`` reported to the SDK (≥ 0.5.7 enables octet-stream uploads).
         expire: Kill sandboxes whose timeout (``timeout`` / ``set_timeout``) has passed.
         verbose: Log each request to stderr.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, api_key: str = "e2b_test_key",
-                 invalid_keys: Iterable[str] = ("bad-key",), keepalive_interval: float = 1.0,
-                 envd_version: str = "0.5.7", expire: bool = True, verbose: bool = False) -> None:
+                 invalid_keys: Iterable[str] = ("bad-key",), keepalive_interval: float = KEEPALIVE_INTERVAL,
+                 timings: Timings | None = None, envd_version: str = "0.5.7", expire: bool = True,
+                 verbose: bool = False) -> None:
         self.api_key = api_key
         self.invalid_keys = frozenset(invalid_keys)
         self.keepalive_interval = keepalive_interval
+        self.timings = timings or Timings()
         self.envd_version = envd_version
         self.expire = expire
         self.verbose = verbose
@@ -153,6 +160,11 @@ class E2BTestServer:
             self._lost_executions -= 1
             return True
 
+    def raced(self, sandbox_id: str) -> int:
+        """How many executions of this sandbox reached their kernel while the interrupt of a
+        closed stream was still on its way to it (each may have been hit by that interrupt)."""
+        return sum(getattr(ctx, "raced", 0) for ctx in self._sandboxes[sandbox_id].contexts())
+
     def workdir(self, sandbox_id: str) -> Path:
         """The scratch directory of a live sandbox (its home and default cwd).
 
@@ -176,7 +188,7 @@ class E2BTestServer:
         ``auto_pause``/``auto_resume``: the lifecycle (on timeout pause; resume on a request)."""
         sandbox = Sandbox(self._root / "sandboxes", self.loop, self._kernels, template_id=template_id,
                           timeout=timeout or DEFAULT_SANDBOX_TIMEOUT, envs=envs, metadata=metadata,
-                          auto_pause=auto_pause, auto_resume=auto_resume)
+                          auto_pause=auto_pause, auto_resume=auto_resume, timings=self.timings)
         with self._lock:
             self._sandboxes[sandbox.id] = sandbox
         return sandbox

@@ -18,11 +18,13 @@ from urllib.parse import parse_qs, urlsplit
 
 
 class HTTPError(Exception):
-    """Answer the request with ``status`` and a JSON ``{"code", "message", **extra}`` body."""
+    """Answer the request with ``status`` and a JSON ``{"code", "message", **extra}`` body, or
+    with the message alone as text/plain when ``plain``."""
 
-    def __init__(self, status: int, message: str, **extra: object) -> None:
+    def __init__(self, status: int, message: str, *, plain: bool = False, **extra: object) -> None:
         super().__init__(message)
         self.status = status
+        self.plain = plain
         self.body = {"code": status, "message": message, **extra}
 
 
@@ -65,7 +67,10 @@ class HandlerBase(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             self.body()  # keep the connection in sync
-            self.send_json(exc.status, exc.body)
+            if exc.plain:
+                self.send_bytes(exc.status, str(exc).encode(), "text/plain; charset=utf-8")
+            else:
+                self.send_json(exc.status, exc.body)
 
     def dispatch(self, routes: list[tuple[str, str, str]], method: str, path: str) -> None:
         """Call the handler method whose pattern matches ``path`` with the captured groups."""
@@ -117,7 +122,7 @@ class HandlerBase(BaseHTTPRequestHandler):
 
     # -- responses -------------------------------------------------------------------------
     def send_json(self, status: int, data: object) -> None:
-        self.send_bytes(status, json.dumps(data).encode(), "application/json")
+        self.send_bytes(status, json.dumps(data, separators=(",", ":")).encode(), "application/json")
 
     def send_bytes(self, status: int, data: bytes, content_type: str | None = None) -> None:
         self._responded = True
@@ -129,11 +134,12 @@ class HandlerBase(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def start_stream(self, content_type: str) -> None:
+    def start_stream(self, content_type: str | None) -> None:
         """Send a 200 with chunked transfer encoding; then :meth:`write_chunk`, :meth:`end_stream`."""
         self._responded = True
         self.send_response(200)
-        self.send_header("Content-Type", content_type)
+        if content_type:
+            self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 

@@ -8,8 +8,8 @@ HTTP handler threads talk to it through ``run_coroutine_threadsafe`` and receive
 execution events through a queue.
 
 Events are the newline-delimited JSON objects of the code interpreter's
-``POST /execute`` stream, as ``e2b_code_interpreter.models._parse_output`` reads
-them: ``number_of_executions``, ``stdout``/``stderr``, ``result``, ``error``.
+``POST /execute`` stream, built by ``e2b_server_wire`` as E2B's server builds them, with its
+:class:`~e2b_server_wire.Timings` (when an interrupt lands, how long a restart takes).
 """
 
 from __future__ import annotations
@@ -33,70 +33,17 @@ from typing import Any
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
+try:
+    from .e2b_server_wire import RESTART_LOST, Timings, error_event, iopub_to_event, stream_event
+except ImportError:  # tests/ itself is on sys.path
+    from e2b_server_wire import RESTART_LOST, Timings, error_event, iopub_to_event, stream_event
+
 Emit = Callable[[dict], None]
 """Receives one execution event (a JSON-able dict); must be thread-safe."""
 
 KERNEL_NAME = "e2b-test-python"
 POLL_SECONDS = 0.2
 """How often a waiting execution checks that its kernel is still alive."""
-
-# Jupyter MIME type -> field of the code interpreter's `Result` model.
-MIME_FIELDS = {
-    "text/plain": "text",
-    "text/html": "html",
-    "text/markdown": "markdown",
-    "image/svg+xml": "svg",
-    "image/png": "png",
-    "image/jpeg": "jpeg",
-    "application/pdf": "pdf",
-    "text/latex": "latex",
-    "application/json": "json",
-    "application/javascript": "javascript",
-    "e2b/data": "data",  # E2B's own formatters (template/startup_scripts): a DataFrame's data,
-    "e2b/chart": "chart",  # and a matplotlib figure's parsed chart, next to its image/png
-}
-
-
-def stream_event(name: str, text: str) -> dict:
-    """A ``stdout``/``stderr`` event; ``timestamp`` is Unix epoch in nanoseconds."""
-    return {"type": name, "text": text, "timestamp": time.time_ns()}
-
-
-def error_event(name: str, value: str, traceback: str = "") -> dict:
-    """An ``error`` event; E2B sends the traceback as one newline-joined string."""
-    return {"type": "error", "name": name, "value": value, "traceback": traceback}
-
-
-def result_event(bundle: dict, is_main_result: bool) -> dict:
-    """A ``result`` event from a Jupyter MIME bundle (display_data/execute_result).
-
-    Known MIME types become fields (``image/png`` stays base64, as Jupyter sends it);
-    any other MIME type goes into ``extra`` under its MIME type.
-    """
-    event: dict[str, Any] = {"type": "result"}
-    extra = {}
-    for mime, value in bundle.items():
-        field = MIME_FIELDS.get(mime)
-        if field:
-            event[field] = value
-        else:
-            extra[mime] = value
-    event["extra"] = extra
-    event["is_main_result"] = is_main_result
-    return event
-
-
-def iopub_to_event(msg_type: str, content: dict) -> dict | None:
-    """Map one IOPub message (Jupyter messaging spec) to an E2B event, or None."""
-    if msg_type == "stream":
-        return stream_event(content["name"], content["text"])
-    if msg_type in ("display_data", "execute_result"):
-        return result_event(content["data"], msg_type == "execute_result")
-    if msg_type == "error":
-        return error_event(content["ename"], content["evalue"], "\n".join(content["traceback"]))
-    if msg_type == "execute_input":
-        return {"type": "number_of_executions", "execution_count": content["execution_count"]}
-    return None  # status, clear_output, update_display_data, comm_*: not forwarded
 
 
 class KernelLoop:
@@ -127,7 +74,9 @@ class KernelFactory:
     def __init__(self, root: Path) -> None:
         spec_dir = root / "kernels" / KERNEL_NAME
         spec_dir.mkdir(parents=True)
-        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        # E2B's template (ipython_kernel_config.py): plain tracebacks, no truncated sequences
+        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                "--InteractiveShell.colors=NoColor", "--PlainTextFormatter.max_seq_length=0"]
         spec = {"argv": argv, "display_name": "E2B test server", "language": "python"}
         (spec_dir / "kernel.json").write_text(json.dumps(spec))
         self._spec_manager = KernelSpecManager(kernel_dirs=[str(root / "kernels")])
@@ -172,18 +121,31 @@ class Context:
         """Whether an execution can begin without starting a process first."""
         return True
 
-    async def execute(self, code: str, env_vars: dict[str, str], emit: Emit) -> None:
-        """Run ``code``, emitting events; serialised per context like a Jupyter kernel."""
+    async def execute(self, code: str, env_vars: dict[str, str], emit: Emit, lost: bool = False) -> None:
+        """Run ``code``, emitting events; serialised per context like a Jupyter kernel (``lost``:
+        never sent, never answered)."""
         async with self._guard():
             self._task = asyncio.current_task()
             try:
-                await self._execute(code, env_vars, emit)
+                await (asyncio.Future() if lost else self._execute(code, env_vars, emit))
             except asyncio.CancelledError:
-                if self._stop_reason:  # stopped by restart/remove/kill, not by the client
-                    emit(error_event("ContextStopped", self._stop_reason))
+                if self._stop_reason:  # restart/remove/kill: E2B closes its websocket to Jupyter
+                    for name, value in RESTART_LOST:
+                        emit(error_event(name, value))
+                else:  # the client closed the stream: E2B interrupts the kernel, without waiting
+                    self._client_left()
                 raise
             finally:
                 self._task = None
+
+    async def never_answer(self) -> None:
+        """An execution E2B's server never answers (one sent while Jupyter restarts a dead
+        kernel): it holds the context until the client closes the stream, then the kernel is
+        interrupted as for any closed stream."""
+        await self.execute("", {}, lambda event: None, lost=True)
+
+    def _client_left(self) -> None:
+        """The client closed an execution's stream (see :class:`PythonContext`)."""
 
     async def stop(self, reason: str) -> None:
         """Cancel the running execution (if any) and release the context's resources."""
@@ -198,6 +160,12 @@ class Context:
         """Start the context's process (kernel) if it is not running."""
         async with self._guard():
             await self._start()
+
+    async def restart(self) -> None:
+        """``POST /contexts/{id}/restart``: stop (a running execution ends with E2B's
+        :data:`~e2b_server_wire.RESTART_LOST` errors), then start afresh."""
+        await self.stop("The context was restarted.")
+        await self.start()
 
     def _guard(self) -> asyncio.Lock:
         if self._lock is None:  # an asyncio.Lock must be created on the loop
@@ -218,16 +186,28 @@ class PythonContext(Context):
     """A Python context: one ipykernel, cwd = the context's cwd."""
 
     language = "python"
-    restart_delay = 0.5
-    """Seconds a dead kernel's restart takes beyond starting the new kernel (Jupyter's restarter
-    polls every few seconds): the window in which E2B loses a new execution."""
 
-    def __init__(self, cwd: Path, env: dict[str, str], kernels: KernelFactory) -> None:
+    def __init__(self, cwd: Path, env: dict[str, str], kernels: KernelFactory, timings: Timings,
+                 global_envs: dict[str, str] | None = None) -> None:
         super().__init__(cwd, env)
+        self.global_envs = global_envs or {}
+        """What envd's ``GET /envs`` answers: E2B's server sets them in the first execution it runs
+        on a context (and after each restart), before the code, so that execution counts."""
+        self._envs_due = True
         self._kernels = kernels
+        self.timings = timings
         self.km: AsyncKernelManager | None = None
         self.kc = None
         self._restarting: asyncio.Future | None = None
+        self._warm_at = 0.0  # loop time before which a restarted kernel does not answer yet
+        self._interrupts: set[asyncio.Future] = set()  # on their way to the kernel
+        self.raced = 0
+        """Executions sent to the kernel while the interrupt of a closed stream was on its way."""
+
+    async def restart(self) -> None:
+        await super().restart()
+        self._envs_due = True
+        self._warm_at = asyncio.get_running_loop().time() + self.timings.restart_warmup
 
     @property
     def started(self) -> bool:
@@ -255,6 +235,10 @@ class PythonContext(Context):
         if self.km is not None and not await self.km.is_alive():  # died between executions
             return self._kernel_died(emit)
         await self._start()
+        if self._envs_due and self.global_envs:  # messaging.py: complete_code = f"{env code}\n{code}"
+            self._envs_due = False
+            code = "\n".join(f"import os; os.environ['{k}'] = '{v}'" for k, v in self.global_envs.items()) \
+                + "\n\n" + code
         if env_vars:
             await self._run(_SET_ENV % (sorted(env_vars), env_vars), None)
         try:
@@ -272,36 +256,49 @@ class PythonContext(Context):
         for ``"abort"``: it never ends. A kernel found dead ends the execution with
         ``ContextRestarting`` while a new kernel starts in the background (Jupyter's restarter)."""
         await self._drain_shell_replies()
+        await asyncio.sleep(self._warm_at - asyncio.get_running_loop().time())  # a fresh kernel's first answer
+        self.raced += bool(self._interrupts)
         # E2B's code interpreter sends execute_request with allow_stdin=False, so input() raises
         # StdinNotImplementedError; jupyter_client's default (True) would hang on an input_request.
         msg_id = self.kc.execute(code, silent=emit is None, store_history=emit is not None, allow_stdin=False,
                                  stop_on_error=True)
-        accepted = False
-        try:
-            while True:
-                try:
-                    msg = await self.kc.get_iopub_msg(timeout=POLL_SECONDS)
-                except queue.Empty:
-                    if not await self.km.is_alive():
-                        return self._kernel_died(emit)
-                    continue
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                msg_type, content = msg["msg_type"], msg["content"]
-                if msg_type == "status":
-                    accepted = accepted or (emit is None and content["execution_state"] == "busy")
-                    if content["execution_state"] == "idle" and accepted:
-                        return
-                    continue
-                accepted = accepted or msg_type == "execute_input"
-                event = iopub_to_event(msg_type, content)
-                if emit and event:
-                    emit(event)
-        except asyncio.CancelledError:
-            if not self._stop_reason:  # the client went away: interrupt and move on, as E2B does
+        accepted = errored = False
+        while True:
+            try:
+                msg = await self.kc.get_iopub_msg(timeout=POLL_SECONDS)
+            except queue.Empty:
+                if not await self.km.is_alive():
+                    return self._kernel_died(emit)
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            msg_type, content = msg["msg_type"], msg["content"]
+            if msg_type == "status":
+                accepted = accepted or (emit is None and content["execution_state"] == "busy")
+                if content["execution_state"] == "idle" and accepted:
+                    return
+                continue
+            accepted = accepted or msg_type == "execute_input"
+            if msg_type == "error" and errored:  # E2B forwards an execution's first error only
+                continue
+            errored = errored or msg_type == "error"
+            event = iopub_to_event(msg)
+            if emit and event:
+                emit(event)
+
+    def _client_left(self) -> None:
+        """Interrupt the kernel ``timings.interrupt_latency`` seconds from now, as E2B's server
+        does when a client closes its stream: the context is free at once, so the next
+        execution may reach the kernel before this interrupt does (and be hit by it)."""
+        async def deliver() -> None:
+            await asyncio.sleep(self.timings.interrupt_latency)
+            if self.km is not None:
                 with contextlib.suppress(Exception):
                     await self.km.interrupt_kernel()
-            raise
+
+        task = asyncio.ensure_future(deliver())
+        self._interrupts.add(task)
+        task.add_done_callback(self._interrupts.discard)
 
     def _kernel_died(self, emit: Emit | None) -> None:
         """What E2B's server does when Jupyter says ``status: restarting``: end the execution
@@ -313,7 +310,7 @@ class PythonContext(Context):
     async def _autorestart(self) -> None:
         try:
             await self._shutdown()
-            await asyncio.sleep(self.restart_delay)
+            await asyncio.sleep(self.timings.dead_restart)
             self.km, self.kc = await self._kernels.start(self.cwd, self.env)
         finally:
             self._restarting = None

@@ -8,7 +8,6 @@ is named by the ``E2b-Sandbox-Id`` header (or that Host).
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 import queue
@@ -22,11 +21,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 try:
     from .e2b_server_http import HandlerBase, HTTPError
-    from .e2b_server_kernels import Context, error_event
+    from .e2b_server_kernels import Context
+    from .e2b_server_wire import END_OF_EXECUTION, error_event
     from .e2b_server_sandbox import ContextError, Sandbox
 except ImportError:  # tests/ itself is on sys.path
     from e2b_server_http import HandlerBase, HTTPError
-    from e2b_server_kernels import Context, error_event
+    from e2b_server_kernels import Context
+    from e2b_server_wire import END_OF_EXECUTION, error_event
     from e2b_server_sandbox import ContextError, Sandbox
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ class Handler(HandlerBase):
         if not ctx.started:  # a failed kernel start is a 500, not an event
             self.app.loop.call(ctx.start())
         if self.app.take_lost_execution(body.get("code", "")):  # as one sent while E2B's kernel restarts: never answered
-            return self.stream_execution(ctx, "", {}, execute=_never_answered)
+            return self.stream_execution(ctx, "", {}, execute=ctx.never_answer)
         self.stream_execution(ctx, body.get("code", ""), body.get("env_vars") or {})
 
     def ci_list_contexts(self) -> None:
@@ -194,26 +195,30 @@ class Handler(HandlerBase):
         self.send_json(200, ctx.to_json())
 
     def ci_remove_context(self, context_id: str) -> None:
-        """``DELETE /contexts/{id}`` → 204; 404 when unknown."""
+        """``DELETE /contexts/{id}`` → 200 ``null`` (E2B's FastAPI handler returns None); 404
+        "Context {id} not found" as text/plain when unknown."""
         _context_call(lambda: self.sandbox.remove_context(context_id))
-        self.send_bytes(204, b"")
+        self.send_json(200, None)
 
     def ci_restart_context(self, context_id: str) -> None:
-        """``POST /contexts/{id}/restart`` → 204: a fresh kernel under the same context id."""
+        """``POST /contexts/{id}/restart`` → 200 ``null`` once a fresh kernel runs under the same
+        context id (it answers its first execution ``restart_warmup`` seconds later)."""
         _context_call(lambda: self.sandbox.restart_context(context_id))
-        self.send_bytes(204, b"")
+        self.send_json(200, None)
 
     def stream_execution(self, ctx: Context, code: str, env_vars: dict, execute=None) -> None:
-        """Stream one execution's events as chunked NDJSON, one flushed line per event.
+        """Stream one execution's events as chunked NDJSON, one flushed line per event, with
+        no Content-Type (E2B's ``StreamingListJsonResponse`` sets none).
 
         After ``keepalive_interval`` seconds without output a keepalive line goes out.
-        If the client disconnects, the execution is cancelled (the kernel interrupted);
+        If the client disconnects, the execution is cancelled (the kernel is interrupted
+        ``Timings.interrupt_latency`` seconds later, the context is free at once);
         if the sandbox is killed meanwhile, the connection is cut as E2B's proxy does.
         """
         events: queue.Queue = queue.Queue()
         work = execute() if execute else ctx.execute(code, env_vars, events.put)
         future = self.app.loop.submit(work)
-        self.start_stream("application/x-ndjson")
+        self.start_stream(None)
         last_write = time.monotonic()
         try:
             while not (future.done() and events.empty()):
@@ -230,7 +235,7 @@ class Handler(HandlerBase):
                 last_write = time.monotonic()
             if not future.cancelled() and (exc := future.exception()) is not None:
                 self.write_chunk(json.dumps(error_event(type(exc).__name__, str(exc))).encode() + b"\n")
-            self.write_chunk(b'{"type": "end_of_execution"}\n')
+            self.write_chunk(END_OF_EXECUTION)
             self.end_stream()
         except OSError:  # the client went away while we wrote
             future.cancel()
@@ -282,12 +287,8 @@ class Handler(HandlerBase):
         return self.sandbox.workdir / name  # an absolute path replaces the work dir
 
 
-async def _never_answered() -> None:
-    await asyncio.Future()
-
-
 def _context_call(action: Callable[[], T]) -> T:
     try:
         return action()
-    except ContextError as exc:
-        raise HTTPError(exc.status, str(exc)) from exc
+    except ContextError as exc:  # E2B's code interpreter answers these in plain text
+        raise HTTPError(exc.status, str(exc), plain=True) from exc

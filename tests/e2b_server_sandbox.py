@@ -11,8 +11,10 @@ from pathlib import Path
 
 try:
     from .e2b_server_kernels import BashContext, Context, KernelFactory, KernelLoop, PythonContext
+    from .e2b_server_wire import Timings
 except ImportError:  # tests/ itself is on sys.path
     from e2b_server_kernels import BashContext, Context, KernelFactory, KernelLoop, PythonContext
+    from e2b_server_wire import Timings
 
 
 class ContextError(Exception):
@@ -34,11 +36,12 @@ class Sandbox:
         timeout: Lifetime in seconds from now (``end_at``).
         envs: Environment variables of every context (``envVars`` of the create request).
         metadata: ``metadata`` of the create request, returned by ``get_info``/``list``.
+        timings: When its code interpreter does what (interrupts, restarts).
     """
 
     def __init__(self, root: Path, loop: KernelLoop, kernels: KernelFactory, *,
                  template_id: str, timeout: float, envs: dict[str, str], metadata: dict,
-                 auto_pause: bool = False, auto_resume: bool = False) -> None:
+                 auto_pause: bool = False, auto_resume: bool = False, timings: Timings | None = None) -> None:
         self.id = secrets.token_hex(10)
         self.workdir = root / self.id
         self.workdir.mkdir(parents=True)
@@ -55,6 +58,7 @@ class Sandbox:
         self.auto_resume = auto_resume  # a request to a paused sandbox resumes it
         self._loop = loop
         self._kernels = kernels
+        self._timings = timings or Timings()
         self._contexts: dict[str, Context] = {}
         self._defaults: dict[str, str] = {}  # language -> id of its default context
         self._lock = threading.Lock()
@@ -115,8 +119,7 @@ class Sandbox:
     def restart_context(self, context_id: str) -> None:
         """``POST /contexts/{id}/restart``: stop any running execution, start a fresh kernel."""
         ctx = self.context(context_id, None)
-        self._loop.call(ctx.stop("The context was restarted."))
-        self._loop.call(ctx.start())
+        self._loop.call(ctx.restart())
 
     def remove_context(self, context_id: str) -> None:
         """``DELETE /contexts/{id}``: stop the context and forget it."""
@@ -146,7 +149,8 @@ class Sandbox:
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # keep inline figures
         env.update(self.envs, PWD=str(path))
         if language == "python":
-            return PythonContext(path, env, self._kernels)
+            return PythonContext(path, env, self._kernels, self._timings,
+                                 {"E2B_SANDBOX": "true", "E2B_SANDBOX_ID": self.id, **self.envs})
         if language == "bash":
             return BashContext(path, env)
         raise ContextError(400, f"Language {language!r} is not supported by the E2B test server")

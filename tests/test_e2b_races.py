@@ -21,7 +21,7 @@ import pytest
 from sandbox_kernel.errors import ExecutionTimeout, SandboxDied, SandboxError
 from sandbox_kernel.events import Display
 from tests.kernels import kernel, run, stdout
-from tests.test_contract import Recorder
+from tests.support.contract import Recorder
 from tests.test_e2b import make, result, srv  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]
@@ -57,6 +57,44 @@ async def test_the_cell_after_a_timeout_runs_and_sees_the_state(make):  # noqa: 
                 await backend.execute("while True: pass", Recorder(), timeout=0.5)
             text, took = await value(backend, "x")
             assert text == "7" and took < 2, took
+
+
+async def test_nothing_is_sent_while_the_interrupt_of_a_closed_stream_is_on_its_way(make, srv, monkeypatch):  # noqa: F811
+    """E2B's server frees the context as soon as a client closes a stream and interrupts the
+    kernel 20-120 ms later (``Timings.interrupt_latency``; here the slow end). Whatever the
+    backend sends meanwhile gets that interrupt: queued behind the interrupted cell it is aborted
+    (never answered), running it fails with KeyboardInterrupt. So after an interrupt, a cell
+    timeout and every empty execution the backend gives up on, the next cell must neither be hit
+    nor wait long."""
+    monkeypatch.setattr(srv.timings, "interrupt_latency", 0.12)
+    async with make() as backend:
+        await backend.execute("x = 41", Recorder())
+        warm = min([(await value(backend, "x"))[1] for _ in range(3)])
+        for _ in range(REPEAT):
+            running = asyncio.ensure_future(backend.execute("while True: pass", Recorder()))
+            await asyncio.sleep(0.5)
+            await backend.interrupt()
+            assert (await asyncio.wait_for(running, 10)).error.ename == "KeyboardInterrupt"
+            text, took = await value(backend, "import time\ntime.sleep(0.3)\nx")
+            assert text == "41" and took < warm + 0.3 + 1, took
+            with pytest.raises(ExecutionTimeout):
+                await backend.execute("while True: pass", Recorder(), timeout=0.5)
+            text, took = await value(backend, "import time\ntime.sleep(0.3)\nx")
+            assert text == "41" and took < warm + 0.3 + 1, took
+        assert srv.raced(backend._sandbox.sandbox_id) == 0
+
+
+async def test_after_a_restart_the_next_cell_waits_for_the_fresh_kernel_only(make, srv):  # noqa: F811
+    """E2B's restart answers once Jupyter restarted the kernel, which answers its first execution
+    ``Timings.restart_warmup`` (0.8) s later: the next cell takes that long, no more, and nothing
+    is given up on and interrupted meanwhile."""
+    async with make() as backend:
+        await backend.execute("1", Recorder())
+        for _ in range(REPEAT):
+            await backend.restart()
+            text, took = await value(backend, "'x' in globals()")
+            assert text == "False" and took < srv.timings.restart_warmup + 1, took
+        assert srv.raced(backend._sandbox.sandbox_id) == 0
 
 
 async def test_after_a_restart_and_the_kernels_death_the_next_cell_runs_fresh(make):  # noqa: F811
@@ -131,5 +169,6 @@ def test_a_huge_result_does_not_swell_the_host_kernel(srv):  # noqa: F811
         grown = peak_rss(km.provisioner.pid) - before
         assert reply["status"] == "ok" and grown < budget + constant, grown
         assert "was dropped: over the 8 MiB of E2BBackend.max_message_bytes" in stdout(outputs, "stderr")
-        assert [m["content"]["data"]["text/plain"] for m in outputs if m["msg_type"] == "execute_result"] == ["'after'"]
+        # E2B's server strips the quotes of a text/plain result (api/models/result.py)
+        assert [m["content"]["data"]["text/plain"] for m in outputs if m["msg_type"] == "execute_result"] == ["after"]
         assert run(kc, "1 + 1")[1][-2]["content"]["data"]["text/plain"] == "2"

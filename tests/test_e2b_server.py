@@ -7,6 +7,7 @@ import base64
 import io
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.e2b, pytest.mark.timeout(120)]
 
 @pytest.fixture(scope="module")
 def server():
-    with E2BTestServer(keepalive_interval=0.5) as srv:
+    with E2BTestServer() as srv:
         yield srv
 
 
@@ -131,7 +132,8 @@ async def test_stdout_streams_live(sandbox):
     finished = time.monotonic()
     assert "".join(m.line for _, m in arrivals) == "first\nsecond\n"
     assert finished - arrivals[0][0] >= 0.8
-    assert abs(arrivals[0][1].timestamp / 1e9 - time.time()) < 60  # Unix epoch in ns
+    sent = datetime.fromisoformat(arrivals[0][1].timestamp)  # E2B: the IOPub header's date, ISO 8601
+    assert abs(sent.timestamp() - time.time()) < 60 and sent.tzinfo is not None
     assert execution.logs.stdout == [m.line for _, m in arrivals]
 
 
@@ -156,7 +158,7 @@ async def test_results_html_png_and_main_result(sandbox):
     assert html.html == "<b>bold</b>" and not html.is_main_result
     assert base64.b64decode(figure.png).startswith(b"\x89PNG")
     assert "png" in figure.formats() and not figure.is_main_result
-    assert main.is_main_result and main.text == "'done'" and execution.text == "'done'"
+    assert main.is_main_result and main.text == "done" and execution.text == "done"  # E2B strips the quotes
 
 
 async def test_unknown_mime_types_go_to_extra(sandbox):
@@ -221,7 +223,7 @@ async def test_context_cwd_is_relative_to_workdir(sandbox, e2b_env):
     await sandbox.files.write("sub/data.txt", "in sub")
     ctx = await sandbox.create_code_context(cwd="sub")
     assert ctx.cwd == str(e2b_env.workdir(sandbox.sandbox_id) / "sub")
-    assert (await sandbox.run_code("open('data.txt').read()", context=ctx)).text == "'in sub'"
+    assert (await sandbox.run_code("open('data.txt').read()", context=ctx)).text == "in sub"
 
 
 async def test_bash_language(sandbox, e2b_env):
@@ -243,7 +245,7 @@ async def test_files_roundtrip(sandbox, e2b_env):
     workdir = e2b_env.workdir(sandbox.sandbox_id)
     assert info.name == "hello.txt" and info.path == str(workdir / "notes/hello.txt")
     assert await sandbox.files.read("notes/hello.txt") == "héllo"
-    assert (await sandbox.run_code("open('notes/hello.txt').read()")).text == "'héllo'"
+    assert (await sandbox.run_code("open('notes/hello.txt').read()")).text == "héllo"
 
     payload = bytes(range(256)) * 40
     await sandbox.files.write("blob.bin", payload)  # multipart/form-data
@@ -281,6 +283,7 @@ async def test_like_e2b_an_execution_right_after_a_disconnect_is_aborted_and_nev
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await never_ends(sandbox.run_code("x")), "ipykernel aborted it; the server waits for 'abort'"
+    await asyncio.sleep(0.5)  # closing it interrupts the kernel once more: let that land first
     assert (await sandbox.run_code("x", timeout=10)).text == "1"
 
 
@@ -288,7 +291,40 @@ async def test_like_e2b_an_execution_sent_while_a_dead_kernel_restarts_is_lost(s
     execution = await sandbox.run_code("import os\nos._exit(3)")
     assert execution.error.name == "ContextRestarting"
     assert await never_ends(sandbox.run_code("1 + 1"))
+    await asyncio.sleep(0.5)
     assert (await sandbox.run_code("1 + 1", timeout=10)).text == "2"
+
+
+async def test_like_e2b_the_interrupt_of_a_closed_stream_hits_the_execution_sent_next(sandbox, e2b_env,
+                                                                                   monkeypatch):
+    # messaging.py: on a client's disconnect the server starts `interrupt()` under asyncio.shield,
+    # but the request's cancellation ends the handler at once and frees the context; the
+    # kernel's SIGINT comes 20-120 ms later (Timings.interrupt_latency), into whatever runs then.
+    monkeypatch.setattr(e2b_env.timings, "interrupt_latency", 0.3)  # the slow end, for a sure hit
+    await sandbox.run_code("1")
+    e2b_env.lose_executions(1)
+    assert await never_ends(sandbox.run_code("2"))
+    hit = await sandbox.run_code("import time\ntime.sleep(2)\n3", timeout=10)
+    assert hit.error.name == "KeyboardInterrupt" and hit.text is None
+    assert e2b_env.raced(sandbox.sandbox_id) == 1
+    await asyncio.sleep(0.5)
+    assert (await sandbox.run_code("import time\ntime.sleep(1)\n4", timeout=10)).text == "4"
+    assert e2b_env.raced(sandbox.sandbox_id) == 1, "sent once the interrupt had landed"
+
+
+async def test_like_e2b_a_restart_answers_null_and_the_fresh_kernel_answers_late(sandbox, e2b_env):
+    ctx = await sandbox.create_code_context()
+    running = asyncio.create_task(sandbox.run_code("import time\ntime.sleep(30)", context=ctx))
+    await asyncio.sleep(0.5)
+    started = time.monotonic()
+    await sandbox.restart_code_context(ctx)  # 200 null: the SDK raises on anything else
+    ended = await running  # E2B closes its websocket to the kernel: the running one is cut
+    assert [ended.error.name, ended.error.value] == ["UnexpectedEndOfExecution", "Connection to the execution "
+                                                     "was closed before the execution was finished"]
+    first = await sandbox.run_code("", context=ctx)
+    assert time.monotonic() - started >= e2b_env.timings.restart_warmup
+    assert first.error is None and first.execution_count == 1
+    assert (await sandbox.run_code("", context=ctx)).execution_count == 2, "E2B's env snippet counted"
 
 
 async def test_pause_and_connect_resume_and_paused_ones_are_listed(sandbox, e2b_env):

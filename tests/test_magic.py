@@ -21,7 +21,7 @@ from nbclient import NotebookClient
 
 from tests.kernels import run, stdout
 from tests.support.backends import prepared
-from tests.support.capabilities import lacks  # what a backend cannot do, and its documented fallback
+from tests.support.capabilities import lacks, shown  # what a backend cannot do and its fallback; a str result
 from tests.support.host import host_arguments, host_kernel  # noqa: F401 - host_arguments: also imported from here
 from tests.targets import env_vars
 
@@ -161,7 +161,7 @@ def test_clear_output_and_display_updates(cells, backend_name):
     [updated] = bundles(cells["update"])
     if lacks(backend_name, "display_updates"):  # fallback: the first display shows, updates and clears do not
         assert text(cells["clear"]) == "gone\nkept\n"
-        assert updated["text/plain"] == "'first'"
+        assert updated["text/plain"] == shown("first", backend_name)
         return
     assert text(cells["clear"]) == "kept\n"
     assert updated["text/plain"] == "'third'"  # updated in place, also from a later cell
@@ -203,8 +203,8 @@ def test_upload_and_download(cells):
     assert text(cells["downloaded"]) == "from the sandbox\n"
 
 
-def test_backend_options_only_apply_when_a_session_is_made(cells):
-    assert plain(cells["options_existing"]) == "'still here'"
+def test_backend_options_only_apply_when_a_session_is_made(cells, backend_name):
+    assert plain(cells["options_existing"]) == shown("still here", backend_name)
     assert "--request-timeout 30 is ignored" in text(cells["options_existing"], "stderr")
 
 

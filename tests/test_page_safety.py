@@ -69,3 +69,21 @@ def test_policy_options_on_the_kernel(tmp_path):
     with kernel("local", "--SandboxKernel.output_policy=off") as (_, kc):
         reply, outputs = run(kc, "1")
         assert reply["status"] == "error" and "output_policy" in reply["evalue"]
+
+
+def test_an_inspect_reply_passes_the_policy(policy_kernel, backend_name):
+    """Shift+Tab's tooltip renders the inspect_reply's bundle in the page: the policy applies.
+    The sandbox's kernel is made to answer with hostile HTML (its own code can patch it)."""
+    code = ("kernel = get_ipython().kernel\n"
+            "def do_inspect(code, cursor_pos, detail_level=0, omit_sections=()):\n"
+            "    return {'status': 'ok', 'found': True, 'metadata': {'text/html': {'isolated': True}},\n"
+            "            'data': {'text/html': '<img src=\"https://x.example/leak\" onerror=\"x()\"><b>doc</b>',\n"
+            "                     'application/x-other': 'x', 'text/plain': 'help'}}\n"
+            "kernel.do_inspect = do_inspect\n")
+    assert run(policy_kernel, code, timeout=120)[0]["status"] == "ok"
+    reply = policy_kernel.inspect("len", 3, reply=True, timeout=60)["content"]
+    if backend_name == "e2b":  # E2B's code interpreter has no inspection: the fallback reply
+        assert reply == {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        return
+    assert reply["found"] and reply["data"]["text/plain"] == "help" and reply["metadata"] == {}
+    assert reply["data"]["text/html"] == "<img><b>doc</b>" and "application/x-other" not in reply["data"]

@@ -330,6 +330,12 @@ def test_maths_cannot_be_split_around_what_mathjax_joins():
     assert "wbr" not in html.data["text/html"] and "\\style" not in html.data["text/html"]
 
 
+def test_mathjax_cannot_be_told_to_typeset_what_the_policy_skips():
+    source = '<code class="mathjax_process x">$\\style{cursor:url(https://x.example/c)}{X}$</code>'
+    html = OutputPolicy().bundle({"text/html": source}).data["text/html"]
+    assert html == '<code class="x">$\\style{cursor:url(https://x.example/c)}{X}$</code>'
+
+
 def test_ordinary_maths_is_kept():
     policy = OutputPolicy()
     tex = r"$$\begin{pmatrix}1 & 2\\ 3 & 4\end{pmatrix} \frac{\alpha_1}{\sqrt{x^2}} \color{red}{\sum_{i=0}^n} \text{ok}$$"

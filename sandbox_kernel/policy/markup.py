@@ -87,7 +87,8 @@ _ANY_STYLE = re.compile(r"(?<=>)[^<]*(?=</style>)", re.IGNORECASE)
 _SOURCE_TAG = re.compile(r"<([a-zA-Z][a-zA-Z0-9-]*)[\s/>]")
 _SVG_TAGS_LOWER = frozenset(t.lower() for t in SVG_TAGS) | {"?xml", "!doctype"}
 _MATH_SKIP = frozenset({"pre", "code", "style", "textarea", "script", "noscript", "annotation", "annotation-xml"})
-"""Elements whose text MathJax does not typeset (its ``skipHtmlTags``)."""
+"""Elements whose text MathJax does not typeset (its ``skipHtmlTags``), unless they carry its
+``processHtmlClass`` (``mathjax_process``): so class names holding ``jax`` are removed."""
 
 
 class Sanitizer:
@@ -142,6 +143,8 @@ class Sanitizer:
             return css.clean_declarations(value)[0]
         if attr == "id":
             return value if _ID.fullmatch(value) else None
+        if attr == "class":
+            return " ".join(token for token in value.split() if "jax" not in token.lower()) or None
         if attr in _SVG_PAINT and "(" in value:
             return value if _LOCAL_PAINT.fullmatch(value) else None
         return value

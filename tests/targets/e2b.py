@@ -31,7 +31,7 @@ def _prepare() -> Iterator[Prepared]:
     global _server
     from tests.e2b_server import E2BTestServer
 
-    with E2BTestServer(keepalive_interval=0.5) as srv:
+    with E2BTestServer() as srv:
         _server = srv
         try:
             yield Prepared(kernel_env=srv.env())

@@ -1,20 +1,27 @@
 """How the e2b backend runs a cell on E2B's code interpreter without ever waiting forever.
 
-E2B's server (e2b-dev/code-interpreter ``template/server``, ``messaging.py``) has two races
-that left cells hanging (measured; reproduced by ``tests/e2b_server.py``):
+E2B's server (e2b-dev/code-interpreter ``template/server``, ``messaging.py``) has races that
+left cells hanging or failing (measured by hand against that server on 127.0.0.1, see the
+README; reproduced by ``tests/e2b_server.py``):
 
-* When the client closes an ``/execute`` stream (an interrupt, a cell timeout) the server
-  interrupts the kernel (``POST /api/kernels/{id}/interrupt``) but does not wait for it. The
-  next execution reaches the kernel while the interrupted cell still runs; ipykernel aborts it
-  (``stop_on_error``) and replies ``"aborted"``, while the server ends an execution only on
-  ``"abort"`` (or ``idle`` after ``execute_input``): that execution never ends, only keepalives.
-* After the kernel's death Jupyter restarts it; an execution sent meanwhile is lost.
+* When the client closes an ``/execute`` stream (an interrupt, a cell timeout, an execution
+  given up on) the server starts ``POST /api/kernels/{id}/interrupt`` but frees the context at
+  once: the kernel's SIGINT comes 20-120 ms later, into whatever runs then. An execution sent
+  meanwhile is hit by it: a ``KeyboardInterrupt`` error, or, before the kernel published
+  ``execute_input``, never answered; or, queued behind the cell being interrupted, aborted by
+  ipykernel (``stop_on_error``), which replies ``"aborted"`` where the server ends an execution
+  only on ``"abort"``: never answered. So nothing is sent within ``interrupt_grace`` seconds of
+  closing a stream (:meth:`ExecutionMixin._run_code`).
+* After the kernel's death Jupyter restarts it; an execution sent meanwhile may be lost.
+* After ``POST /contexts/{id}/restart`` the fresh kernel answers its first execution only
+  0.4-0.9 s later: slow, not lost.
 
-So after an interrupt, a timeout, a restart or a death the context is *unsettled*:
+So after an interrupt, a timeout or a death the context is *unsettled*:
 :meth:`ExecutionMixin._settle` sends an empty execution until one runs cleanly (one answered by
-nothing but keepalives is cancelled and sent again), bounded by ``settle_timeout``. And a cell
-answered by nothing but keepalives for ``start_timeout`` seconds was never run: it is cancelled
-and sent once more after settling (:class:`Watch` tells, from the stream that ``stream`` watches).
+nothing but keepalives for a while is given up on and sent again), bounded by ``settle_timeout``.
+And a cell answered by nothing but keepalives for ``start_timeout`` seconds was never run: it is
+cancelled and sent once more after settling (:class:`Watch` tells, from the stream that
+``stream`` watches).
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ from ...traits import format_bytes
 from .results import Relay
 from .boundary import SandboxGone
 
+SETTLE_BOUND = 1.0
+"""Seconds an empty execution of :meth:`ExecutionMixin._settle` may be answered by nothing but
+keepalives at first: E2B's fresh kernel answers in 0.05-0.9 s (after a restart, the longest)."""
 KEEPALIVE = re.compile(rb'\s*\{\s*"type"\s*:\s*"keepalive"')
 END = re.compile(rb'\s*\{\s*"type"\s*:\s*"end_of_execution"')
 
@@ -69,6 +79,7 @@ class ExecutionMixin:
     _running: asyncio.Future | None
     _interrupted: bool
     _unsettled: bool
+    _closed_at: float  # time.monotonic() when we last closed an /execute stream
 
     async def _run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
         while self._notices:
@@ -106,11 +117,24 @@ class ExecutionMixin:
         raise AssertionError("unreachable")
 
     async def _run_code(self, code: str, relay: Relay | None, watch: Watch) -> Any:
-        """``run_code`` (``POST /execute``) with ``watch`` on its stream; no SDK timeout (ours)."""
+        """``run_code`` (``POST /execute``) with ``watch`` on its stream; no SDK timeout (ours).
+
+        Sent no sooner than ``interrupt_grace`` seconds after the last stream we closed: E2B's
+        server interrupts the kernel in that time, and whatever reached the kernel first would
+        get the interrupt. Closing this one (cancelling the task) starts that time again."""
+        await asyncio.sleep(self._quiet_for())
         current_watch.set(watch)  # this task's own context: the transport finds it there
         callbacks = relay.callbacks() if relay is not None else {}
-        return await self._sandbox.run_code(code, context=self._context, timeout=0,
-                                            request_timeout=self.request_timeout, **callbacks)
+        try:
+            return await self._sandbox.run_code(code, context=self._context, timeout=0,
+                                                request_timeout=self.request_timeout, **callbacks)
+        except BaseException:  # the stream is closed: the server interrupts the kernel, in its own time
+            self._closed_at = time.monotonic()
+            raise
+
+    def _quiet_for(self) -> float:
+        """Seconds until an execution may be sent (see :meth:`_run_code`)."""
+        return max(self._closed_at + self.interrupt_grace - time.monotonic(), 0.0)
 
     async def _wait_accepted(self, task: asyncio.Future, watch: Watch, deadline: float | None,
                              bound: float | None = None) -> bool:
@@ -120,6 +144,7 @@ class ExecutionMixin:
         bound = self.start_timeout if bound is None else bound
         if not bound:
             return True
+        bound += self._quiet_for()  # counted from when the request is sent
         waiter = asyncio.ensure_future(watch.accepted.wait())
         limit = bound if deadline is None else min(bound, max(deadline - time.monotonic(), 0))
         try:
@@ -163,47 +188,50 @@ class ExecutionMixin:
     async def _settle(self, timeout: float | None = None, cell_deadline: float | None = None) -> bool:
         """Wait until the code context takes code again (True; False: interrupted meanwhile).
 
-        After an interrupt or a cell timeout E2B's server interrupts the kernel but does not
-        wait for it, and ipykernel aborts what arrives meanwhile (an execution E2B's server
-        never ends); after the kernel's death, what arrives while Jupyter restarts it is lost.
-        So an empty execution is sent until one runs cleanly; one answered by nothing but
-        keepalives is cancelled and sent again.
+        An empty execution is sent until one runs cleanly. One answered by nothing but
+        keepalives (aborted behind an interrupted cell, or lost while a dead kernel restarts)
+        is given up on after ``SETTLE_BOUND`` seconds (then twice that), and sent again once
+        its own interrupt has landed (:meth:`_run_code`). One that ran but failed is sent again:
+        at once after a ``KeyboardInterrupt`` (an interrupt landed: the kernel took code), a
+        moment later otherwise (``ContextRestarting``: the kernel is still coming back).
 
         Raises:
             SandboxError: the context did not take code within ``settle_timeout`` seconds.
             ExecutionTimeout: the cell's own ``timeout`` (ending at ``cell_deadline``) passed first.
         """
-        deadline, wait = time.monotonic() + self.settle_timeout, 0.25
+        deadline, bound = time.monotonic() + self.settle_timeout, SETTLE_BOUND
         if cell_deadline is not None and cell_deadline < deadline:
             deadline = cell_deadline
         while True:
-            watch, ran, clean = Watch(), False, False
+            watch, failed = Watch(), "never taken"
             task = self._running = asyncio.ensure_future(self._run_code("", None, watch))
             try:
-                if await self._wait_accepted(task, watch, None, bound=wait):
-                    await asyncio.wait({task}, timeout=max(deadline - time.monotonic(), wait))
+                if await self._wait_accepted(task, watch, None, bound=bound):
+                    await asyncio.wait({task}, timeout=max(deadline - time.monotonic(), 0))
                 if task.done() and not task.cancelled():
                     with self._boundary():
-                        clean = task.result().error is None and watch.ended
-                    ran = True
+                        error = task.result().error
+                    failed = error.name if error is not None else "" if watch.ended else "cut short"
             finally:
                 self._running = None
                 if not task.done():
                     task.cancel()
+                    await asyncio.wait({task})
             if self._interrupted:
                 return False
-            if clean:
+            if not failed:
                 self._unsettled = False
                 return True
             if time.monotonic() > deadline:
                 if deadline == cell_deadline:
                     raise ExecutionTimeout(timeout)
                 raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did not "
-                                   f"take code within {self.settle_timeout:g} s after it was interrupted, restarted "
+                                   f"take code within {self.settle_timeout:g} s after it was interrupted "
                                    "or died; nothing ran. Run the cell again, or restart the kernel.")
-            if ran:  # it ran but failed (ContextRestarting: the kernel is still restarting)
-                await asyncio.sleep(wait)
-            wait = min(wait * 2, 2.0)
+            if failed == "never taken":
+                bound = min(bound * 2, 2 * SETTLE_BOUND)  # a lost one costs its bound: keep it short
+            elif failed != "KeyboardInterrupt":
+                await asyncio.sleep(SETTLE_BOUND / 4)
 
     def _dropped_note(self, size: int) -> str:
         return (f"[a message of {format_bytes(size)} from the sandbox was dropped: over the "
