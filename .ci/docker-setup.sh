@@ -10,8 +10,8 @@ BASE_IMAGE=${BASE_IMAGE:-sandbox-kernel-base:bookworm}
 SANDBOX_IMAGE=${SANDBOX_IMAGE:-sandbox-kernel:latest}
 WHEELHOUSE=${WHEELHOUSE:-build/wheelhouse}
 DOCKERD_LOG=${DOCKERD_LOG:-/tmp/dockerd.log}
-# shellcheck source=../sandbox_kernel/images/make-base-image.sh
-source sandbox_kernel/images/make-base-image.sh   # apt_mirror, build_base_image (debootstrap)
+# shellcheck source=../sandbox_kernel/backends/docker/images/make-base-image.sh
+source sandbox_kernel/backends/docker/images/make-base-image.sh   # apt_mirror, build_base_image (debootstrap)
 
 install_packages() {
     local missing=()
@@ -74,7 +74,7 @@ echo "engine $(docker version --format '{{.Server.Version}}') answers"
 register_runsc
 has_image "$BASE_IMAGE" || build_base_image "$BASE_IMAGE"
 # --if-needed: also rebuilds an image made from an older recipe (label org.sandbox-kernel.recipe)
-"$PYTHON" -m sandbox_kernel.images build --if-needed \
+"$PYTHON" -m sandbox_kernel.backends.docker.images build --if-needed \
     --base "$BASE_IMAGE" --wheelhouse "$WHEELHOUSE" --tag "$SANDBOX_IMAGE"
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' \
     | grep -F -e "$BASE_IMAGE" -e "$SANDBOX_IMAGE"

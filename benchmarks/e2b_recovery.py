@@ -16,7 +16,7 @@ e.g. E2B's own code interpreter behind a control plane on 127.0.0.1 (see the REA
   death -> next        from the kernel's death (`os._exit`) being reported to the next cell's result
                        (deaths --death-gap seconds apart, after the other rounds)
   20MB stdout          the SDK's plain AsyncSandbox.run_code vs the same call through the
-                       bounded transport (sandbox_kernel.backends._e2b_stream), same sandbox
+                       bounded transport (sandbox_kernel.backends.e2b.stream), same sandbox
 
 Every round's next cell must answer `41` (`2` after a restart or a death); a wrong answer or
 an error is counted under "failed". Absolute times are this machine's; compare the ratios.
@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox_kernel.backends._e2b_stream import sandbox_class  # noqa: E402
+from sandbox_kernel.backends.e2b.stream import sandbox_class  # noqa: E402
 from sandbox_kernel.backends.e2b import E2BBackend  # noqa: E402
 from sandbox_kernel.errors import ExecutionTimeout, SandboxDied  # noqa: E402
 

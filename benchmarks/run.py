@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import platform
 import statistics
 import sys
@@ -58,18 +57,23 @@ def start_to_first_result(name: str, repeats: int) -> float:
     return statistics.median(times)
 
 
+def warm_round_trips(kc, rounds: int) -> tuple[float, float]:
+    """``(p50, p95)`` of ``rounds`` warm round trips of `1+1`, in milliseconds, after 10 to warm up."""
+    for _ in range(10):
+        run_cell(kc, "1+1")
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        run_cell(kc, "1+1")
+        samples.append((time.perf_counter() - started) * 1000)
+    samples.sort()
+    return samples[len(samples) // 2], samples[int(len(samples) * 0.95)]
+
+
 def warm_and_bulk(name: str, rounds: int) -> tuple[float, float, float]:
     km, kc = start_new_kernel(kernel_name=name, extra_arguments=OPTIONS.get(name, []), startup_timeout=300)
     try:
-        for _ in range(10):
-            run_cell(kc, "1+1")
-        samples = []
-        for _ in range(rounds):
-            started = time.perf_counter()
-            run_cell(kc, "1+1")
-            samples.append((time.perf_counter() - started) * 1000)
-        samples.sort()
-        p50, p95 = samples[len(samples) // 2], samples[int(len(samples) * 0.95)]
+        p50, p95 = warm_round_trips(kc, rounds)
         started = time.perf_counter()
         run_cell(kc, "import sys\nchunk = 'x' * 1023 + '\\n'\nfor _ in range(20 * 1024): sys.stdout.write(chunk)")
         bulk = time.perf_counter() - started
@@ -85,19 +89,14 @@ def kernel_gateway():
     JUPYTER_GATEWAY_URL / JUPYTER_GATEWAY_AUTH_TOKEN. Its IOPub rate limit is off, as it should
     be on a gateway that carries large outputs (docs/gateway.md)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.targets import env_vars
     from tests.targets.gateway import KernelGateway
 
     server = KernelGateway("--ZMQChannelsWebsocketConnection.limit_rate=False").start()
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
     try:
-        yield server
+        with env_vars(server.env()):
+            yield server
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         server.close()
 
 
@@ -127,11 +126,17 @@ def main() -> None:
         import docker_run
 
         lines += ["", *docker_run.report()]
+    report(lines, args.output, f"benchmarks/run.py --kernels {args.kernels} --rounds {args.rounds} "
+                               f"--starts {args.starts}")
+
+
+def report(lines: list[str], output: Path | None, command: str) -> None:
+    """Print the table ``lines``; with ``output``, also write them there as Markdown under a
+    comment naming ``command`` and this machine."""
     print("\n".join(lines))
-    if args.output:
+    if output:
         machine = f"{platform.node()}: {platform.platform()}, Python {platform.python_version()}"
-        args.output.write_text(f"<!-- benchmarks/run.py --kernels {args.kernels} --rounds {args.rounds} "
-                               f"--starts {args.starts}; {machine} -->\n" + "\n".join(lines) + "\n")
+        output.write_text(f"<!-- {command}; {machine} -->\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -18,14 +18,13 @@ Needs the runsc runtime registered with the engine (``.ci/docker-setup.sh`` does
 from __future__ import annotations
 
 import argparse
-import platform
 import secrets
 import statistics
 import subprocess
 import time
 from pathlib import Path
 
-from run import run_cell
+from run import report, run_cell, warm_round_trips
 from jupyter_client.manager import start_new_kernel
 
 FILES = """
@@ -85,14 +84,7 @@ def start_to_first_result(options: list[str]) -> float:
 def warm(options: list[str], rounds: int) -> tuple[float, float, float]:
     km, kc = start_new_kernel(kernel_name="sandbox-docker", extra_arguments=options, startup_timeout=300)
     try:
-        for _ in range(10):
-            run_cell(kc, "1+1")
-        samples = []
-        for _ in range(rounds):
-            started = time.perf_counter()
-            run_cell(kc, "1+1")
-            samples.append((time.perf_counter() - started) * 1000)
-        samples.sort()
+        p50, p95 = warm_round_trips(kc, rounds)
         run_cell(kc, FILES)
         files = []
         for _ in range(5):
@@ -102,7 +94,7 @@ def warm(options: list[str], rounds: int) -> tuple[float, float, float]:
     finally:
         kc.stop_channels()
         km.shutdown_kernel()
-    return samples[len(samples) // 2], samples[int(len(samples) * 0.95)], statistics.median(files)
+    return p50, p95, statistics.median(files)
 
 
 def measure(configs: dict[str, list[str]], starts: int, rounds: int) -> list[tuple]:
@@ -135,11 +127,7 @@ def main() -> None:
     for name, sandbox, start, p50, p95, files in rows:
         lines.append(f"| {name} | {sandbox:.2f} | {start:.2f} | {p50:.2f} | {p95:.2f} | {files:.3f} | "
                      f"{sandbox / base[1]:.2f} / {p50 / base[3]:.2f} / {files / base[5]:.2f} |")
-    print("\n".join(lines))
-    if args.output:
-        machine = f"{platform.node()}: {platform.platform()}, Python {platform.python_version()}"
-        args.output.write_text(f"<!-- benchmarks/runtimes.py --rounds {args.rounds} --starts {args.starts}; "
-                               f"{machine} -->\n" + "\n".join(lines) + "\n")
+    report(lines, args.output, f"benchmarks/runtimes.py --rounds {args.rounds} --starts {args.starts}")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import Float, TraitError, Unicode
+from traitlets import Float, Unicode
 
-from sandbox_kernel.backends import get_backend_class
+from sandbox_kernel.backends import BadValue, make_backend
 from sandbox_kernel.backends.base import Backend
 from sandbox_kernel.config_check import unknown_options
 from sandbox_kernel.errors import ConfigError, SandboxError
@@ -116,7 +116,6 @@ class SandboxMagics(Magics, OutputOptions):
                       f"{' '.join(options)} is ignored (%sandbox stop {name} first to change them).", file=sys.stderr)
             return session
         backend = self._make_backend(name, backend_name or self.default_backend, list(options))
-        backend.set_output_budget(self.max_output_bytes, "SandboxMagics.max_output_bytes")
         progress_events: queue.Queue = queue.Queue()
         backend.set_progress_handler(progress_events.put)  # e.g. the docker image being built
         try:
@@ -132,16 +131,19 @@ class SandboxMagics(Magics, OutputOptions):
         return session
 
     def _make_backend(self, name: str, backend_name: str, options: list[str]) -> Backend:
-        cls = get_backend_class(backend_name)
-        traits = backend_traits(cls, options)
-        sections = [c.__name__ for c in cls.__mro__ if issubclass(c, Backend)]  # the host's config for it
-        if unknown := unknown_options(self.config, [cls], sections=sections, prefix="c."):
-            raise usage(f"bad option for the {backend_name} backend in the IPython config: {'; '.join(unknown)}",
-                        CELL_USAGE)
+        def traits(cls: type[Backend]) -> dict[str, Any]:
+            line = backend_traits(cls, options)
+            sections = [c.__name__ for c in cls.__mro__ if issubclass(c, Backend)]  # the host's config for it
+            if unknown := unknown_options(self.config, [cls], sections=sections, prefix="c."):
+                raise usage(f"bad option for the {backend_name} backend in the IPython config: {'; '.join(unknown)}",
+                            CELL_USAGE)
+            return {"session": name, **line}
+
         try:
-            return cls(parent=self, session=name, **traits)
-        except (TraitError, ValueError) as exc:
-            raise usage(f"bad option for the {backend_name} backend: {exc}", CELL_USAGE) from None
+            return make_backend(backend_name, parent=self, options=traits,
+                                output_budget=(self.max_output_bytes, "SandboxMagics.max_output_bytes"))
+        except BadValue as exc:
+            raise usage(f"bad option for the {backend_name} backend: {exc.detail}", CELL_USAGE) from None
 
     def _existing(self, name: str) -> Session:
         session = self.registry.get(name)
@@ -218,6 +220,7 @@ class SandboxMagics(Magics, OutputOptions):
         if not local.is_file():
             raise usage(f"no such file on the host: {paths[0]} (in {os.getcwd()})", LINE_USAGE)
         session = self._open(found.get("name", "default"))
+        session.backend.require("files", "file upload")
         wait(self.registry.loop, session.backend.upload(local, remote))
         print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
 
@@ -228,6 +231,7 @@ class SandboxMagics(Magics, OutputOptions):
         local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
         if not local.parent.is_dir():
             raise usage(f"no such directory on the host: {local.parent}", LINE_USAGE)
+        session.backend.require("files", "file download")
         try:
             wait(self.registry.loop, session.backend.download(paths[0], local))
         except FileNotFoundError:

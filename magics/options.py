@@ -10,7 +10,6 @@ converted from text the way traitlets converts command-line config
 
 from __future__ import annotations
 
-import difflib
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from IPython.core.error import UsageError
 from traitlets import Container, Dict, TraitError
 
 from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.config_check import closest
 from sandbox_kernel.policy import POLICIES
 
 CELL_USAGE = ("%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--output-policy sanitize|isolate|trust] "
@@ -137,8 +137,8 @@ def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
 
 def _closest(key: str, cls: type[Backend]) -> str:
     """"did you mean --X?" for the closest option name (difflib), else the list of options."""
-    close = difflib.get_close_matches(f"--{key.replace('_', '-')}", option_names(cls), n=1, cutoff=0.6)
-    return f"did you mean {close[0]}?" if close else f"its options: {', '.join(option_names(cls)) or 'none'}"
+    close = closest(f"--{key.replace('_', '-')}", option_names(cls))
+    return f"did you mean {close}?" if close else f"its options: {', '.join(option_names(cls)) or 'none'}"
 
 
 def _convert(trait: Any, name: str, values: list[str]) -> Any:

@@ -16,15 +16,16 @@ import concurrent.futures
 import contextlib
 import getpass
 import queue
-import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox_kernel import sigint
 from sandbox_kernel.backends.base import Backend
 from sandbox_kernel.errors import SandboxError
 from sandbox_kernel.policy import OutputPolicy
+from sandbox_kernel.sigint import on_sigint
 
 from .display import CellOutputs, SandboxResult, infrastructure_error, show
 from .session import LoopThread, Session
@@ -63,34 +64,23 @@ class _Sigints:
 
     def __init__(self) -> None:
         self.count = 0
-        self._saved: Any = None
+        self._installed = False
+        self._stack = contextlib.ExitStack()
 
-    def _handler(self, signum: int, frame: Any) -> None:
+    def _bump(self) -> None:
         self.count += 1
 
     def __enter__(self) -> _Sigints:
-        try:
-            self._saved = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not the main thread: KeyboardInterrupt is counted where caught
-            self._saved = None
+        self._installed = self._stack.enter_context(on_sigint(self._bump))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._saved is not None:
-            signal.signal(signal.SIGINT, self._saved)
+        self._stack.close()
 
-    @contextlib.contextmanager
-    def raising(self):
+    def raising(self) -> contextlib.AbstractContextManager:
         """Let SIGINT raise KeyboardInterrupt again, e.g. at an ``input()`` prompt, which the
         host kernel ends with KeyboardInterrupt."""
-        if self._saved is None:
-            yield
-            return
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, self._handler)
+        return sigint.raising() if self._installed else contextlib.nullcontext()
 
 
 def wait(loop: LoopThread, coro: Coroutine[Any, Any, Any], *, inbox: queue.Queue | None = None,

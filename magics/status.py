@@ -23,21 +23,23 @@ def format_uptime(seconds: float | None) -> str:
 
 def status_info(session: Session) -> dict[str, Any]:
     """One session's status: ``backend.describe()`` (backend, sandbox_id, limits, ...) plus the
-    session's name, state (running/stopped), uptime in seconds and cells run."""
+    session's name, state (running/stopped), uptime in seconds, cells run and the backend's
+    declared capabilities (names)."""
     info = dict(session.backend.describe())
     info.update(session=session.name, state="running" if session.backend.started else "stopped",
-                uptime_s=session.uptime(), cells=session.cells)
+                uptime_s=session.uptime(), cells=session.cells,
+                capabilities=session.backend.capabilities.names())
     return info
 
 
 def refresh_paused(session: Session, submit: Any, timeout: float = 5.0) -> None:
-    """Ask a backend that can pause sandboxes (e2b) which of its session's are paused, so the
-    status shows them (``describe()["paused_sandboxes"]``); best effort, up to ``timeout`` s.
-    ``submit(coroutine)`` runs it on the magic's loop thread and returns a future."""
-    ask = getattr(session.backend, "paused_sandboxes", None)
-    if ask is not None:
+    """Ask a backend that declares the ``pause`` capability (e2b) which of its session's
+    sandboxes are paused, so the status shows them (``describe()["paused_sandboxes"]``); best
+    effort, up to ``timeout`` s. ``submit(coroutine)`` runs it on the magic's loop thread and
+    returns a future."""
+    if session.backend.capabilities.pause:
         try:
-            submit(ask()).result(timeout)
+            submit(session.backend.paused_sandboxes()).result(timeout)
         except Exception:  # noqa: BLE001 - the status shows what it knows
             pass
 
@@ -62,7 +64,7 @@ def _value(key: str, value: Any) -> str:
 
 
 _LABELS = {"session": "session", "backend": "backend", "state": "state", "sandbox_id": "sandbox id",
-           "uptime_s": "uptime", "cells": "cells", "limits": "limits"}
+           "uptime_s": "uptime", "cells": "cells", "limits": "limits", "capabilities": "capabilities"}
 
 
 def _rows(info: dict[str, Any]) -> list[tuple[str, str]]:

@@ -18,7 +18,6 @@ policy, output budget, error mapping); only the sink differs: a
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import tempfile
@@ -31,8 +30,9 @@ from traitlets import Float, List, TraitError, Unicode
 from traitlets.config import LoggingConfigurable
 
 from . import commands
-from .backends import get_backend_class
-from .backends.base import Backend
+from .backends import BadValue, make_backend
+from .backends.base import Backend, Capabilities
+from .config_check import closest
 from .errors import ConfigError, SandboxError
 from .events import Emit, Event, Outcome
 from .loop_thread import at_exit, shared_loop
@@ -82,13 +82,19 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
                             ).tag(config=True)
 
     def __init__(self, backend: str = "local", *, config: Any = None, **options: Any) -> None:
-        cls = get_backend_class(backend)
         own = {k: options.pop(k) for k in list(options) if self.has_trait(k)}
-        _check_options(backend, cls, options, set(self.class_trait_names(config=True)))
-        _check_config(backend, cls, config)
+
+        def traits(cls: type[Backend]) -> dict[str, Any]:
+            _check_options(backend, cls, options, set(self.class_trait_names(config=True)))
+            _check_config(backend, cls, config)
+            return options
+
         try:
             super().__init__(config=config, **own)
-            self.backend: Backend = cls(parent=self, **options)
+            self.backend: Backend = make_backend(backend, parent=self, options=traits,
+                                                 output_budget=(self.max_output_bytes, "max_output_bytes"))
+        except BadValue as exc:
+            raise ConfigError(f"Bad option for the {backend} sandbox: {exc.detail}") from None
         except (TraitError, ValueError) as exc:
             raise ConfigError(f"Bad option for the {backend} sandbox: {exc}") from None
         self._allowlist = commands.compile_allowlist(self.allowed_commands)
@@ -96,7 +102,6 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         self.pipeline = OutputPipeline(policy, comms=False, no_comms_note=NO_COMMS_NOTE,
                                        budget_setting="max_output_bytes")
         self.pipeline.backend = self.backend.name
-        self.backend.set_output_budget(self.max_output_bytes, "max_output_bytes")
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> AsyncSandbox:
@@ -127,7 +132,12 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         """The backend's description (``backend``, ``sandbox_id``, ``limits``, ``workdir``, ...)
         with this API's ``output_policy`` and ``allowed_commands``; JSON-able, no secrets."""
         return {**self.backend.describe(), "started": self.backend.started, "output_policy": self.output_policy,
-                "allowed_commands": self.allowed_commands}
+                "allowed_commands": self.allowed_commands, "capabilities": self.capabilities.names()}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend can do beyond running code (files, completion, pause, ...)."""
+        return self.backend.capabilities
 
     # -- running code ------------------------------------------------------------------------
     async def run(self, code: str, *, timeout: float | None = None, language: str | None = None,
@@ -199,12 +209,14 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
     async def upload(self, local: str | Path, remote: str) -> str:
         """Copy the host file ``local`` into the sandbox at ``remote`` (relative: its working
         directory); returns the path inside the sandbox. Raises FileNotFoundError,
-        NotSupported (no file transfer), SandboxError."""
+        NotSupported (the backend's ``capabilities.files`` is false), SandboxError."""
+        self.backend.require("files", "file upload")
         return await self.backend.upload(local, remote)
 
     async def download(self, remote: str, local: str | Path) -> Path:
         """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.
-        Raises FileNotFoundError, NotSupported, SandboxError."""
+        Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
+        self.backend.require("files", "file download")
         return await self.backend.download(remote, local)
 
     async def read_file(self, remote: str) -> bytes:
@@ -224,8 +236,8 @@ def _check_options(backend: str, cls: type[Backend], options: dict[str, Any], ow
     known = set(cls.class_trait_names(config=True)) | own
     for name in options:
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            close = closest(name, known)
+            hint = f" Did you mean {close!r}?" if close else ""
             raise ConfigError(f"Unknown option {name!r} for the {backend} sandbox.{hint} "
                               f"Options: {', '.join(sorted(known))}.")
 
@@ -235,9 +247,9 @@ def _check_config(backend: str, cls: type[Backend], config: Any) -> None:
     classes = {c.__name__: c for c in (AsyncSandbox, *cls.mro()) if hasattr(c, "class_trait_names")}
     for section, values in (config or {}).items():
         if section not in classes:
-            close = difflib.get_close_matches(section, sorted(classes), n=1)
+            close = closest(section, classes)
             raise ConfigError(f"Options for {section!r} do not apply to the {backend} sandbox"
-                              + (f"; did you mean {close[0]!r}?" if close else "."))
+                              + (f"; did you mean {close!r}?" if close else "."))
         _check_options(backend, classes[section], dict(values), set())
 
 

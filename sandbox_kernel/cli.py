@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import entry_points
+from types import ModuleType
 
 from . import kernelspec
 from .backends import backend_names
 from .errors import SandboxError
 
-# Subcommands other modules add: name -> (help, configure(parser), run(args) -> int).
-COMMANDS: dict[str, tuple] = {}
+COMMAND_GROUP = "sandbox_kernel.commands"
+"""Entry-point group of the subcommands other modules provide (``image``, ``gc``, ``mcp``): each
+names a module with ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int`` (the exit
+status). A module whose optional dependency is missing is left out of the command line."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandbox-kernel", description="Jupyter kernels that run cells in a sandbox.")
     sub = parser.add_subparsers(dest="command", required=True)
     install = sub.add_parser("install", help="write kernelspecs (sandbox-local, sandbox-docker, ...)")
@@ -35,8 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     uninstall = sub.add_parser("uninstall", help="remove kernelspecs")
     uninstall.add_argument("--backend", action="append", help="backend (repeatable; default: all)")
     sub.add_parser("list", help="list installed sandbox kernelspecs")
-    for name, (help_text, configure, _) in COMMANDS.items():
-        configure(sub.add_parser(name, help=help_text))
+    for name, module in commands.items():
+        module.configure(sub.add_parser(name, help=module.HELP))
     return parser
 
 
@@ -47,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
 
         launch(argv)
         return 0
-    _load_commands()
-    parser = _parser()
+    commands = load_commands()
+    parser = _parser(commands)
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "traitlets_options", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     try:
-        return _run(args)
+        return _run(args, commands)
     except SandboxError as exc:
         print(f"sandbox-kernel: {exc}", file=sys.stderr)
         return 1
@@ -68,7 +72,7 @@ def _is_kernel_launch(argv: list[str]) -> bool:
                               for a in argv) and argv[0].startswith("-")
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, commands: dict[str, ModuleType]) -> int:
     if args.command == "install":
         prefix = sys.prefix if args.sys_prefix else args.prefix
         for backend in args.backend or backend_names():
@@ -82,16 +86,16 @@ def _run(args: argparse.Namespace) -> int:
         for name, path in sorted(kernelspec.installed().items()):
             print(f"{name}\t{path}")
     else:
-        return COMMANDS[args.command][2](args)
+        return commands[args.command].run(args)
     return 0
 
 
-def _load_commands() -> None:
-    """Import the modules that add subcommands (``image``, ``gc``), where present."""
-    import importlib
-
-    for module in ("sandbox_kernel.backends.docker_cli", "sandbox_kernel.mcp_cli"):
+def load_commands() -> dict[str, ModuleType]:
+    """The subcommands registered in :data:`COMMAND_GROUP` whose modules import here, by name."""
+    commands = {}
+    for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda ep: ep.name):
         try:
-            importlib.import_module(module)
+            commands[ep.name] = ep.load()
         except ImportError:
             pass
+    return commands

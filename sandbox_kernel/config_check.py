@@ -44,9 +44,16 @@ def _names(section: str, classes: list[type]) -> set[str]:
     return {name for cls in classes for sub in _subclasses(cls) for name in sub.class_traits(config=True)}
 
 
+def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The known name nearest to the misspelt ``word`` (:mod:`difflib`), or None when none is
+    near: how every front door suggests an option name (``memory_limt`` → ``memory_limit``)."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
 def _suggest(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
+    close = closest(word, choices)
+    return f"; did you mean {close}?" if close else ""
 
 
 def _ours(classes: list[type]) -> dict[str, list[type]]:
@@ -98,8 +105,7 @@ def unknown_options(config: Config, classes: Iterable[type[Configurable]], secti
                     messages.append(f"unknown option {prefix}{section}.{key}" +
                                     hint.replace("mean ", f"mean {prefix}{section}."))
         elif section not in loaded and section not in backends:
-            close = difflib.get_close_matches(section, sorted({*ours, *backends}), n=1, cutoff=0.8)
-            if close:
+            if close := closest(section, {*ours, *backends}, cutoff=0.8):
                 names = ", ".join(f"{prefix}{section}.{key}" for key in value)
-                messages.append(f"unknown option {names}: no class is named {section}; did you mean {close[0]}?")
+                messages.append(f"unknown option {names}: no class is named {section}; did you mean {close}?")
     return messages

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from collections import OrderedDict
 from typing import Any
 
@@ -19,7 +18,7 @@ from ipykernel.kernelbase import Kernel
 from traitlets import Bool, Float, TraitError, Unicode
 
 from . import __version__
-from .backends import get_backend_class
+from .backends import make_backend
 from .backends.base import Backend, request_msg_id
 from .config_check import unknown_options
 from .errors import ConfigError, SandboxError
@@ -27,6 +26,7 @@ from .events import Comm, Emit, Event, Outcome
 from .outputs import to_iopub
 from .pipeline import OutputPipeline
 from .policy import OutputOptions
+from .sigint import on_sigint
 from .traits import ByteSize
 
 
@@ -135,15 +135,14 @@ class SandboxKernel(Kernel, OutputOptions):
         if self._config_error is not None:
             raise self._config_error
         if self.sandbox is None:
-            cls = get_backend_class(self.backend)
-            if unknown := unknown_options(self.config, [type(self), cls]):  # traitlets only warns
-                raise ConfigError(f"Bad option for the sandbox kernel: {'; '.join(unknown)}.")
-            try:
-                self.sandbox = cls(parent=self)
-            except (TraitError, ValueError) as exc:
-                raise ConfigError(f"Bad option for the {self.backend} backend: {exc}") from exc
-            self.sandbox.set_output_budget(self.max_output_bytes, "SandboxKernel.max_output_bytes")
-            self.pipeline.comms, self.pipeline.backend = self.sandbox.supports_comms, self.sandbox.name
+            def options(cls: type[Backend]) -> dict[str, Any]:
+                if unknown := unknown_options(self.config, [type(self), cls]):  # traitlets only warns
+                    raise ConfigError(f"Bad option for the sandbox kernel: {'; '.join(unknown)}.")
+                return {}  # the backend's traits come from this kernel's config
+
+            self.sandbox = make_backend(self.backend, parent=self, options=options,
+                                        output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"))
+            self.pipeline.comms, self.pipeline.backend = self.sandbox.capabilities.comms, self.sandbox.name
             self.sandbox.set_comm_handler(self._publish_unsolicited)
             self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
         return self.sandbox
@@ -200,7 +199,7 @@ class SandboxKernel(Kernel, OutputOptions):
         """
         msg_type, content = msg["header"]["msg_type"], msg["content"]
         sandbox = self.sandbox
-        if sandbox is None or not sandbox.started or not sandbox.supports_comms:
+        if sandbox is None or not sandbox.started or not sandbox.capabilities.comms:
             if msg_type == "comm_open":
                 self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
             return
@@ -221,7 +220,7 @@ class SandboxKernel(Kernel, OutputOptions):
         """``comm_info_request``: the comms open in the sandbox's kernel."""
         content: dict[str, Any] = {"status": "ok", "comms": {}}
         with contextlib.suppress(SandboxError):
-            if self.sandbox is not None and self.sandbox.started and self.sandbox.supports_comms:
+            if self.sandbox is not None and self.sandbox.started and self.sandbox.capabilities.comms:
                 reply = await self.sandbox.comm_info(parent["content"].get("target_name"))
                 content["comms"] = reply.get("comms", {})
         self.session.send(stream, "comm_info_reply", content, parent, ident)
@@ -249,24 +248,11 @@ class SandboxKernel(Kernel, OutputOptions):
         with self._sigint_interrupts(), self._serving(self.get_parent("shell")):
             return await sandbox.execute(code, emit, timeout=self.cell_timeout, stdin=stdin)
 
-    @contextlib.contextmanager
     def _sigint_interrupts(self):
         """While a cell runs, SIGINT to this process interrupts the sandbox (ipykernel's
         ``_cancel_on_sigint`` pattern) instead of raising KeyboardInterrupt here."""
         loop = asyncio.get_running_loop()
-
-        def on_sigint(signum, frame):
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.sandbox.interrupt()))
-
-        try:
-            saved = signal.signal(signal.SIGINT, on_sigint)
-        except ValueError:  # not the main thread
-            yield
-            return
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, saved)
+        return on_sigint(lambda: loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.sandbox.interrupt())))
 
     async def interrupt_request(self, stream, ident, parent):
         """``interrupt_request`` (control channel; kernelspec ``interrupt_mode: message``):
@@ -314,23 +300,35 @@ class SandboxKernel(Kernel, OutputOptions):
             await asyncio.sleep(0.02)
 
     # -- completion, inspection, is_complete ---------------------------------------------------
-    async def do_complete(self, code, cursor_pos):
+    # A backend without the capability (e2b) gets the local answer at once; one that has it but
+    # fails (not started, gone) gets it too.
+    async def _sandbox_with(self, capability: str) -> Backend | None:
+        """The started backend when it declares ``capability``, else None (also on a failure)."""
         with contextlib.suppress(SandboxError):
-            return await (await self._ensure_sandbox()).complete(code, cursor_pos)
+            if getattr(self._make_sandbox().capabilities, capability):
+                return await self._ensure_sandbox()
+        return None
+
+    async def do_complete(self, code, cursor_pos):
+        if (sandbox := await self._sandbox_with("completion")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await sandbox.complete(code, cursor_pos)
         return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
-        with contextlib.suppress(SandboxError):
-            reply = await (await self._ensure_sandbox()).inspect(code, cursor_pos, detail_level)
-            # the tooltip renders the reply's bundle in the page (untrusted, but images of any
-            # origin load): it passes the output policy like any output
-            policed = self.pipeline.policy.bundle(reply.get("data") or {}, reply.get("metadata"))
-            return {**reply, "data": policed.data, "metadata": policed.metadata}
+        if (sandbox := await self._sandbox_with("inspection")) is not None:
+            with contextlib.suppress(SandboxError):
+                reply = await sandbox.inspect(code, cursor_pos, detail_level)
+                # the tooltip renders the reply's bundle in the page (untrusted, but images of any
+                # origin load): it passes the output policy like any output
+                policed = self.pipeline.policy.bundle(reply.get("data") or {}, reply.get("metadata"))
+                return {**reply, "data": policed.data, "metadata": policed.metadata}
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
     async def do_is_complete(self, code):
-        with contextlib.suppress(SandboxError):
-            return await (await self._ensure_sandbox()).is_complete(code)
+        if (sandbox := await self._sandbox_with("completion")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await sandbox.is_complete(code)
         from IPython.core.inputtransformer2 import TransformerManager
 
         status, indent = TransformerManager().check_complete(code)

@@ -147,6 +147,10 @@ async def serve_http(sessions: Sessions, port: int, idle: float) -> None:
         await sessions.close_all()
 
 
+HELP = "serve sandboxes to MCP clients over stdio or HTTP (needs sandbox-kernel[mcp])"
+"""The line ``sandbox-kernel --help`` shows (entry point ``sandbox_kernel.commands``)."""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="local", help="sandbox backend (default: local)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds a call may run (default 60)")
@@ -196,12 +200,3 @@ def run(args: argparse.Namespace) -> int:
     sessions = Sessions(make, args.backend)
     asyncio.run(serve_http(sessions, args.port, args.idle_timeout) if args.http else serve_stdio(sessions))
     return 0
-
-
-def _register() -> None:
-    from .cli import COMMANDS
-
-    COMMANDS["mcp"] = ("serve sandboxes to MCP clients over stdio or HTTP (needs sandbox-kernel[mcp])", configure, run)
-
-
-_register()

@@ -24,7 +24,8 @@ import re
 from typing import Any, Literal
 
 from .api import AsyncSandbox
-from .errors import NotSupported, SandboxError
+from .errors import SandboxError
+from .paths import within
 from .results import ExecutionResult
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -43,16 +44,19 @@ class PathRefused(SandboxError):
                          "without '..' (e.g. 'data/input.csv').")
 
 
+_ANY_WORKDIR = "/workdir"  # the server does not know the backend's: only climbing out of it counts
+
+
 def inside_workdir(path: str) -> str:
     """``path`` normalised, if it is relative and stays inside the working directory.
 
     Raises:
         PathRefused: an absolute path, an empty one, or one that climbs out with ``..``.
     """
-    norm = posixpath.normpath(path.replace("\\", "/")) if path else ""
-    if not norm or norm == "." or posixpath.isabs(norm) or norm == ".." or norm.startswith("../"):
+    relative = path.replace("\\", "/")
+    if not relative or posixpath.isabs(relative) or within(_ANY_WORKDIR, relative) in (None, _ANY_WORKDIR):
         raise PathRefused(path)
-    return norm
+    return posixpath.normpath(relative)
 
 
 def mcp_hint(option: str, value: str) -> str:
@@ -187,7 +191,7 @@ def build_server(sessions: Any) -> Any:
         server's process id (JSON)."""
         sandbox = sessions.get(ctx)
         info = {**sandbox.describe(), "server_pid": os.getpid()}
-        with contextlib.suppress(SandboxError, NotSupported):
+        with contextlib.suppress(SandboxError):
             info["usage"] = await sandbox.backend.usage()
         return json.dumps(info, default=str)
 

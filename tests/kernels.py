@@ -14,7 +14,7 @@ from jupyter_client.manager import start_new_kernel
 def kernel(name: str, *options: str, **env: str):
     """A kernel started from the installed kernelspec ``sandbox-NAME`` through jupyter_client's
     KernelManager (as JupyterLab and nbclient do); yields ``(km, kc)``."""
-    from tests.conftest import prepared
+    from tests.support.backends import prepared
     from tests.targets import NAMES, Prepared
 
     setup = prepared(name) if name in NAMES else Prepared()

@@ -18,7 +18,7 @@ from sandbox_kernel.commands import CommandRefused
 from sandbox_kernel.errors import ConfigError, ExecutionTimeout
 from sandbox_kernel.events import Display, Stream
 from tests import targets
-from tests.conftest import prepared
+from tests.support.backends import prepared
 
 API_BACKENDS = ["local", "docker"]
 ALLOWED = [r"echo .*", r"ls( -l)?", r"sleep \d+", r"sh -c .*"]
@@ -137,6 +137,7 @@ async def test_async_sandbox(name):
     assert sandbox_id and not sandbox.describe()["started"]
 
 
+@pytest.mark.unit
 def test_bad_options_say_what_to_do():
     with pytest.raises(ConfigError, match="Did you mean 'memory_limit'"):
         Sandbox("local", memory_limt="1g")
@@ -148,6 +149,7 @@ def test_bad_options_say_what_to_do():
         Sandbox("local", allowed_commands=["("])
 
 
+@pytest.mark.unit
 def test_refused_command_starts_no_sandbox():
     sandbox = Sandbox("local", allowed_commands=[r"echo .*"])
     with pytest.raises(CommandRefused):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import prepared
+from tests.support.backends import prepared
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)

@@ -44,7 +44,7 @@ from tests import page_attacks as attacks
 from tests import page_controls as controls
 from tests.browser import (ARTIFACTS, JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_all, run_cell,
                            screenshot, wait_cell, wait_finished)
-from tests.conftest import prepared
+from tests.support.backends import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.timeout(400)]
 
@@ -108,7 +108,7 @@ def kernelspecs(allowed_origin: str) -> dict[str, dict[str, Any]]:
     image origin, its ``trust`` and ``isolate`` copies, and a ``python3`` whose argv carries the
     docker test set-up for the magic's backends."""
     from sandbox_kernel.kernelspec import kernel_json
-    from tests.test_magic import host_arguments
+    from tests.support.host import host_arguments
 
     setup = prepared("docker")
     options = [*setup.kernel_options, *(f"--DockerBackend.{k}={v}" for k, v in setup.traits.items())]

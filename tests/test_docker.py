@@ -14,9 +14,11 @@ import time
 
 import pytest
 
-from sandbox_kernel.backends import _docker_engine as engine
+from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.errors import SandboxDied
-from tests.conftest import backends
+from tests.support.backends import backends
+from tests.support.hostile import (run, test_memory_bomb_is_reported_as_out_of_memory,  # noqa: F401 - collected here
+                                   test_network_connect_and_dns_fail, test_root_is_read_only_tmp_and_workdir_are_writable)
 from tests.targets.docker import client, NOTHING, Recorder, SocketProxy, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
@@ -29,12 +31,6 @@ async def make(client):
     async with backends("docker") as factory:
         yield factory
     assert held_by(client, os.getpid()) == NOTHING
-
-
-async def run(backend, code, **kwargs):
-    rec = Recorder()
-    outcome = await backend.execute(code, rec, **kwargs)
-    return outcome, rec
 
 
 # -- hardening -------------------------------------------------------------------------------------
@@ -68,52 +64,10 @@ print(sorted(os.listdir('/sys/class/net')), os.path.exists('/var/run/docker.sock
     assert net == "['lo'] False /home/sandbox/work"
 
 
-async def test_network_connect_and_dns_fail(make):
-    code = """
-import socket
-for target in [('1.1.1.1', 53), ('10.0.0.1', 80)]:
-    try:
-        socket.create_connection(target, timeout=3)
-        print('connected')
-    except OSError as exc:
-        print(type(exc).__name__)
-try:
-    socket.getaddrinfo('pypi.org', 443)
-    print('resolved')
-except socket.gaierror:
-    print('gaierror')
-"""
-    async with make() as backend:
-        outcome, rec = await run(backend, code)
-        assert (await run(backend, "1 + 1"))[1].result() == "2"
-    assert outcome.status == "ok" and "connected" not in rec.text() and "resolved" not in rec.text()
-    assert rec.text().splitlines()[-1] == "gaierror"
-
-
 async def test_network_option_opts_in(make):
     async with make(network="bridge") as backend:
         _, rec = await run(backend, "import os\nprint(sorted(os.listdir('/sys/class/net')))")
     assert rec.text().strip() == "['eth0', 'lo']"
-
-
-async def test_root_is_read_only_tmp_and_workdir_are_writable(make):
-    code = """
-import errno
-for path in ['/probe', '/etc/probe', '/opt/probe', '/opt/venv/probe', '/home/sandbox/probe']:
-    try:
-        open(path, 'w').write('x')
-        print(path, 'written')
-    except OSError as exc:
-        print(path, errno.errorcode[exc.errno])
-open('/tmp/t', 'w').write('ok'); open('w', 'w').write('ok'); print('tmp and workdir ok')
-"""
-    async with make() as backend:
-        _, rec = await run(backend, code)
-        assert (await run(backend, "1 + 1"))[1].result() == "2"
-    lines = rec.text().splitlines()
-    assert all(line.split()[1] in ("EROFS", "EACCES") for line in lines[:-1]), lines
-    assert lines[-1] == "tmp and workdir ok"
-    assert not any(os.path.exists(p) for p in ("/probe", "/etc/probe", "/opt/probe"))  # the host's
 
 
 async def test_workdir_has_a_size_limit(make):
@@ -157,20 +111,6 @@ async def test_classic_fork_bomb_is_contained(make):
         else:
             assert outcome.status == "error" and "process limit" in rec.text("stderr")
         assert (await run(backend, "1 + 1"))[1].result() == "2"
-
-
-async def test_memory_bomb_is_reported_as_out_of_memory(make, client):
-    async with make(memory_limit="256m") as backend:
-        await run(backend, "kept = 1")
-        old = backend._container.id
-        started = time.monotonic()
-        with pytest.raises(SandboxDied, match=r"it ran out of memory \(limit 256 MiB\)\. Its state is lost"):
-            await run(backend, "hog = []\nwhile True: hog.append(bytearray(16 * 1024**2))")
-        elapsed = time.monotonic() - started
-        _, rec = await run(backend, "'kept' in globals()")
-        assert rec.result() == "False"
-        assert not client.api.containers(all=True, filters={"id": old})
-    assert elapsed < 10, f"OOM noticed after {elapsed:.1f} s"
 
 
 async def test_os_exit_and_signals_say_how_the_kernel_ended(make):

@@ -16,9 +16,9 @@ import pytest
 from sandbox_kernel.backends.docker import DockerBackend
 from sandbox_kernel.errors import ExecutionTimeout, SandboxStartError
 from sandbox_kernel.events import Display
-from sandbox_kernel.images.dockerfile import DOCKERFILE_LABEL, context_digest, dockerfile_tag
-from sandbox_kernel.images.packages import packages_tag
-from tests.conftest import backends, prepared
+from sandbox_kernel.backends.docker.images.dockerfile import DOCKERFILE_LABEL, context_digest, dockerfile_tag
+from sandbox_kernel.backends.docker.images.packages import packages_tag
+from tests.support.backends import backends, prepared
 from tests.kernels import kernel, run, stdout
 from tests.targets.docker import IMAGE, NOTHING, Recorder, client, held_by  # noqa: F401 (client is a fixture)
 

@@ -11,9 +11,8 @@ import pytest
 
 from sandbox_kernel.errors import SandboxDied
 
-from tests import test_contract as contract
-from tests import test_docker as hostile
-from tests.conftest import backends, prepared
+from tests.support import contract, hostile
+from tests.support.backends import backends, prepared
 from tests.targets import skip_or_fail
 from tests.targets.docker import client, NOTHING, Recorder, held_by  # noqa: F401 (client is a fixture)
 

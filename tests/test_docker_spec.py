@@ -1,5 +1,5 @@
 """The docker backend's container settings, in-process and without an engine: mounts, GPUs,
-the workspace volume (``_docker_mounts``, ``container_spec``)."""
+the workspace volume (``docker.mounts``, ``container_spec``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.backends._docker_mounts import MountError, check_access, parse_gpus, parse_mount, parse_mounts
-from sandbox_kernel.backends._docker_spec import container_spec
+from sandbox_kernel.backends.docker.mounts import MountError, check_access, parse_gpus, parse_mount, parse_mounts
+from sandbox_kernel.backends.docker.spec import container_spec
 from sandbox_kernel.backends.docker import DockerBackend
 from sandbox_kernel.errors import ConfigError
 

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from sandbox_kernel.backends import _docker_workspace as workspace
+from sandbox_kernel.backends.docker import workspace
 from sandbox_kernel.errors import ConfigError, SandboxStartError
-from tests.conftest import backends
+from tests.support.backends import backends
 from tests.kernels import kernel, run as run_in_kernel, stdout
 from tests.targets.docker import client, NOTHING, Recorder, held_by  # noqa: F401 (client is a fixture)
 
@@ -193,7 +193,7 @@ def test_kernel_with_a_mount_and_a_workspace(client, tmp_path, volume_name):
 
 
 def test_magic_line_takes_mounts_and_a_workspace_and_suggests_a_misspelt_option(client, tmp_path, volume_name):
-    from tests.test_magic import host_kernel
+    from tests.support.host import host_kernel
 
     tmp_path.chmod(0o755)
     (tmp_path / "in.txt").write_text("from the host")

@@ -22,10 +22,10 @@ import pytest
 from sandbox_kernel.backends.e2b import E2BBackend
 from sandbox_kernel.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
 from sandbox_kernel.events import Display, Error, Stream
-from tests.conftest import prepared
+from tests.support.backends import prepared
 from tests.kernels import kernel, kinds, run, stdout
 from tests.targets import e2b as target
-from tests.test_contract import Recorder
+from tests.support.contract import Recorder
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(120)]
 CANARY = "e2b_canary_key_7f3a9c"  # a key the test server accepts; must never show anywhere
@@ -310,7 +310,7 @@ def test_kernel_says_when_the_sandbox_was_replaced(srv):
 
 async def test_magic_attach_reaches_a_kept_sandbox(make, srv):
     """``%%sandbox --backend e2b --attach ID`` in a plain python3 kernel continues a sandbox's state."""
-    from tests.test_magic import host_kernel
+    from tests.support.host import host_kernel
 
     async with make(keep_alive=True) as first:
         await first.execute("kept = 'left by another kernel'", Recorder())

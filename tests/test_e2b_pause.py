@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from tests.kernels import kernel, run, stdout
-from tests.test_contract import Recorder
+from tests.support.contract import Recorder
 from tests.test_e2b import make, result, srv  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]
@@ -46,7 +46,7 @@ async def test_on_timeout_pause_pauses_an_unused_sandbox_and_the_next_cell_resum
 
 
 async def test_status_names_the_paused_sandboxes_of_the_session(make, srv):  # noqa: F811
-    from tests.test_magic import host_kernel
+    from tests.support.host import host_kernel
 
     async with make(keep_alive="pause", session="etl") as first:
         await first.execute("kept = 1", Recorder())

@@ -21,7 +21,7 @@ import pytest
 from sandbox_kernel.errors import ExecutionTimeout, SandboxDied, SandboxError
 from sandbox_kernel.events import Display
 from tests.kernels import kernel, run, stdout
-from tests.test_contract import Recorder
+from tests.support.contract import Recorder
 from tests.test_e2b import make, result, srv  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]

@@ -19,7 +19,7 @@ import pytest
 
 from sandbox_kernel.errors import BackendUnavailable, SandboxDied, SandboxStartError
 from sandbox_kernel.events import Display, Stream
-from tests.conftest import backends, prepared
+from tests.support.backends import backends, prepared
 from tests.kernels import kernel, run, stdout
 from tests.targets.docker import Recorder
 from tests.targets.gateway import OPTIONS, SLOW_START_S, KernelGateway, gateway

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests import test_contract as contract
+from tests.support import contract
 from tests.kernels import kernel, run, stdout
 from tests.targets import env_vars, skip_or_fail
 from tests.targets.docker import Recorder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.images import image_has_ipykernel
+from sandbox_kernel.backends.docker.images import image_has_ipykernel
 
 docker = pytest.importorskip("docker", reason="docker-py missing: pip install docker")
 

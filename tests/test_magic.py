@@ -10,7 +10,6 @@ The host kernel gets a backend's test set-up as ``--Class.trait=value`` config o
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
@@ -18,37 +17,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client.manager import start_new_kernel
 from nbclient import NotebookClient
 
-from tests.conftest import prepared
 from tests.kernels import run, stdout
-from tests.test_contract import lacks, shown  # what a backend cannot do and its fallback; a str result
+from tests.support.backends import prepared
+from tests.support.capabilities import lacks, shown  # what a backend cannot do and its fallback; a str result
+from tests.support.host import host_arguments, host_kernel  # noqa: F401 - host_arguments: also imported from here
 from tests.targets import env_vars
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def host_arguments(backend_name: str) -> list[str]:
-    """The backend's test traits as host-kernel config: ``--LocalBackend.x=y``."""
-    from sandbox_kernel.backends import get_backend_class
-
-    cls = get_backend_class(backend_name).__name__
-    return [f"--{cls}.{key}={value}" for key, value in prepared(backend_name).traits.items()]
-
-
-@contextlib.contextmanager
-def host_kernel(backend_name: str, cwd: Path | None = None):
-    """A plain ``python3`` kernel with the extension loaded; yields ``(km, kc)``."""
-    km, kc = start_new_kernel(kernel_name="python3", env={**os.environ, **prepared(backend_name).kernel_env},
-                              extra_arguments=host_arguments(backend_name), cwd=str(cwd) if cwd else None,
-                              startup_timeout=60)
-    try:
-        assert run(kc, "%load_ext magics")[0]["status"] == "ok"
-        yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 # -- one notebook per backend, run with nbclient ------------------------------------------------

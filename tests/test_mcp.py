@@ -16,7 +16,7 @@ import pytest
 
 from sandbox_kernel.backends import get_backend_class
 from sandbox_kernel.mcp_server import PathRefused, inside_workdir
-from tests.conftest import prepared
+from tests.support.backends import prepared
 
 if importlib.util.find_spec("mcp") is None:  # an extra of the project: `make install` has it
     if os.environ.get("SANDBOX_KERNEL_NO_SKIP"):
@@ -142,12 +142,14 @@ def test_bad_backend_option_is_one_message():
     assert "Did you mean 'memory_limit'" in done.stderr
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("path", ["/etc/passwd", "..", "../x", "a/../../x", "", ".", "a\\..\\..\\x"])
 def test_paths_outside_the_workdir_are_refused(path):
     with pytest.raises(PathRefused):
         inside_workdir(path)
 
 
+@pytest.mark.unit
 def test_paths_inside_the_workdir():
     assert inside_workdir("a/./b/../c.txt") == "a/c.txt"
 

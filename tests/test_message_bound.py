@@ -11,7 +11,7 @@ import pytest
 
 from sandbox_kernel.backends.local import LocalBackend
 from sandbox_kernel.events import Comm, Display, Error, Stream
-from tests.conftest import backends
+from tests.support.backends import backends
 from tests.kernels import kernel, run, stdout
 
 pytestmark = pytest.mark.timeout(240)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import prepared
+from tests.support.backends import prepared
 from tests.kernels import kernel, run, stdout
 
 pytestmark = pytest.mark.timeout(300)
@@ -336,7 +336,7 @@ def test_magic_drops_widget_views_the_host_cannot_render():
 @pytest.fixture(params=["local", "docker", "gateway"])
 def host(request):
     """A plain python3 kernel with the magic loaded, and a widget-manager frontend on it."""
-    from tests.test_magic import host_kernel
+    from tests.support.host import host_kernel
 
     prepared(request.param)
     with host_kernel(request.param) as (_, kc):
@@ -386,7 +386,7 @@ def test_status_panel_is_a_live_table_with_buttons(host):
 def test_start_up_progress_shows_then_leaves_only_the_cells_outputs():
     """The backend's progress (as the docker backend reports an image build) shows the bar; a
     quick start shows nothing."""
-    from tests.test_magic import host_kernel
+    from tests.support.host import host_kernel
 
     with host_kernel("local") as (_, kc):
         frontend = WidgetFrontend(kc)
@@ -426,6 +426,7 @@ def comm_opened(outputs: list[dict]) -> list[dict]:
     return list(states.values())
 
 
+@pytest.mark.unit
 def test_status_and_progress_fall_back_to_text_outside_a_kernel(capsys):
     """In a terminal (no kernel, so no widgets): the status is text and HTML, the start one line."""
     from magics.session import Registry, Session

@@ -9,7 +9,12 @@ party registers its own backend with an entry point in its ``pyproject.toml``::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import entry_points
+from typing import Any
+
+from traitlets import TraitError
+from traitlets.config import Configurable
 
 from ..errors import BackendUnavailable, ConfigError
 from .base import Backend
@@ -47,4 +52,49 @@ def get_backend_class(name: str) -> type[Backend]:
     return cls
 
 
-__all__ = ["Backend", "GROUP", "backend_names", "get_backend_class"]
+class BadValue(ConfigError):
+    """A backend option has a value its trait refuses.
+
+    Attributes:
+        backend: the backend's name.
+        detail: traitlets' (or the option's validator's) message.
+    """
+
+    def __init__(self, backend: str, detail: str) -> None:
+        self.backend, self.detail = backend, detail
+        super().__init__(f"Bad option for the {backend} backend: {detail}")
+
+
+def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, str],
+                 options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {}) -> Backend:
+    """The backend ``name``, made the one way every front door (kernel, magic, API) makes it.
+
+    Args:
+        name: the registered backend's name ("docker").
+        parent: the front door's configurable: its config (kernelspec argv, config files, the
+            IPython profile) reaches the backend's traits.
+        output_budget: ``(bytes, setting)``, the front door's output budget and the option that
+            sets it (see :meth:`Backend.set_output_budget`).
+        options: given the backend's class, checks the option names the front door was given
+            (raising its own error, each unknown name with :func:`~sandbox_kernel.config_check.closest`)
+            and returns the traits to make it with.
+
+    Returns:
+        The backend, not started.
+
+    Raises:
+        ConfigError: no backend has that name, or ``options`` refused a name.
+        BadValue: an option's value is refused (a ConfigError; ``detail`` for the front door's wording).
+        BackendUnavailable: the backend's optional dependency is not installed.
+    """
+    cls = get_backend_class(name)
+    traits = options(cls)
+    try:
+        backend = cls(parent=parent, **traits)
+    except (TraitError, ValueError) as exc:
+        raise BadValue(name, str(exc)) from exc
+    backend.set_output_budget(*output_budget)
+    return backend
+
+
+__all__ = ["GROUP", "Backend", "BadValue", "backend_names", "get_backend_class", "make_backend"]

@@ -11,14 +11,19 @@ Lifecycle, as the callers use it::
         outcome = await backend.execute("1 + 1", emit)
 
 All methods are called from one asyncio event loop (the kernel's, or the magic's loop thread).
+What a backend can do beyond the five required methods is declared up front in its
+:class:`Capabilities`; the front doors read that instead of calling and catching
+:class:`~sandbox_kernel.errors.NotSupported`.
 """
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from traitlets import Unicode
 from traitlets.config import LoggingConfigurable
@@ -37,22 +42,65 @@ frontend's request as their parent: ipywidgets routes ``echo_update`` and the ca
 ``Output`` widget (``interact``) by that msg_id."""
 
 
-class Backend(LoggingConfigurable):
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond the five required methods, declared by each backend class
+    as its :attr:`Backend.capabilities`. A front door reads it before it calls; the optional
+    methods of a backend that lacks one raise :class:`~sandbox_kernel.errors.NotSupported`.
+    ``tests/test_contract.py`` checks every backend's declaration against its behaviour.
+    """
+
+    completion: bool = False
+    """:meth:`Backend.complete` and :meth:`Backend.is_complete` answer from the sandbox."""
+    inspection: bool = False
+    """:meth:`Backend.inspect` answers from the sandbox."""
+    stdin: bool = False
+    """``input()``/``getpass()`` in the sandbox reach :meth:`Backend.execute`'s ``stdin``; without
+    it they raise StdinNotImplementedError in the user's code."""
+    comms: bool = False
+    """Comm messages (ipywidgets) travel both ways: :meth:`Backend.send_comm`,
+    :meth:`Backend.comm_info` and the comm handler."""
+    display_updates: bool = False
+    """Display ids, ``update_display_data``, ``clear_output`` and output metadata survive."""
+    files: bool = False
+    """:meth:`Backend.upload` and :meth:`Backend.download` copy files."""
+    pause: bool = False
+    """The sandbox can be paused and later resumed with its state; ``paused_sandboxes()`` lists
+    a session's paused ones."""
+    reattach: bool = False
+    """A later kernel can attach to the running (or paused) sandbox by its id (an option of
+    the backend: e2b's ``sandbox_id``, the gateway's ``kernel_id``)."""
+
+    def names(self) -> list[str]:
+        """The names of the capabilities this backend has, in declaration order."""
+        return [name for name, has in asdict(self).items() if has]
+
+
+class _BackendMeta(ABCMeta, type(LoggingConfigurable)):
+    """Both metaclasses: traitlets' (configurable traits) and ABC's (abstract methods)."""
+
+
+class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     """Base class of sandbox backends.
 
     Subclasses implement :meth:`start`, :meth:`shutdown`, :meth:`execute`, :meth:`interrupt`
-    and :meth:`restart`; the optional operations default to raising
+    and :meth:`restart` (abstract: a class missing one cannot be instantiated) and declare
+    :attr:`capabilities`; the optional operations default to raising
     :class:`~sandbox_kernel.errors.NotSupported`.
     """
 
     name = "base"
     """The backend's registry name (entry point ``sandbox_kernel.backends``)."""
 
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    """What this backend can do beyond the required methods (see :class:`Capabilities`)."""
+
     session = Unicode("default", help="Name of the session this sandbox belongs to (labels, logs).").tag(
         config=True
     )
 
     # -- lifecycle -------------------------------------------------------------------------
+    @abstractmethod
     async def start(self) -> None:
         """Create the sandbox and wait until it can run code. Idempotent.
 
@@ -61,12 +109,11 @@ class Backend(LoggingConfigurable):
                 how to fix it).
             SandboxStartError: the sandbox could not be created or did not become ready.
         """
-        raise NotImplementedError("The 'start' method must be implemented.")
 
+    @abstractmethod
     async def shutdown(self) -> None:
         """Stop the sandbox and release everything it holds. Idempotent; never raises for a
         sandbox that is already gone."""
-        raise NotImplementedError("The 'shutdown' method must be implemented.")
 
     async def __aenter__(self) -> Backend:
         await self.start()
@@ -107,19 +154,27 @@ class Backend(LoggingConfigurable):
             SandboxDied: the sandbox stopped during the cell (the state is lost).
             SandboxError: any other infrastructure failure.
         """
-        raise NotImplementedError("The 'execute' method must be implemented.")
 
+    @abstractmethod
     async def interrupt(self) -> None:
         """Interrupt the running cell (like Ctrl-C); the session's state survives.
         Safe to call while :meth:`execute` is pending and when nothing runs."""
-        raise NotImplementedError("The 'interrupt' method must be implemented.")
 
+    @abstractmethod
     async def restart(self) -> None:
         """Replace the interpreter by a fresh one with the same settings; state is lost."""
-        await self.shutdown()
-        await self.start()
 
     # -- optional operations ---------------------------------------------------------------
+    def require(self, capability: str, what: str) -> None:
+        """Raise before a call that needs ``capability`` (a :class:`Capabilities` field) when
+        this backend does not declare it; ``what`` names the operation in the message.
+
+        Raises:
+            NotSupported: "The NAME backend does not support WHAT."
+        """
+        if not getattr(self.capabilities, capability):
+            raise NotSupported(self.name, what)
+
     async def complete(self, code: str, cursor_pos: int) -> dict[str, Any]:
         """Completions at ``cursor_pos`` (characters): the content of a ``complete_reply``
         (``matches``, ``cursor_start``, ``cursor_end``, ``metadata``, ``status``)."""
@@ -174,9 +229,6 @@ class Backend(LoggingConfigurable):
         self._progress_handler = handler
 
     # -- comms (ipywidgets) ----------------------------------------------------------------
-    supports_comms = False
-    """True when :meth:`send_comm` works and comm traffic is reported to the comm handler."""
-
     def set_comm_handler(self, handler: Callable[[Event, str | None], None] | None) -> None:
         """Receive ``handler(event, parent_msg_id)`` for what arrives outside any request: comm
         messages (a widget changed by a sandbox thread) and outputs of the sandbox's threads.

@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from traitlets import Float, Integer, List, Unicode
 
 from ..errors import SandboxStartError
 from ..traits import ByteSize, format_bytes
-from ._jupyter import KERNEL_ARGS, KernelClientBackend
+from .kernel_client import KERNEL_ARGS, KernelClientBackend
 
 ALLOWED_ENV = ("PATH", "LANG")
 
@@ -52,6 +53,7 @@ class LocalBackend(KernelClientBackend):
     """A kernel process on this machine, in a scratch directory deleted at shutdown."""
 
     name = "local"
+    capabilities = replace(KernelClientBackend.capabilities, files=True)
 
     python = Unicode(sys.executable, help="The Python interpreter that runs the kernel (needs ipykernel).").tag(
         config=True

@@ -1,34 +1,5 @@
-"""Sandbox images: the default Dockerfile, the builder and the ipykernel check.
+"""Moved to :mod:`sandbox_kernel.backends.docker.images`; this name stays so that
+``python -m sandbox_kernel.images ...`` and imports written for it keep working."""
 
-``python -m sandbox_kernel.images build`` builds the default image from a wheelhouse without
-reaching a package index from inside the build; see README.md in this folder for the
-air-gapped path and the base image made from Debian packages.
-"""
-
-from sandbox_kernel.images.build import (
-    BASE_LABEL,
-    DEFAULT_TAG,
-    DOCKERFILE,
-    RECIPE_LABEL,
-    REQUIREMENTS,
-    ImageBuildError,
-    build_image,
-    download_wheelhouse,
-    image_has_ipykernel,
-    image_is_current,
-    recipe_digest,
-)
-
-__all__ = [
-    "BASE_LABEL",
-    "DEFAULT_TAG",
-    "DOCKERFILE",
-    "RECIPE_LABEL",
-    "REQUIREMENTS",
-    "ImageBuildError",
-    "build_image",
-    "download_wheelhouse",
-    "image_has_ipykernel",
-    "image_is_current",
-    "recipe_digest",
-]
+from ..backends.docker.images import *  # noqa: F403
+from ..backends.docker.images import __all__  # noqa: F401

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.backends import _docker_engine as engine
+from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.events import Display, Stream
 
 from . import Prepared, Target
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def client():
     """A docker-py client for a test module (skips, or fails in CI, without an engine)."""
-    from tests.conftest import prepared
+    from tests.support.backends import prepared
 
     prepared("docker")
     import docker

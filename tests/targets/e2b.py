@@ -16,7 +16,7 @@ _server = None
 def server():
     """The running :class:`tests.e2b_server.E2BTestServer` (after ``prepared("e2b")``)."""
     if _server is None:
-        raise RuntimeError("the e2b target is not prepared: call tests.conftest.prepared('e2b') first")
+        raise RuntimeError("the e2b target is not prepared: call tests.support.backends.prepared('e2b') first")
     return _server
 
 

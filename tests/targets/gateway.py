@@ -49,6 +49,17 @@ def wait_http(url: str, timeout: float, process: subprocess.Popen | None = None)
     raise RuntimeError(f"{url} did not answer within {timeout:g} s")
 
 
+def stop_process(process: subprocess.Popen | None, grace: float) -> None:
+    """SIGTERM ``process`` if it runs, then SIGKILL it after ``grace`` seconds."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def die_with_parent() -> None:
     """For ``Popen(preexec_fn=...)``: the server gets SIGTERM when the test process dies, even
     by SIGKILL (Linux ``prctl(PR_SET_PDEATHSIG)``), so no gateway outlives a killed run."""
@@ -93,13 +104,7 @@ class KernelGateway:
             self.process.wait()
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, 15)
 
     def request(self, method: str, path: str, token: str | None = None) -> tuple[int, bytes]:
         req = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -121,7 +126,7 @@ class KernelGateway:
 def gateway() -> KernelGateway:
     """The session's running Kernel Gateway (after ``prepared("gateway")``)."""
     if _gateway is None:
-        raise RuntimeError("the gateway target is not prepared: call tests.conftest.prepared('gateway') first")
+        raise RuntimeError("the gateway target is not prepared: call tests.support.backends.prepared('gateway') first")
     return _gateway
 
 

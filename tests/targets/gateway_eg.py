@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .gateway import die_with_parent, free_port, wait_http
+from .gateway import die_with_parent, free_port, stop_process, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
 EG_VENV = Path(os.environ.get("SANDBOX_EG_VENV", ROOT / "build" / "eg-venv"))
@@ -137,13 +137,7 @@ class EnterpriseGateway:
         return (self.workdir / "gateway.log").read_text(errors="replace")
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, 30)
         for container in self.containers():
             with contextlib.suppress(Exception):
                 container.remove(force=True)

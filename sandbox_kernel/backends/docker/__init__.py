@@ -1,0 +1,316 @@
+"""The ``docker`` backend: one hardened container per session runs ipykernel, reached over ZMQ
+``ipc`` sockets in a per-session host directory, so it works with no network at all.
+
+Secure by default, each an option: no network, a read-only root filesystem, a tmpfs ``/tmp``,
+a size-limited working directory (a tmpfs volume, the kernel's cwd), all capabilities dropped,
+no-new-privileges, a non-root uid, 256 pids, 1 GiB of memory without swap, 1 CPU, an init
+process. Only the host variables named in ``env_vars`` enter the container; the Docker socket
+is never mounted. Death (out of memory, exit, killed from outside, the engine gone) is learned
+from the engine (``POST /containers/{id}/wait`` and the container's state), not the heartbeat.
+Options and messages: docs/docker.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+import re
+import secrets
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
+
+from ...errors import SandboxError, SandboxStartError
+from ...events import Emit, Outcome, Stream
+from ...paths import within
+from ...traits import ByteSize, format_bytes
+from ..base import StdinHandler
+from ..kernel_client import KernelClientBackend
+from . import engine, workspace
+from .boundary import Refused, engine_errors, stats
+from .image import BuildProgress
+from .images import DEFAULT_TAG
+from .mounts import parse_gpus
+from .orphans import Orphans
+from .prepare import check_option, prepare_image, use_image
+from .spec import container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
+from .watch import ContainerWatch, Limits
+from .watch import run_blocking as _run_blocking
+
+
+class DockerBackend(KernelClientBackend):
+    """A kernel in a hardened container, one per session (see the module docstring)."""
+
+    name = "docker"
+    capabilities = replace(KernelClientBackend.capabilities, files=True)
+
+    image = Unicode(DEFAULT_TAG, help="Image with `python -m ipykernel_launcher`. sandbox-kernel[:TAG] images are "
+                                      "built from the packaged recipe when missing; others are never pulled.").tag(config=True)
+    network = Unicode("none", help="Docker network mode: 'none' (no network) or a network such as 'bridge' to opt in.").tag(
+        config=True)
+    read_only = Bool(True, help="Mount the container's root filesystem read-only.").tag(config=True)
+    tmp_size = ByteSize(256 * 1024**2, help="Size of the tmpfs at /tmp (counts toward memory_limit).").tag(config=True)
+    workdir = Unicode("/home/sandbox/work", help="The kernel's working directory: a tmpfs volume, the target of uploads.").tag(
+        config=True)
+    workdir_size = ByteSize(512 * 1024**2, help="Size limit of the working directory (counts toward memory_limit); "
+                                                "0: none.").tag(config=True)
+    user = Unicode("", help="Numeric uid:gid of the kernel. Default: 1000:1000 when this process runs as root, "
+                            "else this process's own uid:gid (so it can reach the kernel's sockets).").tag(config=True)
+    cap_drop = List(Unicode(), ["ALL"], help="Linux capabilities to drop.").tag(config=True)
+    no_new_privileges = Bool(True, help="Forbid gaining privileges (setuid binaries) in the container.").tag(config=True)
+    pids_limit = Integer(256, help="Most processes and threads in the container (a fork bomb stops there); 0: none.").tag(
+        config=True)
+    memory_limit = ByteSize(1024**3, help="Memory of the container, e.g. '2g'; past it the kernel is killed. 0: none.").tag(
+        config=True)
+    swap = ByteSize(0, help="Swap the container may use beyond memory_limit; 0: none.").tag(config=True)
+    cpus = Float(1.0, help="CPUs the container may use (fractions allowed); 0: no limit.").tag(config=True)
+    init = Bool(True, help="Run an init process as PID 1 (signals, zombies, fast stop).").tag(config=True)
+    env_vars = List(Unicode(), help="Names of host environment variables to pass into the container; "
+                                    "nothing else from the host environment enters it.").tag(config=True)
+    runtime = Unicode("", help="OCI runtime, e.g. 'runsc' (gVisor) if the engine has it; empty: the engine's default.").tag(
+        config=True)
+    mounts = List(Unicode(), help="Host paths to mount, HOST:CONTAINER[:ro|rw] each, read-only unless ':rw'; "
+                                  "CONTAINER inside /home/sandbox, e.g. '~/data:/home/sandbox/data'.").tag(config=True)
+    workdir_volume = Unicode("", help="A Docker volume for the working directory instead of the tmpfs: its files survive "
+                                      "restarts and new kernels naming it; removed only by `sandbox-kernel gc "
+                                      "--volumes`. Empty: a tmpfs that goes with the sandbox.").tag(config=True)
+    gpus = Unicode("", help="GPUs for the container: 'all' or a count (needs the NVIDIA Container Toolkit on the "
+                            "engine's host); empty: none.").tag(config=True)
+    auto_build = Bool(True, help="Build a missing or outdated sandbox-kernel[:TAG] image at the first cell.").tag(config=True)
+    build_base = Unicode("", help="Base image for automatic builds; empty: python:3.11-slim-bookworm or "
+                                  "sandbox-kernel-base:bookworm, whichever is present.").tag(config=True)
+    build_wheelhouse = Unicode("", help="Wheel directory for automatic builds; empty: "
+                                        "~/.cache/sandbox-kernel/wheelhouse.").tag(config=True)
+    packages = List(Unicode(), help="pip requirements added to the image (e.g. 'tqdm', 'scikit-learn>=1.5'): "
+                                    "wheels downloaded on the host into build_wheelhouse, built once into "
+                                    "sandbox-kernel-packages:DIGEST.").tag(config=True)
+    dockerfile = Unicode("", help="Path of your Dockerfile, built instead of image (its folder is the context, "
+                                  "legacy builder), rebuilt when the context or build_args change.").tag(config=True)
+    build_args = List(Unicode(), help="NAME=value build arguments of dockerfile, repeated.").tag(config=True)
+    kernel_name = Unicode("", help="Jupyter kernelspec in the image to run (e.g. 'bash'); empty: Python "
+                                   "(ipykernel).").tag(config=True)
+
+    @validate("packages", "build_args")
+    def _check_environment(self, proposal: dict) -> list[str]:
+        return check_option(proposal["trait"].name, proposal["value"])
+
+    @property
+    def runs_other_language(self) -> bool:
+        return bool(self.kernel_name)
+
+    @property
+    def _image_label(self) -> str:
+        """The image the session runs, as messages name it."""
+        return (self._run_image or self.image) + (f" built from {self.dockerfile}" if self.dockerfile else "")
+
+    @validate("user")
+    def _check_user(self, proposal: dict) -> str:
+        if proposal["value"] and not re.fullmatch(r"\d+(:\d+)?", proposal["value"]):
+            raise TraitError(f"user must be a numeric uid or uid:gid, not {proposal['value']!r}")
+        return proposal["value"]
+
+    @validate("workdir_volume")
+    def _check_workdir_volume(self, proposal: dict) -> str:
+        if proposal["value"] and not workspace.NAME.fullmatch(proposal["value"]):
+            raise TraitError(f"workdir_volume must be a volume name ([A-Za-z0-9][A-Za-z0-9_.-]+), "
+                             f"not {proposal['value']!r}")
+        return proposal["value"]
+
+    @validate("gpus")
+    def _check_gpus(self, proposal: dict) -> str:
+        parse_gpus(proposal["value"])  # ValueError: a bad option value
+        return proposal["value"]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._docker: Any = None
+        self._container: Any = None
+        self._volume: str | None = None
+        self._hostdir: Path | None = None
+        self._info: dict[str, Any] = {}
+        self._created = 0
+        self._ready = False
+        self._watch: ContainerWatch | None = None  # of the running container
+        self._orphans = Orphans()  # what could not be removed yet
+        self._run_image = ""  # the image the session runs: image, or built from dockerfile and packages
+        self._kernelspec: dict[str, Any] | None = None  # kernel_name's kernel.json in that image
+        self._prepared = False  # _run_image and _kernelspec were just looked up (by the first cell)
+
+    def _uid_gid(self) -> tuple[int, int]:
+        return uid_gid(self.user)
+
+    # -- launch and stop -----------------------------------------------------------------------
+    async def _engine(self) -> Any:
+        if self._docker is None:
+            self._docker = await _run_blocking(engine.connect)
+        return self._docker
+
+    async def _ensure_image(self, emit: Emit | None) -> None:
+        """Check the image (an inspect), building it first if needed, with progress in the cell."""
+        client = await self._engine()
+        loop = asyncio.get_running_loop()
+        progress = BuildProgress(emit, self.image, loop) if emit is not None else None
+        log = progress or (lambda line: self.log.info("image build: %s", line))
+        ok = False
+        try:
+            self._run_image, self._kernelspec = await _run_blocking(prepare_image, client, self, log)
+            self._prepared = ok = True
+        finally:
+            if progress is not None:
+                progress.done(ok)
+
+    def _create(self, client: Any, spec: dict[str, Any], volume_labels: dict[str, str]) -> str | None:
+        """Create and start the container (and its working directory's volume); returns a
+        warning for the cell, if any. Blocking."""
+        new_workspace, warning = False, None
+        if self.workdir_volume:
+            new_workspace, warning = workspace.ensure_volume(client, self._volume, self.workdir_size)
+            if new_workspace:
+                workspace.give_to(client, self._volume, self._run_image, *self._uid_gid())
+        else:
+            with engine_errors("create the sandbox's working directory volume"):
+                client.api.create_volume(self._volume, driver="local", labels=volume_labels,
+                                         driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
+        doing = f"start a sandbox container from {self._image_label}"
+        with engine_errors(doing):
+            container = client.containers.create(**spec)
+            self._container = container
+            try:
+                with engine_errors(doing):
+                    container.start()
+            except Refused as exc:
+                if "could not select device driver" in exc.explanation:
+                    raise SandboxStartError(f"The sandbox could not start: gpus={self.gpus} needs GPU support in the "
+                                            "Docker engine, which it lacks. Fix: install the NVIDIA Container Toolkit "
+                                            "on the engine's host, or leave gpus empty.") from exc
+                if "executable file not found" not in exc.explanation:
+                    raise
+                raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.") from exc
+        return warning
+
+    async def _launch(self) -> dict[str, Any]:
+        client = await self._engine()
+        await _run_blocking(self._remove_leftovers, client)
+        if not self._prepared:  # a build at start shows where the front door says
+            await self._ensure_image(self._progress_handler)
+        self._prepared = False  # the next start looks again (a changed Dockerfile is rebuilt)
+        uid, _ = self._uid_gid()
+        self._hostdir = Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-", dir=engine.HOSTDIR_ROOT))
+        try:
+            self._info = prepare_hostdir(self._hostdir, uid)
+            labels = engine.labels(self.session, self._hostdir)
+            name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
+            self._volume = self.workdir_volume or f"{name}-work"
+            spec = use_image(container_spec(self, name, self._hostdir, self._volume, labels), self._run_image,
+                             self._kernelspec)
+            self._created, self._ready = int(time.time()), False
+            warning = await _run_blocking(self._create, client, spec, labels)
+            limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label)
+            self._watch = ContainerWatch(client, self._container, self._info, limits, self._created)
+            if warning is not None:
+                self.log.warning("%s", warning)
+                if self._progress_handler is not None:
+                    self._progress_handler(Stream("stderr", warning + "\n"))
+        except BaseException:
+            await self._terminate()
+            raise
+        return dict(self._info)
+
+    async def start(self) -> None:
+        if self.started:  # called before every cell
+            return
+        await super().start()
+        self._ready = True
+        if self._watch is not None:
+            self._watch.pids_file = engine.pids_file(self._watch.container.id)
+        if self._hostdir is not None:
+            seal_hostdir(self._hostdir)
+
+    def _remove_leftovers(self, client: Any) -> None:
+        self._orphans.retry(client)
+        try:
+            removed = engine.remove_leftovers(client)
+        except SandboxError as exc:  # never a reason not to start
+            self.log.warning("could not remove leftover sandboxes: %s", exc)
+            return
+        if removed:
+            self.log.info("removed sandboxes left by kernels that are gone: %s", ", ".join(removed))
+
+    async def _terminate(self) -> None:
+        container, hostdir = self._container, self._hostdir
+        volume = None if self.workdir_volume else self._volume  # a workspace outlives its sandboxes
+        self._container = self._volume = self._hostdir = None
+        self._ready = False
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            await watch.await_farewell()  # before the host directory (the kernel's ipc sockets) goes
+        if self._docker is not None:
+            await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
+        engine.remove_hostdir(hostdir)
+
+    # -- running code ------------------------------------------------------------------------------
+    async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
+                      stdin: StdinHandler | None = None) -> Outcome:
+        if not self.started:  # the first cell builds a missing image and shows the progress
+            await self._ensure_image(emit)
+        outcome = None
+        try:
+            outcome = await super().execute(code, emit, timeout=timeout, stdin=stdin)
+            return outcome
+        finally:
+            if self._watch is not None and self._client is not None and not self.kernel_name:  # the reaper is Python
+                await self._watch.free_process_slots(emit, outcome is None or outcome.status == "error",
+                                                     self._run_silently)
+
+    async def _run_silently(self, code: str) -> dict[str, Any]:
+        return await self._call(self._client.execute(code, silent=True, store_history=False))
+
+    async def _wait_dead(self) -> str:
+        return await self._watch.wait_dead(starting=lambda: not self._ready)
+
+    # -- files -------------------------------------------------------------------------------------
+    def _sandbox_path(self, remote: str) -> str:
+        return posixpath.normpath(posixpath.join(self.workdir, remote))
+
+    async def upload(self, local: str | Path, remote: str) -> str:
+        await self.start()
+        target = self._sandbox_path(remote)
+        if within(self.workdir, remote) is None:
+            raise PermissionError(f"Uploads go into the sandbox's working directory {self.workdir} "
+                                  f"(its root filesystem is read-only), not {target}.")
+        if not Path(local).is_file():
+            raise FileNotFoundError(f"{local} is not a file")
+        await _run_blocking(engine.put_file, self._container, Path(local), self.workdir,
+                            posixpath.relpath(target, self.workdir), *self._uid_gid())
+        return target
+
+    async def download(self, remote: str, local: str | Path) -> Path:
+        await self.start()
+        return await _run_blocking(engine.get_file, self._container, self._sandbox_path(remote), Path(local))
+
+    async def usage(self) -> dict[str, int] | None:
+        """Memory the container uses, as ``docker stats`` counts it: the engine's one-shot stats
+        (``GET /containers/{id}/stats``), less the inactive file cache."""
+        container = self._container
+        if container is None:
+            return None
+        try:
+            memory = (await _run_blocking(stats, container)).get("memory_stats", {})
+        except SandboxError:  # gone meanwhile, or the engine is: no figure
+            return None
+        if "usage" not in memory:
+            return None
+        return {"memory_bytes": memory["usage"] - memory.get("stats", {}).get("inactive_file", 0)}
+
+    def describe(self) -> dict[str, Any]:
+        sizes = {"memory": self.memory_limit, "swap": self.swap, "workdir": self.workdir_size, "tmp": self.tmp_size}
+        limits = {**{k: format_bytes(v) for k, v in sizes.items() if v}, "cpus": self.cpus, "pids": self.pids_limit}
+        return {**super().describe(), "sandbox_id": self._container.short_id if self._container else None,
+                "image": self._run_image or self.image, "kernel_name": self.kernel_name, "network": self.network,
+                "workdir": self.workdir,
+                "limits": {k: v for k, v in limits.items() if v}}

@@ -1,0 +1,277 @@
+"""The Docker engine, as the docker backend uses it: the connection, ownership labels and
+leftover removal, file transfer through the archive API, and why a container stopped. Its
+errors are mapped in :mod:`.boundary`.
+
+docker-py is imported lazily (:func:`.boundary.load_docker`): importing this module never needs it.
+Engine API: https://docs.docker.com/engine/api/v1.41/
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import socket
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ...errors import SandboxError
+from .boundary import EngineLost, Missing, Refused, engine_errors, load_docker
+
+LABEL = "org.sandbox-kernel"
+OWNER_LABEL = f"{LABEL}.owner"  # "HOST/PID/STARTTIME" of the process that made the container
+SESSION_LABEL = f"{LABEL}.session"
+CREATED_LABEL = f"{LABEL}.created"  # unix time, seconds
+HOSTDIR_LABEL = f"{LABEL}.hostdir"  # the per-session host directory of the ipc sockets
+HOSTDIR_ROOT = Path("/tmp")  # short on purpose: unix socket paths must stay under 107 bytes
+HOSTDIR_PREFIX = "skd-"  # HOSTDIR_ROOT/skd-PID-XXXXXXXX
+
+
+def connect() -> Any:
+    """A ``docker.DockerClient`` for the engine named by the environment (DOCKER_HOST, or the
+    local socket), checked with a ping. Blocking: run it in a thread.
+
+    Raises:
+        BackendUnavailable: docker-py is missing, or no engine answers.
+    """
+    with engine_errors("connect"):
+        client = load_docker().from_env(timeout=30)
+        client.ping()
+    return client
+
+
+# -- ownership: labels, and leftovers of owners that are gone ---------------------------------
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22),
+    which tells a live owner from a new process that reuses its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner() -> str:
+    """This process as an owner label: ``HOST/PID/STARTTIME``."""
+    return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}"
+
+
+def owner_is_gone(label: str) -> bool:
+    """True when ``label`` names a process of this host that no longer runs. Owners on other
+    hosts (an engine shared over TCP) are never judged gone."""
+    host, _, rest = label.partition("/")
+    pid, _, started = rest.partition("/")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return _start_time(int(pid)) != started
+
+
+def labels(session: str, hostdir: Path) -> dict[str, str]:
+    """The labels of a session's container and volume."""
+    return {OWNER_LABEL: owner(), SESSION_LABEL: session, CREATED_LABEL: str(int(time.time())),
+            HOSTDIR_LABEL: str(hostdir)}
+
+
+def remove_hostdir(path: str | Path | None) -> None:
+    """Delete a session's host directory; refuses anything that is not ``/tmp/skd-*``."""
+    if path and Path(path).parent == HOSTDIR_ROOT and Path(path).name.startswith(HOSTDIR_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = False) -> list[str]:
+    """Remove the containers and volumes of owners that are gone (a kernel that crashed or was
+    killed), their host directories, and host directories of gone processes. Blocking.
+    Workspace volumes (``workdir_volume``) have no owner label and are never touched.
+
+    Args:
+        client: a docker-py client.
+        everything: remove every sandbox-kernel container and volume, live owners' too.
+        dry_run: remove nothing; only return what would be removed.
+
+    Returns:
+        The names of the removed containers and volumes.
+    """
+    removed = []
+    with engine_errors("list sandbox containers"):
+        for info in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
+            info_labels = info.get("Labels") or {}
+            if dry_run and (everything or owner_is_gone(info_labels.get(OWNER_LABEL, ""))):
+                removed.append(info["Names"][0].lstrip("/"))
+            elif everything or owner_is_gone(info_labels.get(OWNER_LABEL, "")):
+                with contextlib.suppress(Refused), engine_errors("remove a container"):  # gone, or being removed
+                    client.api.remove_container(info["Id"], force=True)
+                    removed.append(info["Names"][0].lstrip("/"))
+                remove_hostdir(info_labels.get(HOSTDIR_LABEL))
+        for volume in client.api.volumes(filters={"label": OWNER_LABEL}).get("Volumes") or []:
+            if dry_run and (everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, ""))):
+                removed.append(volume["Name"])
+            elif everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, "")):
+                with contextlib.suppress(Refused), engine_errors("remove a volume"):  # in use, or being removed
+                    client.api.remove_volume(volume["Name"], force=True)
+                    removed.append(volume["Name"])
+    for path in [] if dry_run else HOSTDIR_ROOT.glob(f"{HOSTDIR_PREFIX}*"):
+        pid = path.name.removeprefix(HOSTDIR_PREFIX).split("-")[0]
+        if pid.isdigit() and (everything or _start_time(int(pid)) is None):
+            remove_hostdir(path)
+    return removed
+
+
+# -- files: the engine's archive API -------------------------------------------------------------
+def put_file(container: Any, local: Path, directory: str, relative: str, uid: int, gid: int) -> None:
+    """Copy the host file ``local`` to ``directory/relative`` in the container, creating the
+    missing parent directories, all owned by ``uid:gid``. ``directory`` must be a volume when
+    the root filesystem is read-only (the archive API writes volumes, not tmpfs). Blocking.
+
+    Raises:
+        FileNotFoundError: ``local`` does not exist.
+        SandboxError: the engine refused.
+    """
+    data = Path(local).read_bytes()
+    buffer = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        parts = relative.split("/")
+        for depth in range(1, len(parts)):
+            folder = tarfile.TarInfo("/".join(parts[:depth]))
+            folder.type, folder.mode, folder.uid, folder.gid, folder.mtime = tarfile.DIRTYPE, 0o755, uid, gid, now
+            tar.addfile(folder)
+        info = tarfile.TarInfo(relative)
+        info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o644, uid, gid, now
+        tar.addfile(info, io.BytesIO(data))
+    with engine_errors(f"copy {local} into the sandbox"):
+        if not container.put_archive(directory, buffer.getvalue()):
+            raise SandboxError(f"The Docker engine did not accept {relative}.")
+
+
+def get_file(container: Any, remote: str, local: Path) -> Path:
+    """Copy the regular file at the absolute path ``remote`` in the container to ``local``.
+    Blocking.
+
+    Raises:
+        FileNotFoundError: ``remote`` does not exist, or is not a regular file.
+    """
+    try:
+        with engine_errors(f"copy {remote} out of the sandbox"):
+            chunks, _ = container.get_archive(remote)
+            archive = b"".join(chunks)
+    except Missing:
+        raise FileNotFoundError(f"{remote} does not exist in the sandbox") from None
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        member = tar.next()
+        if member is None or not member.isfile():
+            raise FileNotFoundError(f"{remote} is not a regular file in the sandbox")
+        Path(local).write_bytes(tar.extractfile(member).read())
+    return Path(local)
+
+
+def pids_file(container_id: str) -> Path | None:
+    """The container's ``pids.current`` cgroup file on this host (cgroup v1 or v2, cgroupfs or
+    systemd driver), or None when it is not found: a cheap way to see a fork bomb's count."""
+    for pattern in ("pids/docker/{}", "pids/system.slice/docker-{}.scope", "system.slice/docker-{}.scope",
+                    "docker/{}"):
+        path = Path("/sys/fs/cgroup") / pattern.format(container_id) / "pids.current"
+        if path.exists():
+            return path
+    return None
+
+
+# -- death: learned from the engine ----------------------------------------------------------------
+WAIT_CHUNK_S = 300  # the wait long-poll is renewed this often; a dead engine is noticed at once
+
+
+def wait_for_exit(client: Any, container_id: str) -> None:
+    """Block until the container stops (``POST /containers/{id}/wait``). Blocking.
+
+    Raises:
+        EngineLost: the engine stopped answering (the connection broke and a ping fails).
+    """
+    while True:
+        try:
+            with engine_errors("wait for the sandbox container"):
+                client.api.wait(container_id, timeout=WAIT_CHUNK_S)
+            return
+        except Missing:
+            return
+        except SandboxError as exc:
+            try:  # the long poll timed out, or the engine went away?
+                with engine_errors("ping"):
+                    client.ping()
+            except SandboxError:
+                raise EngineLost("the Docker engine stopped answering") from exc
+
+
+def _outside_signals(client: Any, container_id: str, since: int) -> list[str]:
+    """Signals sent to the container through the engine (``kill`` events: docker kill, stop,
+    rm -f) since ``since`` (unix time)."""
+    events = client.api.events(since=since, until=f"{time.time():.6f}", decode=True,
+                               filters={"container": container_id, "event": "kill"})
+    return [event.get("Actor", {}).get("Attributes", {}).get("signal", "?") for event in events]
+
+
+def _extend_hint(image: str) -> str:
+    return (f"or build the default recipe on top of it: `sandbox-kernel image build --base {image} --tag "
+            "sandbox-kernel:custom` (needs python3 3.11 with venv), then --DockerBackend.image=sandbox-kernel:custom")
+
+
+def no_ipykernel(image: str) -> str:
+    """The reason and fix for an image whose python lacks ipykernel."""
+    return f"the image {image!r} has no ipykernel. Fix: add it (`RUN pip install ipykernel` in its Dockerfile), " + \
+        _extend_hint(image)
+
+
+def no_python(image: str) -> str:
+    """The reason and fix for an image without ``python`` on its PATH."""
+    return f"the image {image!r} has no `python` on its PATH, so it cannot run the kernel. Fix: use an image with " \
+        "python and ipykernel, " + _extend_hint(image)
+
+
+def death_reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int,
+                 starting: bool, runtime: str = "", pids_limit: int = 0) -> str:
+    """Why the stopped container stopped, as a phrase for :class:`SandboxDied`, from its state
+    (``State.OOMKilled``, ``State.ExitCode``), the engine's ``kill`` events and, for a kernel
+    that never became ready, the container's log. Under gVisor, exit code 2 is runsc's own
+    fatal error (Go), seen when the container's pids cgroup, which counts runsc's host threads,
+    is full. Blocking; never raises."""
+    try:
+        with engine_errors("inspect the stopped container"):
+            return _reason(client, container_id, memory_limit=memory_limit, image=image, created=created,
+                           starting=starting, runtime=runtime, pids_limit=pids_limit)
+    except Missing:
+        return "its container was removed from outside the notebook (docker rm)"
+    except Exception:  # the engine went away while we asked (mapped), or answered nonsense
+        return "the Docker engine stopped answering"
+
+
+def _reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int, starting: bool,
+            runtime: str, pids_limit: int) -> str:
+    """:func:`death_reason`, with the engine's errors unmapped."""
+    import signal
+
+    from ...traits import format_bytes
+
+    state = client.api.inspect_container(container_id)["State"]
+    if state.get("OOMKilled"):
+        return "it ran out of memory" + (f" (limit {format_bytes(memory_limit)})" if memory_limit else "")
+    if signals := _outside_signals(client, container_id, created):
+        sig = signals[0]
+        name = signal.Signals(int(sig)).name if sig.isdigit() and int(sig) in signal.Signals._value2member_map_ else sig
+        return f"its container was stopped from outside the notebook ({name}: docker kill, stop or rm)"
+    code = state.get("ExitCode", -1)
+    if code == 2 and runtime == "runsc" and pids_limit:
+        return (f"gVisor (runsc) stopped it: runsc could not start another host thread, which happens when the "
+                f"sandbox's processes reach pids_limit ({pids_limit}; under runsc it counts runsc's own threads)")
+    if starting:
+        log = client.api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
+        if re.search(r"No module named '?ipykernel", log):
+            return no_ipykernel(image)
+        if code == 127 or "exec python failed" in log:
+            return no_python(image)
+        if log:
+            return f"its kernel exited with code {code}: {log.splitlines()[-1]}"
+    if code > 128 and code - 128 in signal.Signals._value2member_map_:
+        return f"its kernel was killed by {signal.Signals(code - 128).name}"
+    return f"its kernel exited with code {code}"

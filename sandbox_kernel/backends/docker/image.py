@@ -1,0 +1,145 @@
+"""The docker backend's image: present, current with the packaged recipe, or built on first use
+with progress shown in the cell.
+
+Only images of the ``sandbox-kernel`` repository (``sandbox-kernel:latest``, ``sandbox-kernel:TAG``)
+are built automatically, from the recipe in :mod:`sandbox_kernel.images`; an image built from an
+older recipe (its ``org.sandbox-kernel.recipe`` label differs) is rebuilt. Any other image must
+be present locally: the backend never pulls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...errors import BackendUnavailable, SandboxStartError
+from ...events import Display, Emit
+from .boundary import Missing, engine_errors
+
+REPOSITORY = "sandbox-kernel"
+BASES = ("python:3.11-slim-bookworm", "sandbox-kernel-base:bookworm")
+"""Bases tried in turn for an automatic build when none is configured: the first present
+locally wins; if none is, the engine is asked to pull the first."""
+_build_lock = threading.Lock()
+
+
+def default_wheelhouse() -> Path:
+    """Where automatic builds keep the image's wheels: ``$XDG_CACHE_HOME/sandbox-kernel/wheelhouse``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "sandbox-kernel" / "wheelhouse"
+
+
+def is_ours(image: str) -> bool:
+    """True for images named ``sandbox-kernel[:TAG]``, which are built from the packaged recipe."""
+    name = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    return name == REPOSITORY
+
+
+def _base(client: Any, image: str, configured: str) -> str:
+    """The configured base, else the one ``image`` was built from, else the first of :data:`BASES`
+    present locally."""
+    from .images import BASE_LABEL
+
+    if configured:
+        return configured
+    with contextlib.suppress(Missing), engine_errors(f"inspect the image {image}"):
+        if previous := (client.api.inspect_image(image)["Config"].get("Labels") or {}).get(BASE_LABEL):
+            return previous
+    for name in BASES:
+        with engine_errors(f"inspect the image {name}"):
+            if client.api.images(name=name, quiet=True):
+                return name
+    return BASES[0]
+
+
+def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", wheelhouse: str = "",
+                 progress: Callable[[str], None] = lambda line: None) -> None:
+    """Make sure ``image`` can be used; build or rebuild a ``sandbox-kernel`` image when it is
+    missing or stale and ``auto_build`` is on. Blocking (a build takes about a minute).
+
+    Args:
+        client: a docker-py client.
+        image: the image name.
+        auto_build: build ``sandbox-kernel`` images when missing or stale.
+        base, wheelhouse: build inputs (empty: :data:`BASES`, :func:`default_wheelhouse`).
+        progress: called with each build log line, from this thread.
+
+    Raises:
+        BackendUnavailable: a ``sandbox-kernel`` image is missing and ``auto_build`` is off.
+        SandboxStartError: another image is missing, or the build failed.
+    """
+    from .images import ImageBuildError, build_image, image_is_current
+
+    with engine_errors(f"inspect the image {image}"):
+        current = image_is_current(client, image)
+    if current is None and not is_ours(image):
+        raise SandboxStartError(f"The image {image!r} is not present locally (the docker backend never pulls). "
+                                f"Fix: `docker pull {image}` or build it, or leave --DockerBackend.image unset.")
+    if current or not is_ours(image) or (current is False and not auto_build):
+        return
+    if not auto_build:
+        raise BackendUnavailable(f"The sandbox image {image!r} is missing.", fix=f"sandbox-kernel image build --tag {image}")
+    with _build_lock:
+        with engine_errors(f"inspect the image {image}"):
+            if image_is_current(client, image):  # built meanwhile by another session
+                return
+            try:
+                build_image(client, base=_base(client, image, base), tag=image,
+                            wheelhouse=Path(wheelhouse) if wheelhouse else default_wheelhouse(), progress=progress)
+            except ImageBuildError as exc:
+                if current is False:  # keep working with the older image
+                    progress(f"warning: could not rebuild {image} from the current recipe; using the existing one. "
+                             f"{exc.message}")
+                    return
+                raise SandboxStartError(
+                    f"Could not build the sandbox image {image!r}: {exc.message}. Fix: build it by hand with "
+                    f"`sandbox-kernel image build --tag {image} [--base IMAGE] [--wheelhouse DIR]` (docs/docker.md)."
+                ) from exc
+
+
+class BuildProgress:
+    """Shows an image build in the running cell as one display that updates in place
+    (``display_data`` then ``update_display_data`` with the same display_id): the current build
+    step and the elapsed time. Call it with log lines from any thread; :meth:`done` at the end.
+    ``what`` and ``note`` name the image being built ("the sandbox image X", "first use; about a
+    minute"); set them before each build.
+    """
+
+    MIN_INTERVAL_S = 0.25
+
+    def __init__(self, emit: Emit, image: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.emit, self.image, self.loop = emit, image, loop
+        self.display_id = f"sandbox-kernel-image-build-{id(self):x}"
+        self.started = self.shown = time.monotonic()
+        self.step, self.shown_once = "", False
+        self.what, self.note = f"the sandbox image {image}", "first use; about a minute"
+
+    def _show(self, text: str, on_loop: bool = False) -> None:
+        event = Display({"text/plain": text}, display_id=self.display_id, update=self.shown_once)
+        self.shown_once = True
+        if on_loop:
+            self.emit(event)
+        else:
+            self.loop.call_soon_threadsafe(self.emit, event)
+
+    def __call__(self, line: str) -> None:
+        if line.startswith("Step ") or line.startswith("warning:"):
+            self.step = line
+        elif not line.strip() or time.monotonic() - self.shown < self.MIN_INTERVAL_S:
+            return
+        self.shown = time.monotonic()
+        detail = f"{self.step}\n  {line.strip()[:120]}" if line != self.step else self.step
+        self._show(f"Building {self.what} ({self.note}) "
+                   f"[{time.monotonic() - self.started:.0f} s]\n{detail}")
+
+    def done(self, ok: bool) -> None:
+        """Show the outcome; called on the event loop's thread, after the build."""
+        if self.shown_once:
+            verb = "Built" if ok else "Could not build"
+            self._show(f"{verb} {self.what} in {time.monotonic() - self.started:.0f} s.", on_loop=True)

@@ -1,0 +1,34 @@
+"""Sandbox images: the default Dockerfile, the builder and the ipykernel check.
+
+``python -m sandbox_kernel.backends.docker.images build`` builds the default image from a wheelhouse without
+reaching a package index from inside the build; see README.md in this folder for the
+air-gapped path and the base image made from Debian packages.
+"""
+
+from .build import (
+    BASE_LABEL,
+    DEFAULT_TAG,
+    DOCKERFILE,
+    RECIPE_LABEL,
+    REQUIREMENTS,
+    ImageBuildError,
+    build_image,
+    download_wheelhouse,
+    image_has_ipykernel,
+    image_is_current,
+    recipe_digest,
+)
+
+__all__ = [
+    "BASE_LABEL",
+    "DEFAULT_TAG",
+    "DOCKERFILE",
+    "RECIPE_LABEL",
+    "REQUIREMENTS",
+    "ImageBuildError",
+    "build_image",
+    "download_wheelhouse",
+    "image_has_ipykernel",
+    "image_is_current",
+    "recipe_digest",
+]

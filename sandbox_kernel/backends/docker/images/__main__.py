@@ -1,0 +1,104 @@
+"""Command line of the image builder; ``sandbox-kernel image ...`` runs the same commands.
+
+    python -m sandbox_kernel.backends.docker.images download --wheelhouse DIR
+    python -m sandbox_kernel.backends.docker.images build [--base IMAGE] [--tag TAG] [--wheelhouse DIR] [--if-needed]
+    python -m sandbox_kernel.backends.docker.images check IMAGE
+
+Exit status: 0 on success, 1 when the build or the check fails, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .build import (
+    DEFAULT_BASE,
+    DEFAULT_TAG,
+    ImageBuildError,
+    build_image,
+    download_wheelhouse,
+    image_has_ipykernel,
+    image_is_current,
+)
+
+HELP = "build or check the docker backend's sandbox image"
+"""The line ``sandbox-kernel --help`` shows (entry point ``sandbox_kernel.commands``)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sandbox_kernel.backends.docker.images",
+                                     description="Build and check sandbox-kernel images.")
+    configure(parser)
+    return parser
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``download``, ``build`` and ``check`` subcommands to ``parser``."""
+    commands = parser.add_subparsers(dest="image_command", required=True)
+    download = commands.add_parser("download", help="download the image's wheels (host pip)")
+    download.add_argument("--wheelhouse", type=Path, required=True)
+    download.add_argument("--requirements", type=Path)
+    build = commands.add_parser("build", help="build the default sandbox image")
+    build.add_argument("--base", default=DEFAULT_BASE, help=f"base image (default {DEFAULT_BASE})")
+    build.add_argument("--tag", default=DEFAULT_TAG, help=f"image name (default {DEFAULT_TAG})")
+    build.add_argument("--wheelhouse", type=Path,
+                       help="wheel directory, completed if needed (default: a temporary one)")
+    build.add_argument("--requirements", type=Path)
+    build.add_argument("--if-needed", action="store_true",
+                       help="build only when TAG is missing or was built from an older recipe")
+    check = commands.add_parser("check", help="tell whether IMAGE can import ipykernel")
+    check.add_argument("image")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed ``download``, ``build`` or ``check`` command; returns the exit status."""
+    try:
+        if args.image_command == "download":
+            download_wheelhouse(args.wheelhouse, args.requirements)
+            print(f"wheelhouse complete: {args.wheelhouse}")
+            return 0
+        import docker
+
+        client = docker.from_env()
+        if args.image_command == "check":
+            ok = image_has_ipykernel(client, args.image)
+            print(f"{args.image}: ipykernel {'found' if ok else 'missing'}")
+            return 0 if ok else 1
+        if args.if_needed and image_is_current(client, args.tag, args.requirements):
+            print(f"{args.tag} is up to date with the recipe: not rebuilt")
+            return 0
+        started = time.monotonic()
+        image_id = build_image(client, base=args.base, tag=args.tag, wheelhouse=args.wheelhouse,
+                               requirements=args.requirements,
+                               progress=lambda line: print(line, flush=True))
+        size = client.api.inspect_image(image_id)["Size"]
+        print(f"built {args.tag} ({image_id[:19]}, {size / 1e6:.0f} MB) "
+              f"in {time.monotonic() - started:.0f} s")
+        return 0
+    except ImageBuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except docker_errors() as exc:
+        print(f"error: the Docker engine failed: {exc} (is it running? see .ci/docker-setup.sh)",
+              file=sys.stderr)
+        return 1
+
+
+def docker_errors() -> tuple[type[BaseException], ...]:
+    """docker-py's root exception, or nothing to catch when docker-py is missing."""
+    try:
+        import docker.errors
+    except ImportError:
+        return ()
+    return (docker.errors.DockerException,)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

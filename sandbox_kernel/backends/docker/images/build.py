@@ -1,0 +1,371 @@
+"""Build the default sandbox image from a wheelhouse, and check images for ipykernel.
+
+No step needs a container registry or a package index inside the build: wheels for the image's
+Python (CPython 3.11, manylinux x86_64, the python3 of Debian bookworm and of
+``python:3.11-slim-bookworm``) are downloaded on the host by :func:`download_wheelhouse`, sent to
+the engine in the build context and installed with ``pip install --no-index``.
+
+docker-py is imported lazily: callers pass a ``docker.DockerClient``.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.parse
+from collections.abc import Callable, Iterable
+from importlib import resources
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import docker
+
+DOCKERFILE = resources.files(__package__) / "Dockerfile"
+REQUIREMENTS = resources.files(__package__) / "requirements.txt"
+DEFAULT_BASE = "python:3.11-slim-bookworm"
+DEFAULT_TAG = "sandbox-kernel:latest"
+LOG_TAIL_LINES = 20
+RECIPE_LABEL = "org.sandbox-kernel.recipe"
+"""Image label holding :func:`recipe_digest` of the recipe an image was built from."""
+BASE_LABEL = "org.sandbox-kernel.base"
+"""Image label holding the base image an image was built from (a rebuild uses it again)."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the engine colours RUN stderr red
+
+# pip matches --platform tags literally (no manylinux expansion when a platform is given), so
+# every glibc level up to bookworm's 2.36 is listed, plus the legacy aliases.
+_PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)] + [
+    "manylinux2014_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux1_x86_64",
+]
+_TARGET = ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
+           "--abi", "cp311"] + [arg for p in _PLATFORMS for arg in ("--platform", p)]
+
+
+class ImageBuildError(Exception):
+    """The engine could not build an image.
+
+    Attributes:
+        message: What failed, and what to do about it.
+        log_tail: The last build log lines (at most ``LOG_TAIL_LINES``), oldest first.
+        engine_error: The engine's error when it failed a build step, else None.
+    """
+
+    def __init__(self, message: str, log_tail: Iterable[str] = ()) -> None:
+        self.message = message
+        self.log_tail = list(log_tail)
+        self.engine_error: str | None = None
+        text = message
+        if self.log_tail:
+            text += "\nlast build log lines:\n" + "\n".join(self.log_tail)
+        super().__init__(text)
+
+
+def recipe_digest(requirements: Path | None = None) -> str:
+    """A short hash of the image recipe (the Dockerfile and the requirements): images built
+    by :func:`build_image` carry it as the :data:`RECIPE_LABEL` label, so an image built from
+    an older recipe can be told apart and rebuilt.
+
+    Args:
+        requirements: A requirements file; default: the image's ``requirements.txt``.
+
+    Returns:
+        16 hex digits.
+    """
+    digest = hashlib.sha256(DOCKERFILE.read_bytes())
+    digest.update(b"\0")
+    digest.update(Path(requirements).read_bytes() if requirements else REQUIREMENTS.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _pip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+
+
+def wheelhouse_is_complete(wheelhouse: Path, requirements: Path | None = None) -> bool:
+    """Tell whether ``wheelhouse`` alone satisfies ``requirements`` for the image's Python.
+
+    Resolves offline with ``pip install --dry-run --no-index`` for CPython 3.11 manylinux x86_64;
+    ``--isolated`` keeps find-links from pip configuration out of the answer.
+
+    Args:
+        wheelhouse: Directory of ``.whl`` files.
+        requirements: A requirements file; default: the image's ``requirements.txt``.
+
+    Returns:
+        True when every requirement and dependency has a wheel there.
+    """
+    if not wheelhouse.is_dir():
+        return False
+    with resources.as_file(REQUIREMENTS) as default, tempfile.TemporaryDirectory() as target:
+        result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index",
+                      "--find-links", str(wheelhouse), "--target", target, *_TARGET,
+                      "-r", str(requirements or default))
+    return result.returncode == 0
+
+
+def needed_wheels(wheelhouse: Path, requirements: Path | None = None) -> list[Path]:
+    """The wheels of ``wheelhouse`` that ``requirements`` and their dependencies need for the
+    image's Python (CPython 3.11 manylinux x86_64): pip resolves offline (``install --dry-run
+    --no-index --report``), so a wheelhouse shared by several images sends each build only its own.
+
+    Raises:
+        ImageBuildError: the wheelhouse does not satisfy ``requirements`` (pip's output as log tail).
+    """
+    with resources.as_file(REQUIREMENTS) as default, tempfile.TemporaryDirectory() as target:
+        result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index", "--find-links", str(wheelhouse),
+                      "--target", target, *_TARGET, "--report", "-", "-r", str(requirements or default))
+    if result.returncode != 0:
+        raise ImageBuildError(f"the wheelhouse {wheelhouse} does not satisfy the requirements",
+                              result.stderr.splitlines()[-LOG_TAIL_LINES:])
+    urls = [item["download_info"]["url"] for item in json.loads(result.stdout)["install"]]
+    return [Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)) for url in urls]
+
+
+def download_wheelhouse(dest: Path, requirements: Path | None = None) -> Path:
+    """Download the wheels of the image's Python packages into ``dest``, unless already there.
+
+    Runs ``pip download`` on the host with the host's pip configuration (index, certificates),
+    asking for binary wheels for CPython 3.11 on manylinux x86_64 (glibc <= 2.36, Debian
+    bookworm), whatever the host is. Skips the download when :func:`wheelhouse_is_complete`.
+    Copy ``dest`` to an air-gapped machine to build the image there.
+
+    Args:
+        dest: Wheelhouse directory; created if missing.
+        requirements: A requirements file; default: the image's ``requirements.txt``.
+
+    Returns:
+        ``dest``.
+
+    Raises:
+        ImageBuildError: pip could not download a wheel for some requirement; the log tail is
+            pip's output.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    if wheelhouse_is_complete(dest, requirements):
+        return dest
+    with resources.as_file(REQUIREMENTS) as default:
+        result = _pip("download", "--quiet", "--disable-pip-version-check", "--dest", str(dest),
+                      *_TARGET, "-r", str(requirements or default))
+    if result.returncode != 0:
+        lines = (result.stdout + result.stderr).splitlines()
+        raise ImageBuildError(
+            f"pip download into {dest} failed (exit {result.returncode}): the package index must "
+            "be reachable from this machine, or copy a complete wheelhouse there",
+            [line for line in lines if not line.startswith("WARNING: Location")][-LOG_TAIL_LINES:],
+        )
+    return dest
+
+
+def _build_context(wheelhouse: Path, requirements: Path | None) -> IO[bytes]:
+    """Write the build context (Dockerfile, requirements.txt, wheels/) to a temporary tar."""
+    context = tempfile.TemporaryFile()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        tar.add(str(DOCKERFILE), arcname="Dockerfile")
+        with resources.as_file(REQUIREMENTS) as default:
+            tar.add(str(requirements or default), arcname="requirements.txt")
+        wheels_dir = tarfile.TarInfo("wheels")
+        wheels_dir.type, wheels_dir.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(wheels_dir)
+        for wheel in sorted(needed_wheels(wheelhouse, requirements)):
+            tar.add(str(wheel), arcname=f"wheels/{wheel.name}")
+    context.seek(0)
+    return context
+
+
+def build_image(
+    client: docker.DockerClient,
+    *,
+    base: str = DEFAULT_BASE,
+    tag: str = DEFAULT_TAG,
+    wheelhouse: Path | None = None,
+    requirements: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> str:
+    """Build the default sandbox image (``Dockerfile`` in this package) and tag it.
+
+    Uses the engine's classic builder through ``client.api.build`` (no BuildKit needed), with
+    ``BASE`` as build argument; the image is labelled with :func:`recipe_digest` and ``base``
+    (:data:`RECIPE_LABEL`, :data:`BASE_LABEL`). ``base`` must
+    be present locally when no registry is reachable (make it with ``make-base-image.sh``).
+    Measured here (2 cores): 40-60 s including the wheel download, image 545 MB.
+
+    Args:
+        client: A docker-py client, e.g. ``docker.from_env()``.
+        base: Base image with python3 3.11 and its venv module.
+        tag: Name given to the built image.
+        wheelhouse: Wheel directory; made or completed with :func:`download_wheelhouse` (which
+            needs the package index). None: download into a temporary directory.
+        requirements: A requirements file; default: the image's ``requirements.txt``.
+        progress: Called with each build log line (without the newline) as the engine sends it.
+
+    Returns:
+        The image id (``sha256:...``). The image ``tag`` named before, if any, is removed when
+        no container or other tag uses it.
+
+    Raises:
+        ImageBuildError: The wheels could not be downloaded, or the engine refused or failed
+            the build; carries the last build log lines.
+    """
+    import docker.errors
+
+    try:
+        base_is_local = bool(client.images.get(base))
+    except docker.errors.ImageNotFound:
+        base_is_local = False  # the engine will try to pull it
+    try:
+        previous = client.api.inspect_image(tag)["Id"]
+    except docker.errors.ImageNotFound:
+        previous = None
+    with tempfile.TemporaryDirectory() as scratch:
+        wheels = download_wheelhouse(wheelhouse or Path(scratch), requirements)
+        try:
+            with _build_context(wheels, requirements) as context:
+                image_id = run_build(client, context, tag, buildargs={"BASE": base}, progress=progress,
+                                     labels={RECIPE_LABEL: recipe_digest(requirements), BASE_LABEL: base})
+        except ImageBuildError as exc:
+            if exc.engine_error is None:
+                raise
+            hint = ""
+            if not base_is_local:
+                hint = (f" (the base image {base!r} is not present locally; without a registry, make"
+                        " it with sandbox_kernel/backends/docker/images/make-base-image.sh)")
+            raise ImageBuildError(f"building {tag} from {base} failed: {exc.engine_error}{hint}",
+                                  exc.log_tail) from exc
+    if previous not in (None, image_id):  # a rebuild: drop the replaced image unless still in use
+        try:
+            client.api.remove_image(previous)
+        except docker.errors.APIError:
+            pass
+    return image_id
+
+
+def run_build(client: docker.DockerClient, context: IO[bytes] | None, tag: str, *, buildargs: dict[str, str],
+              labels: dict[str, str], progress: Callable[[str], None] | None = None,
+              path: str | None = None, dockerfile: str | None = None) -> str:
+    """Build ``tag`` with the engine's classic builder (``POST /build`` through
+    ``client.api.build``; no BuildKit needed), from the uncompressed tar ``context`` or from the
+    folder ``path`` (docker-py sends it, minus its ``.dockerignore``) and its ``dockerfile``.
+
+    Args:
+        progress: Called with each build log line (without the newline) as the engine sends it.
+
+    Returns:
+        The image id (``sha256:...``).
+
+    Raises:
+        ImageBuildError: the engine refused or failed the build; ``engine_error`` holds the
+            engine's own error when it failed a step; carries the last build log lines.
+    """
+    import docker.errors
+
+    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+    source = {"path": path, "dockerfile": dockerfile} if path else {"fileobj": context, "custom_context": True,
+                                                                     "encoding": None}
+    try:
+        chunks = client.api.build(**source, tag=tag, buildargs=buildargs, labels=labels, rm=True, forcerm=True,
+                                  decode=True)
+        error = _follow(chunks, tail, progress)
+    except docker.errors.APIError as exc:
+        raise ImageBuildError(f"the Docker engine refused to build {tag}: {exc}", tail) from exc
+    if error is not None:
+        failure = ImageBuildError(f"building {tag} failed: {error}", tail)
+        failure.engine_error = error
+        raise failure
+    return client.api.inspect_image(tag)["Id"]
+
+
+def _follow(chunks: Iterable[dict], tail: collections.deque[str],
+            progress: Callable[[str], None] | None) -> str | None:
+    """Pass build log lines to ``progress`` and ``tail``; return the engine's error, if any."""
+    pending, error = "", None
+    for chunk in chunks:
+        if "error" in chunk:
+            error = str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).strip()
+            break
+        text = _ANSI.sub("", chunk.get("stream") or chunk.get("status") or "")
+        *lines, pending = (pending + text).split("\n")
+        for line in lines:
+            _emit(line, tail, progress)
+    if pending:
+        _emit(pending, tail, progress)
+    return error
+
+
+def _emit(line: str, tail: collections.deque[str], progress: Callable[[str], None] | None) -> None:
+    tail.append(line)
+    if progress is not None:
+        progress(line)
+
+
+def image_is_current(client: docker.DockerClient, tag: str = DEFAULT_TAG,
+                     requirements: Path | None = None) -> bool | None:
+    """Tell whether ``tag`` was built from this package's recipe (its :data:`RECIPE_LABEL`
+    equals :func:`recipe_digest`).
+
+    Returns:
+        None when ``tag`` is not present locally; False when it was built from another recipe
+        (or by hand, without the label); True otherwise.
+
+    Raises:
+        docker.errors.APIError: The engine failed.
+    """
+    import docker.errors
+
+    try:
+        labels = client.api.inspect_image(tag)["Config"].get("Labels") or {}
+    except docker.errors.ImageNotFound:
+        return None
+    return labels.get(RECIPE_LABEL) == recipe_digest(requirements)
+
+
+def image_has_ipykernel(client: docker.DockerClient, image: str, timeout: float = 60.0) -> bool:
+    """Tell whether ``python -c "import ipykernel"`` succeeds in a throw-away container.
+
+    The container runs with the image's user, no network and its entrypoint replaced, and is
+    removed afterwards. Measured here: 0.2-0.4 s. An image without a ``python`` executable on its
+    PATH (such as the Debian base image, which only has ``python3``) is reported False: the
+    sandbox backends start the kernel with ``python -m ipykernel_launcher``.
+
+    Args:
+        client: A docker-py client.
+        image: Image name or id; must be present locally (never pulled).
+        timeout: Seconds to wait for the import.
+
+    Returns:
+        True when the import exits 0 within ``timeout``.
+
+    Raises:
+        docker.errors.ImageNotFound: ``image`` is not present locally.
+        docker.errors.APIError: The engine failed otherwise.
+    """
+    import docker.errors
+    import requests.exceptions
+
+    client.images.get(image)  # raises ImageNotFound instead of pulling
+    container = client.containers.create(
+        image, entrypoint=["python", "-c", "import ipykernel"], command=[],
+        network_mode="none", detach=True,
+    )
+    try:
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            if "executable file not found" in str(exc) or "no such file" in str(exc).lower():
+                return False
+            raise
+        try:
+            status = container.wait(timeout=timeout)
+        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
+            # docker-py 7.2 raises ConnectionError on timeout here, not the documented ReadTimeout
+            return False  # an image whose import takes longer cannot start a kernel usefully
+        return status.get("StatusCode") == 0
+    finally:
+        container.remove(force=True)

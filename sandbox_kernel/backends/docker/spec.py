@@ -1,0 +1,171 @@
+"""What a docker sandbox is made of: the container's settings from the backend's options, the
+kernel's launcher and connection file in the session's host directory, and the code the kernel
+runs to recover from a fork bomb.
+
+ipc transport (measured in docs/ENVIRONMENT): the host directory is mounted at
+:data:`KERNEL_DIR`; the kernel binds its sockets there (``/kernel/k-1`` ... ``/kernel/k-5``) and
+the host connects to the same files under the host path. Two views of one connection, one key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import secrets
+from pathlib import Path
+from typing import Any
+
+from ...errors import ConfigError
+from ..kernel_client import KERNEL_ARGS
+from .boundary import load_docker
+from .mounts import MountError, check_access, parse_gpus, parse_mounts
+
+KERNEL_DIR = "/kernel"
+PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+# The root filesystem is read-only: every cache and config directory points into /tmp.
+KERNEL_ENV = {"IPYTHONDIR": "/tmp/ipython", "JUPYTER_RUNTIME_DIR": "/tmp/jupyter/runtime",
+              "MPLCONFIGDIR": "/tmp/matplotlib", "XDG_CACHE_HOME": "/tmp/cache", "XDG_CONFIG_HOME": "/tmp/config",
+              "PYTHONDONTWRITEBYTECODE": "1"}
+OUTPUT_CHUNK = 1024**2
+"""Characters of stdout/stderr per IOPub ``stream`` message at most (see :data:`LAUNCHER`)."""
+
+LAUNCHER = f"""\
+# sandbox-kernel's launcher: ipykernel_launcher, except that stdout and stderr are published in
+# pieces of at most {OUTPUT_CHUNK} characters, each flushed (the writer waits for the IO thread)
+# before the next: one IOPub message, and what the host must hold at once, never grows with a
+# cell's output. Falls back to plain ipykernel if its internals differ.
+import sys
+
+if sys.path and sys.path[0] in ("", "{KERNEL_DIR}"):
+    del sys.path[0]
+try:
+    from ipykernel.iostream import OutStream
+
+    def _chunked(write, limit={OUTPUT_CHUNK}):
+        def chunked_write(self, string):
+            if not isinstance(string, str):
+                return write(self, string)
+            for start in range(0, len(string), limit) or [0]:
+                piece = string[start:start + limit]
+                write(self, piece)
+                self._sandbox_pending = getattr(self, "_sandbox_pending", 0) + len(piece)
+                if self._sandbox_pending >= limit:
+                    self._sandbox_pending = 0
+                    self.flush()
+            return len(string)
+        return chunked_write
+
+    OutStream.write = _chunked(OutStream.write)
+except Exception:
+    pass
+from ipykernel.kernelapp import launch_new_instance
+
+launch_new_instance()
+"""
+
+PIDS_HEADROOM = 4
+"""The container is at its pids limit when this close to it: the kernel cannot start threads."""
+REAPER = """
+import os as _os, signal as _signal
+try:
+    _os.kill(-1, _signal.SIGKILL)
+except OSError:
+    pass
+while True:
+    try:
+        _os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+del _os, _signal
+"""
+"""Run silently in the kernel (uid != 0) at the pids limit: ``kill(-1)`` signals every process
+the kernel may signal except itself and PID 1; then the kernel reaps its children (zombies hold
+pids too)."""
+
+
+def uid_gid(user: str) -> tuple[int, int]:
+    """The numeric ``uid:gid`` of the kernel: ``user``, else 1000:1000 when this process runs as
+    root, else this process's own (so it can reach the sockets the kernel creates)."""
+    user = user or ("1000:1000" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}")
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)
+
+
+def prepare_hostdir(hostdir: Path, uid: int) -> dict[str, Any]:
+    """Write the launcher and the container's view of the connection (ip: the socket path prefix
+    inside the container) into ``hostdir``, let ``uid`` create its sockets there (until
+    :func:`seal_hostdir`), and return the host's view of the connection."""
+    common = {"transport": "ipc", "signature_scheme": "hmac-sha256", "key": secrets.token_hex(32),
+              "kernel_name": "", **PORTS}
+    (hostdir / "kernel.json").write_text(json.dumps({**common, "ip": f"{KERNEL_DIR}/k"}))
+    (hostdir / "launch.py").write_text(LAUNCHER)
+    for path in (hostdir / "kernel.json", hostdir / "launch.py"):
+        path.chmod(0o444)
+    if os.geteuid() == 0:
+        os.chown(hostdir, uid, -1)
+    return {**common, "ip": f"{hostdir}/k"}
+
+
+def seal_hostdir(hostdir: Path) -> None:
+    """Once the kernel's sockets exist: root-owned and 0755, so sandbox code cannot add files to
+    a host directory (only possible when this process runs as root)."""
+    if os.geteuid() == 0:
+        os.chown(hostdir, 0, 0)
+        hostdir.chmod(0o755)
+
+
+def volume_options(size: int, uid: int, gid: int) -> dict[str, str]:
+    """``driver_opts`` of the local driver for the working directory: a tmpfs of ``size`` bytes
+    (0: no limit) owned by the kernel's uid. A volume, unlike a plain tmpfs mount, is reached by
+    the archive API (uploads), also with a read-only root."""
+    return {"type": "tmpfs", "device": "tmpfs", "o": (f"size={size}," if size else "") + f"uid={uid},gid={gid},mode=0755"}
+
+
+def host_mounts(backend: Any, uid: int, gid: int) -> list[dict[str, Any]]:
+    """The ``mounts`` option as the engine's mount entries (see :mod:`.mounts`).
+
+    Raises:
+        ConfigError: a bad entry, or an ``rw`` one the kernel's uid cannot write.
+    """
+    try:
+        mounts = parse_mounts(list(backend.mounts), workdir=posixpath.normpath(backend.workdir), kernel_dir=KERNEL_DIR)
+        check_access(mounts, uid, gid)
+    except MountError as exc:
+        raise ConfigError(f"Bad option for the docker backend: {exc}.") from None
+    return [m.to_docker() for m in mounts]
+
+
+def container_spec(backend: Any, name: str, hostdir: Path, volume: str, labels: dict[str, str]) -> dict[str, Any]:
+    """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options.
+
+    Raises:
+        ConfigError: a bad ``mounts`` entry.
+    """
+    docker = load_docker()
+    uid, gid = uid_gid(backend.user)
+    env = {var: os.environ[var] for var in backend.env_vars if var in os.environ}
+    spec: dict[str, Any] = dict(
+        image=backend.image, entrypoint=["python"], labels=labels, detach=True, hostname="sandbox", name=name,
+        command=[f"{KERNEL_DIR}/launch.py", "-f", f"{KERNEL_DIR}/kernel.json", *KERNEL_ARGS],
+        user=f"{uid}:{gid}", working_dir=backend.workdir, environment={**KERNEL_ENV, **env},
+        network_mode=backend.network, read_only=backend.read_only, init=backend.init,
+        tmpfs={"/tmp": "mode=1777" + (f",size={backend.tmp_size}" if backend.tmp_size else "")},
+        mounts=[docker.types.Mount(KERNEL_DIR, str(hostdir), type="bind"),
+                docker.types.Mount(backend.workdir, volume, type="volume", no_copy=True),
+                *host_mounts(backend, uid, gid)],
+        cap_drop=list(backend.cap_drop), security_opt=["no-new-privileges"] if backend.no_new_privileges else [],
+        log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+    )
+    if backend.memory_limit:
+        spec.update(mem_limit=backend.memory_limit, memswap_limit=backend.memory_limit + backend.swap)
+    if backend.pids_limit:
+        spec["pids_limit"] = backend.pids_limit
+    if backend.cpus:
+        spec["nano_cpus"] = int(backend.cpus * 1e9)
+    if backend.runtime:
+        spec["runtime"] = backend.runtime
+    if (count := parse_gpus(backend.gpus)) is not None:
+        spec["device_requests"] = [docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])]
+    assert not any("docker.sock" in str(m.get("Source")) for m in spec["mounts"]), "never mount the engine"
+    return spec

@@ -1,0 +1,349 @@
+"""The ``e2b`` backend: cells run in an E2B sandbox through the ``e2b-code-interpreter`` SDK.
+
+One sandbox per backend (created, or attached to by id) and one code context in it (the
+session's state; ``restart`` restarts it). Works with E2B-compatible services (``domain``,
+``api_url``), e.g. ``tests/e2b_server.py``. The SDK is imported at start, not at import.
+
+E2B endpoints used: ``POST /v2/sandboxes`` (create, with the ``lifecycle`` of ``on_timeout``),
+``POST /v2/sandboxes/{id}/connect`` (attach; resumes a paused sandbox), ``POST
+/sandboxes/{id}/timeout`` (lifetime renewal), ``POST /sandboxes/{id}/pause`` (``keep_alive='pause'``),
+``GET /v2/sandboxes?state=paused`` (:meth:`E2BBackend.paused_sandboxes`), ``DELETE /sandboxes/{id}``
+(kill); in the sandbox ``POST /contexts``, ``POST /contexts/{id}/restart``, ``POST /execute``
+(streamed), and envd's ``GET|POST /files``.
+What E2B cannot carry (stdin, completion, display updates, clear_output, metadata, comms) and
+what we do instead: ``docs/e2b.md``. How a cell never waits forever on E2B's server:
+:mod:`.execution`; how host memory stays bounded: :mod:`.stream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
+
+from ...errors import SandboxError, SandboxStartError
+from ...events import Emit, Outcome
+from ...traits import ByteSize
+from ..base import Backend, Capabilities, StdinHandler
+from .execution import ExecutionMixin
+from .boundary import ENV, Connection, SandboxGone, sdk, translate
+
+SESSION_KEY = "sandbox-kernel-session"
+"""Metadata key of the sandboxes this package creates: the session name (``%sandbox status``
+lists a session's paused sandboxes by it)."""
+CONTEXT_RECORD = ".sandbox-kernel/context-{language}"
+"""File in the sandbox (relative to its home) naming the code context a later kernel
+re-attaches to, so the state survives ``keep_alive`` + ``sandbox_id``."""
+
+
+class E2BBackend(ExecutionMixin, Backend):
+    """An E2B cloud sandbox (or one of an E2B-compatible service), driven by the async SDK."""
+
+    name = "e2b"
+    capabilities = Capabilities(files=True, pause=True, reattach=True)
+
+    template = Unicode("", help="E2B template (name or id) of new sandboxes; empty: the SDK's "
+                                "code-interpreter template.").tag(config=True)
+    api_key = Unicode("", help="E2B API key; empty: the E2B_API_KEY environment variable. Prefer the "
+                               "variable: an option may end up in a kernelspec's argv.").tag(config=True)
+    domain = Unicode("", help="E2B domain, for E2B-compatible services; empty: E2B_DOMAIN, else e2b.app.").tag(
+        config=True)
+    api_url = Unicode("", help="URL of the E2B API; empty: E2B_API_URL, else https://api.<domain>.").tag(config=True)
+    lifetime = Integer(300, min=1, help="Seconds the sandbox lives unused; renewed while the kernel is in "
+                                         "use (E2B's sandbox timeout).").tag(config=True)
+    request_timeout = Float(60.0, help="Seconds to wait for E2B to answer a request (connecting, "
+                                       "creating the sandbox, files); cells have their own timeout.").tag(config=True)
+    env_vars = List(Unicode(), help="Names of host environment variables to pass to the sandbox.").tag(config=True)
+    envs = Dict(value_trait=Unicode(), help="Environment variables of the sandbox, NAME=value.").tag(config=True)
+    sandbox_id = Unicode("", help="Attach to this running sandbox instead of creating one.").tag(config=True)
+    on_lost = Enum(["recreate", "fail"], "recreate", help="When the sandbox is found gone (expired, killed, "
+                   "or the sandbox_id to attach to does not exist): 'recreate' starts a fresh one and says "
+                   "in the cell that the state is lost; 'fail' reports an error and makes none.").tag(config=True)
+    keep_alive = Union([Bool(), Enum(["pause"])], default_value=False,
+                       help="At shutdown: False kills the sandbox; True leaves it running; 'pause' pauses it "
+                            "(E2B keeps its files and memory, and nothing runs or is billed as running). A later "
+                            "kernel attaches with sandbox_id and resumes it.").tag(config=True)
+    on_timeout = Enum(["kill", "pause"], "kill", help="What E2B does with the sandbox when it has been unused for "
+                      "'lifetime' seconds: 'kill' (E2B's default) or 'pause', resumed by the next request "
+                      "(E2B's lifecycle on_timeout='pause', auto_resume=True).").tag(config=True)
+    start_timeout = Float(10.0, min=0, help="Seconds a cell may be answered by nothing but keepalives (the sandbox's "
+                          "kernel never took it: lost while the context restarted, or aborted behind an "
+                          "interrupted cell) before it is sent once more; 0: wait forever.").tag(config=True)
+    settle_timeout = Float(30.0, min=0, help="Seconds to wait, after an interrupt, a cell timeout or the kernel's "
+                           "death, for the code context to take code again before the next cell is "
+                           "sent.").tag(config=True)
+    interrupt_grace = Float(0.5, min=0, help="Seconds nothing is sent after an /execute stream was closed (an "
+                            "interrupt, a cell timeout): E2B's server interrupts the kernel in that time, "
+                            "measured 20-120 ms after the close, and would hit whatever ran "
+                            "first.").tag(config=True)
+    max_message_bytes = ByteSize(16 * 1024**2, help="Largest message (one line of E2B's /execute stream) the "
+                                 "host holds, e.g. '16m'; longer ones are skipped while they stream, with a "
+                                 "note. 0: no bound.").tag(config=True)
+    language = Unicode("python", help="Language of the code context: python, bash, or any the template "
+                                      "supports (javascript, r, java, ...).").tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._env = {name: os.environ.get(name, "") for name in ENV}
+        self._host_env = {name: os.environ[name] for name in self.env_vars if name in os.environ}
+        self._sandbox: Any = None  # e2b_code_interpreter.AsyncSandbox
+        self._context: Any = None  # e2b_code_interpreter.Context
+        self._attach_to = self.sandbox_id
+        self._attached = False
+        self._gone: str | None = None  # set when on_lost='fail' refused to replace a lost sandbox
+        self._notices: list[str] = []
+        self._renewed = 0.0
+        self._running: asyncio.Task | None = None
+        self._interrupted = False
+        self._paused: list[str] = []  # of paused_sandboxes()
+        self._unsettled = False  # the context may not take code yet (after an interrupt, a timeout, a death)
+        self._closed_at = float("-inf")  # when we last closed an /execute stream (time.monotonic())
+        self._lock = asyncio.Lock()
+
+    # -- connection ----------------------------------------------------------------------------
+    @property
+    def _connection(self) -> Connection:
+        return Connection.resolve(self._env, api_key=self.api_key, domain=self.domain, api_url=self.api_url,
+                                  request_timeout=self.request_timeout)
+
+    def _boundary(self, failure: type[SandboxError] = SandboxError):
+        """The SDK-exception boundary (:meth:`Connection.boundary`) for this sandbox."""
+        sandbox_id = self._sandbox.sandbox_id if self._sandbox is not None else self._attach_to or None
+        return self._connection.boundary(sandbox_id, failure)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._sandbox is not None
+
+    async def start(self) -> None:
+        """Create the sandbox (or attach to ``sandbox_id``) and its code context. Idempotent.
+
+        Raises:
+            BackendUnavailable: the SDK is not installed, no API key, or E2B rejected the key.
+            SandboxStartError: E2B cannot be reached, or the sandbox is gone and ``on_lost``
+                is 'fail'.
+        """
+        async with self._lock:
+            if self._sandbox is not None:
+                return
+            if self._gone is not None:
+                raise SandboxStartError(self._gone)
+            module = sdk()
+            from .stream import sandbox_class  # needs httpx, which the SDK brings
+
+            cls = sandbox_class(module.AsyncSandbox, lambda: self.max_message_bytes)
+            options = self._connection.sdk_options()
+            sandbox, self._attached, asked = None, False, time.monotonic()
+            try:
+                with self._boundary(SandboxStartError):
+                    if self._attach_to:
+                        sandbox = await self._attach(cls, options)
+                    if sandbox is None:
+                        sandbox = await cls.create(template=self.template or None, timeout=self.lifetime,
+                                                   envs={**self._host_env, **self.envs} or None,
+                                                   metadata={SESSION_KEY: self.session},
+                                                   lifecycle=self._lifecycle(), **options)
+                    self._context = await self._open_context(sandbox)
+            except BaseException:
+                if sandbox is not None and not self._attached:
+                    with contextlib.suppress(Exception):
+                        await sandbox.kill()
+                raise
+            self._sandbox, self._renewed = sandbox, asked  # its lifetime counts from the request
+            self.log.info("e2b: %s sandbox %s at %s", "attached to" if self._attached else "created",
+                          sandbox.sandbox_id, self._connection.service)
+
+    def _lifecycle(self) -> dict[str, Any] | None:
+        """The SDK's ``lifecycle`` argument of ``create`` (None: E2B's default, kill on timeout)."""
+        return {"on_timeout": "pause", "auto_resume": True} if self.on_timeout == "pause" else None
+
+    async def _attach(self, cls: Any, options: dict[str, Any]) -> Any:
+        """Connect to ``sandbox_id`` (``POST /v2/sandboxes/{id}/connect``, which resumes a paused
+        sandbox); None when it is gone and ``on_lost`` is 'recreate'."""
+        try:
+            sandbox = await cls.connect(self._attach_to, timeout=self.lifetime, **options)
+        except Exception as exc:
+            if not isinstance(translate(exc, self._connection), SandboxGone):
+                raise
+            gone, self._attach_to = self._attach_to, ""
+            self._lost(f"The E2B sandbox {gone} to attach to does not exist (it expired or was killed)",
+                       "attach to a running sandbox (E2BBackend.sandbox_id), or leave sandbox_id empty to create one")
+            return None
+        self._attached, self._attach_to = True, ""  # a later loss makes a fresh sandbox
+        return sandbox
+
+    def _lost(self, what: str, fix: str = "restart to start a fresh sandbox") -> None:
+        """Say that the sandbox is gone: a notice for the next cell ('recreate'), or raise ('fail')."""
+        if self.on_lost == "fail":
+            self._gone = f"{what}; its state is lost. With on_lost='fail' no new sandbox is made: {fix}, or set " \
+                         "E2BBackend.on_lost='recreate'."
+            raise SandboxStartError(self._gone)
+        self._notices.append(f"{what}; its state is lost. Starting a fresh sandbox.\n")
+
+    async def _open_context(self, sandbox: Any) -> Any:
+        """The code context of this backend: the recorded one of an attached sandbox (its state
+        lives on), else a new one (recorded when a later kernel may attach)."""
+        record = CONTEXT_RECORD.format(language=self.language)
+        if self._attached:
+            with contextlib.suppress(Exception):
+                recorded = (await sandbox.files.read(record)).strip()
+                for context in await sandbox.list_code_contexts():
+                    if context.id == recorded:
+                        return context
+        context = await sandbox.create_code_context(language=self.language)
+        if self.keep_alive or self._attached:
+            await sandbox.files.write(record, context.id)
+        return context
+
+    async def shutdown(self) -> None:
+        """Cancel a running cell; kill the sandbox, or with ``keep_alive`` leave it running (its
+        lifetime renewed so a later kernel has ``lifetime`` seconds to attach) or pause it
+        (``POST /sandboxes/{id}/pause``). Never raises."""
+        async with self._lock:
+            await self.interrupt()
+            sandbox, self._sandbox, self._context = self._sandbox, None, None
+            if sandbox is None:
+                return
+            try:
+                if self.keep_alive == "pause":
+                    await sandbox.pause()
+                elif self.keep_alive:
+                    await sandbox.set_timeout(self.lifetime)
+                else:
+                    await sandbox.kill()
+            except Exception as exc:  # noqa: BLE001 - shutdown never raises
+                self.log.warning("e2b: shutting down sandbox %s: %s", sandbox.sandbox_id,
+                                 self._connection.scrub(str(exc)))
+
+    async def restart(self) -> None:
+        """Restart the code context (``POST /contexts/{id}/restart``): a fresh interpreter in
+        the same sandbox; files stay. A sandbox found gone is replaced."""
+        self._gone = None
+        if self._sandbox is None:
+            await self.start()
+        else:
+            await self._use(self._restart_context)
+
+    async def _restart_context(self) -> None:
+        """E2B answers once Jupyter restarted the kernel: the fresh one takes code (its first
+        answer comes 0.4-0.9 s later), so the context is settled, unless the restart failed."""
+        self._unsettled = True
+        with self._boundary():
+            await self._sandbox.restart_code_context(self._context)
+        self._unsettled = False
+
+    async def _use(self, operation: Any) -> Any:
+        """``await operation()`` on a started sandbox whose lifetime is renewed when due; if the
+        sandbox turns out to be gone before the operation ran, replace it once (per ``on_lost``)."""
+        await self.start()
+        try:
+            if time.monotonic() - self._renewed > self.lifetime / 2:
+                await self._renew()
+            return await operation()
+        except SandboxGone:
+            gone, self._sandbox, self._context = self._sandbox.sandbox_id, None, None
+            self._lost(f"The E2B sandbox {gone} is gone (unused for over {self.lifetime} s, or killed)")
+            await self.start()
+            return await operation()
+
+    async def _renew(self) -> None:
+        """Extend the sandbox's lifetime to ``lifetime`` seconds from now (``set_timeout``; with
+        ``on_timeout='pause'`` ``connect``, which also resumes a sandbox paused meanwhile)."""
+        sandbox = self._sandbox
+        if sandbox is not None:  # None: shut down meanwhile
+            with self._boundary():
+                if self.on_timeout == "pause":
+                    await sandbox.connect(timeout=self.lifetime)
+                else:
+                    await sandbox.set_timeout(self.lifetime)
+            self._renewed = time.monotonic()
+
+    async def _renew_while_running(self) -> None:
+        """Keep a long cell's sandbox alive: renew every ``lifetime / 2`` seconds."""
+        while True:
+            await asyncio.sleep(self.lifetime / 2)
+            with contextlib.suppress(SandboxError):  # a dead sandbox shows in the cell's own request
+                await self._renew()
+
+    # -- running code --------------------------------------------------------------------------
+    async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
+                      stdin: StdinHandler | None = None) -> Outcome:
+        """Run ``code`` in the session's code context (``POST /execute``), emitting its output live.
+
+        ``stdin`` is not used: E2B runs code without stdin, so ``input()`` raises
+        StdinNotImplementedError in the sandbox. An :meth:`interrupt` makes the outcome an
+        error ``KeyboardInterrupt``. The cell ``timeout`` is enforced here (the SDK's own fires
+        late): past it the request is cancelled, the sandbox interrupts its kernel, and
+        ExecutionTimeout is raised.
+        """
+        return await self._use(lambda: self._run(code, emit, timeout))
+
+    async def interrupt(self) -> None:
+        """Cancel the running execution: the SDK closes its ``/execute`` connection and the
+        sandbox interrupts its kernel (best effort: E2B has no interrupt endpoint). The state
+        survives; the next cell waits until the context takes code again. Does nothing when no
+        cell runs."""
+        task = self._running
+        if task is not None and not task.done():
+            self._interrupted = True
+            task.cancel()
+
+    # -- files ---------------------------------------------------------------------------------
+    async def upload(self, local: str | Path, remote: str) -> str:
+        """Copy ``local`` to ``remote`` in the sandbox (envd ``POST /files``; relative paths:
+        the sandbox user's home, the code context's working directory)."""
+        if not Path(local).is_file():
+            raise FileNotFoundError(f"No such file: {local}")
+
+        async def write() -> str:
+            with open(local, "rb") as data, self._boundary():
+                return (await self._sandbox.files.write(remote, data)).path
+
+        return await self._use(write)
+
+    async def download(self, remote: str, local: str | Path) -> Path:
+        """Copy the sandbox's ``remote`` to ``local`` (envd ``GET /files``)."""
+
+        async def read() -> bytes:
+            with self._boundary():
+                return bytes(await self._sandbox.files.read(remote, format="bytes"))
+
+        data = await self._use(read)
+        Path(local).write_bytes(data)
+        return Path(local)
+
+    async def paused_sandboxes(self) -> list[str]:
+        """Ids of this session's paused sandboxes (``GET /v2/sandboxes?state=paused&metadata=...``,
+        by the :data:`SESSION_KEY` metadata), e.g. for ``%sandbox status``; a later kernel resumes
+        one with ``sandbox_id``. Also remembered for :meth:`describe`.
+
+        Raises:
+            SandboxError: E2B could not be asked (the message says why).
+        """
+        module = sdk()
+        query = module.SandboxQuery(state=[module.SandboxState.PAUSED], metadata={SESSION_KEY: self.session})
+        with self._boundary():
+            paginator = module.AsyncSandbox.list(query=query, **self._connection.sdk_options())
+            found = []
+            while paginator.has_next:
+                found += [info.sandbox_id for info in await paginator.next_items()]
+        self._paused = found
+        return found
+
+    # -- description ---------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """Backend, session, sandbox id, template, service, language, lifetime; never the key."""
+        sandbox = self._sandbox
+        return {**super().describe(), "sandbox_id": sandbox.sandbox_id if sandbox is not None else None,
+                "template": self.template or "code-interpreter-v1", "service": self._connection.service,
+                "language": self.language, "context_id": self._context.id if self._context is not None else None,
+                "attached": self._attached, "keep_alive": self.keep_alive, "on_timeout": self.on_timeout,
+                "paused_sandboxes": self._paused or None,
+                "env_vars": sorted({*self._host_env, *self.envs}) or None,
+                "limits": {"lifetime_s": self.lifetime}}

@@ -1,0 +1,282 @@
+"""The ``gateway`` backend: the session's kernel runs on a Jupyter Kernel Gateway, a Jupyter
+Enterprise Gateway (kernels as Kubernetes pods, Docker containers, YARN applications) or any
+Jupyter Server, reached through its REST + websocket kernel API (:mod:`.rest`, :mod:`.ws`).
+
+Isolation is the gateway's: a Kernel Gateway on the same host gives none (its kernels are
+processes of the gateway's user); Enterprise Gateway on Kubernetes gives each kernel a pod with
+its own limits and network policies. The gateway's token never appears in messages, logs,
+``describe()`` or notebooks. Death and oversized messages: :mod:`.watch`; files travel
+through the kernel itself: :mod:`.files`. Options and the mapping to gateway settings:
+docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from traitlets import Bool, Dict, Float, Unicode, default
+
+from ...errors import BackendUnavailable, SandboxError, SandboxStartError
+from ...events import Emit, Outcome
+from ...traits import ByteSize
+from ..base import StdinHandler
+from ..kernel_client import KernelClientBackend, drop_note
+from . import files
+from .boundary import GatewayUnreachable, KernelGone
+from .progress import StartProgress
+from .rest import Endpoint, call, kernel_path
+from .watch import DeathWatch, iopub, settle
+from .ws import GatewayKernelClient, KernelWebsocket, ws_session
+
+
+class GatewayBackend(KernelClientBackend):
+    """A kernel on a Jupyter gateway or server, one per session (see the module docstring)."""
+
+    name = "gateway"
+    capabilities = replace(KernelClientBackend.capabilities, files=True, reattach=True)
+
+    url = Unicode(help="Base URL of the gateway, e.g. http://127.0.0.1:8888 (default: $JUPYTER_GATEWAY_URL).").tag(
+        config=True)
+    auth_token = Unicode(help="The gateway's token, sent as 'Authorization: token ...' (default: "
+                              "$JUPYTER_GATEWAY_AUTH_TOKEN). Prefer the variable: options can end up in notebooks.").tag(
+        config=True, secret=True)
+    kernel_name = Unicode("", help="Kernelspec name on the gateway; empty: the gateway's default kernel.").tag(config=True)
+    headers = Dict(value_trait=Unicode(), help="Extra HTTP headers for every request, e.g. for an auth proxy "
+                                               "(default: $JUPYTER_GATEWAY_HEADERS, a JSON object).").tag(config=True)
+    validate_cert = Bool(True, help="Verify the gateway's TLS certificate (false only for a test gateway).").tag(
+        config=True)
+    ca_certs = Unicode("", help="CA bundle (PEM file) to verify the gateway's certificate; empty: the system's.").tag(
+        config=True)
+    client_cert = Unicode("", help="Client certificate (PEM file) for gateways that require mutual TLS.").tag(config=True)
+    client_key = Unicode("", help="Private key (PEM file) of client_cert.").tag(config=True)
+    env = Dict(value_trait=Unicode(), help="Variables for the kernel, sent at start: Enterprise Gateway honours "
+                                           "KERNEL_* (KERNEL_USERNAME, KERNEL_NAMESPACE, KERNEL_IMAGE...); Kernel "
+                                           "Gateway those it allows (allowed_envs). KERNEL_USERNAME defaults to this "
+                                           "process's user.").tag(config=True)
+    connect_timeout = Float(120.0, help="Seconds to wait for the gateway to start the kernel and open its channels "
+                                        "(a Kubernetes pod can take a minute to schedule).").tag(config=True)
+    keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id).").tag(
+        config=True)
+    kernel_id = Unicode("", help="Attach to this existing kernel on the gateway instead of starting one.").tag(config=True)
+    max_message_bytes = ByteSize(32 * 1024**2, help="Largest message (one websocket frame) accepted from the kernel; "
+                                                    "a larger one is dropped before it is read (the cell says so, the "
+                                                    "kernel keeps its state). 0: no limit.").tag(config=True)
+    heartbeat_interval = Float(2.0, help="Seconds between checks that the kernel still exists on the "
+                                         "gateway (GET /api/kernels/{id}).").tag(config=True)
+    heartbeat_timeout = Float(15.0, help="Seconds without an answer from the gateway before the kernel counts as "
+                                         "lost (also the websocket's ping interval and timeout).").tag(config=True)
+
+    @default("url")
+    def _url_default(self) -> str:
+        return os.environ.get("JUPYTER_GATEWAY_URL", "")
+
+    @default("auth_token")
+    def _auth_token_default(self) -> str:
+        return os.environ.get("JUPYTER_GATEWAY_AUTH_TOKEN", "")
+
+    @default("headers")
+    def _headers_default(self) -> dict[str, str]:
+        with contextlib.suppress(ValueError, TypeError):
+            return {str(k): str(v) for k, v in json.loads(os.environ.get("JUPYTER_GATEWAY_HEADERS", "{}")).items()}
+        return {}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._kernel: str | None = None  # the kernel's id on the gateway while we use it
+        self._ws: KernelWebsocket | None = None
+        self._deaths: DeathWatch | None = None  # of the connection to the kernel
+        self._first_emit: Emit | None = None
+        self._attach = self.kernel_id
+
+    # -- the gateway -----------------------------------------------------------------------------
+    def _endpoint(self) -> Endpoint:
+        if not self.url:
+            raise BackendUnavailable("No gateway URL is set.",
+                                     fix="set JUPYTER_GATEWAY_URL or --GatewayBackend.url=http://HOST:PORT")
+        return Endpoint(self.url, self.auth_token, dict(self.headers), self.validate_cert, self.ca_certs or None,
+                        self.client_cert or None, self.client_key or None, self.request_timeout)
+
+    def _where(self) -> str:
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}".rstrip("/")
+
+    async def start(self) -> None:
+        """Start (or attach to) the kernel on the gateway and open its websocket; a start slower
+        than 2 s shows its progress in the cell that caused it."""
+        if self.started:
+            return
+        with StartProgress(self._first_emit or self._progress_handler, self._where(), self.kernel_name) as progress:
+            await super().start()
+            progress.ok = True
+
+    async def _launch(self) -> dict[str, Any]:
+        endpoint = self._endpoint()
+        if self._attach:
+            try:
+                model = await call(endpoint, kernel_path(self._attach), "attach to the kernel")
+            except KernelGone:
+                raise SandboxStartError(f"The gateway at {self._where()} has no kernel {self._attach} to attach to "
+                                        "(unset --GatewayBackend.kernel_id to start a new one).") from None
+            self._attach = ""  # once: a kernel that dies is replaced by a new one
+            self._kernel = model["id"]
+            return {"kernel_id": self._kernel}
+        env = {"KERNEL_USERNAME": getpass.getuser(), **self.env, "KERNEL_LAUNCH_TIMEOUT": str(int(self.connect_timeout))}
+        body = {"name": self.kernel_name, "env": env} if self.kernel_name else {"env": env}
+        model = await call(endpoint, "/api/kernels", "start a kernel", "POST", body, timeout=self.connect_timeout)
+        self._kernel = model["id"]
+        return {"kernel_id": self._kernel}
+
+    async def _open_client(self, info: dict[str, Any]) -> GatewayKernelClient:
+        self._ws = await KernelWebsocket.open(self._endpoint(), info["kernel_id"], ws_session(),
+                                             timeout=self.connect_timeout, max_message_size=self.max_message_bytes,
+                                             ping_interval=self.heartbeat_timeout)
+        self._deaths = DeathWatch(self._endpoint(), info["kernel_id"], self._where(),
+                                  heartbeat_interval=self.heartbeat_interval, heartbeat_timeout=self.heartbeat_timeout)
+        self._ws.watch = self._deaths.on_iopub
+        return GatewayKernelClient(self._ws)
+
+    def _watch_drops(self, client: GatewayKernelClient) -> None:
+        """Nothing to watch: the websocket has no ZMQ sockets, and a message over
+        max_message_bytes closes it, which :class:`DeathWatch` turns into a reconnect."""
+
+    async def _terminate(self) -> None:
+        ws, kernel, self._ws, self._kernel = self._ws, self._kernel, None, None
+        if ws is not None:
+            ws.close()
+        unreachable = self._deaths is not None and self._deaths.unreachable
+        self._deaths = None
+        if kernel is None or self.keep_alive:
+            return
+        if unreachable:  # do not wait for a gateway that does not answer
+            self.log.warning("left kernel %s on the gateway, which stopped answering (its culling takes it)", kernel)
+            return
+        # A kernel the gateway is restarting (its process died) cannot be deleted until the
+        # restart is done: jupyter_client answers 500 meanwhile. Try a few times.
+        for attempt in range(8):
+            try:
+                await call(self._endpoint(), kernel_path(kernel), "shut down the kernel", "DELETE",
+                           timeout=min(self.request_timeout, 10.0))
+                return
+            except KernelGone:
+                return
+            except (BackendUnavailable, GatewayUnreachable) as exc:
+                error = exc
+                break
+            except SandboxError as exc:
+                error = exc
+                await asyncio.sleep(0.25 * (attempt + 1))
+        self.log.warning("could not delete kernel %s on the gateway (it culls idle kernels itself, if "
+                         "configured to): %s", kernel, error)
+
+    # -- death, and messages above max_message_bytes ---------------------------------------------
+    async def _wait_dead(self) -> str:
+        return await self._deaths.wait_dead(lambda: self._ws, self._reconnect)
+
+    async def _reconnect(self, interrupt: bool) -> bool:
+        """After the websocket was closed over a message above max_message_bytes: open a new one,
+        tell the running cell that an output was dropped and, with ``interrupt``, stop a cell
+        that keeps sending such outputs. The kernel and its state are kept. A new session id:
+        with the old one the server would replay what it buffered (the huge message may be
+        among it) and its shell replies could keep going to the old connection's socket, which
+        has the same ZMQ identity. False if the kernel cannot be reached again."""
+        for task in self._tasks:
+            task.cancel()
+        try:
+            ws = await KernelWebsocket.open(self._endpoint(), self._kernel, ws_session(), timeout=self.connect_timeout,
+                                            max_message_size=self.max_message_bytes,
+                                            ping_interval=self.heartbeat_timeout)
+        except SandboxError:
+            return False
+        self._ws, ws.watch = ws, self._deaths.on_iopub
+        self._client = GatewayKernelClient(ws)
+        note = drop_note(*self.message_bound)
+        running = [request for request in self._requests.values() if request.execute]
+        for request in running:  # one note per cell
+            text = "" if request.told else note
+            text += "[the cell kept sending such outputs and was interrupted]\n" if interrupt else ""
+            request.dropped = request.told = True
+            if text:
+                request.iopub.put_nowait(iopub("stream", {"name": "stderr", "text": text}))
+        self._start_readers()
+        self._tasks.append(asyncio.ensure_future(settle(self._client, self._requests, running)))
+        if interrupt:
+            await self.interrupt()
+        return True
+
+    # -- running code ----------------------------------------------------------------------------
+    async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
+                      stdin: StdinHandler | None = None) -> Outcome:
+        self._first_emit = emit  # a slow kernel start shows its progress in this cell
+        try:
+            return await super().execute(code, emit, timeout=timeout, stdin=stdin)
+        finally:
+            self._first_emit = None
+
+    async def interrupt(self) -> None:
+        """``POST /api/kernels/{id}/interrupt``: the gateway signals or messages the kernel as its
+        kernelspec says."""
+        if self._kernel is None:
+            return
+        with contextlib.suppress(SandboxError):  # gone meanwhile: the death watch reports it
+            await call(self._endpoint(), kernel_path(self._kernel, "interrupt"), "interrupt the kernel", "POST")
+
+    async def restart(self) -> None:
+        """``POST /api/kernels/{id}/restart`` (same kernel id, fresh interpreter), then a new
+        websocket; a kernel the gateway no longer has is replaced by a new one."""
+        if not self.started:
+            return await self.start()
+        async with self._lock:
+            for task in [*self._tasks, self._death]:
+                task.cancel()
+            self._client.stop_channels()
+            self._client = None
+            try:
+                await call(self._endpoint(), kernel_path(self._kernel, "restart"), "restart the kernel", "POST",
+                           timeout=self.connect_timeout)
+                self._client = await self._connect({"kernel_id": self._kernel})
+                self._start_readers()
+                return
+            except SandboxError:
+                pass
+        await self.shutdown()
+        await self.start()
+
+    # -- files: through the kernel itself (Enterprise Gateway has no file API) ----------------------
+    async def upload(self, local: Any, remote: str) -> str:
+        await self.start()
+        return await files.upload(self._run_silent, local, remote)
+
+    async def download(self, remote: str, local: Any) -> Any:
+        await self.start()
+        return await files.download(self._run_silent, remote, local)
+
+    async def _run_silent(self, code: str, expressions: dict[str, str] | None = None) -> dict[str, Any]:
+        """The ``execute_reply`` content of ``code`` run silently (no outputs, no history)."""
+        return await self._call(self._client.execute(code, silent=True, store_history=False,
+                                                     user_expressions=expressions or {}))
+
+    async def usage(self) -> dict[str, int] | None:
+        """The kernel process's resident memory as it reads it itself (``VmRSS`` in
+        ``/proc/self/status``, Linux kernels); None while a cell runs (the kernel answers one
+        request at a time) or when it cannot tell."""
+        if self._client is None or any(r.execute for r in self._requests.values()):
+            return None
+        rss = "int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024"
+        try:
+            reply = await asyncio.wait_for(self._run_silent("", {"rss": rss}), 5)
+            value = reply["user_expressions"]["rss"]
+            return {"memory_bytes": int(value["data"]["text/plain"])} if value.get("status") == "ok" else None
+        except (SandboxError, asyncio.TimeoutError, KeyError, ValueError):
+            return None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "sandbox_id": self._kernel, "gateway": self._where() if self.url else None,
+                "kernel_name": self.kernel_name or "(the gateway's default)", "keep_alive": self.keep_alive,
+                "limits": {"set_by": "the gateway (its kernelspec and KERNEL_* settings)"}}

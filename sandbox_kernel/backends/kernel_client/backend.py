@@ -1,0 +1,339 @@
+"""``KernelClientBackend``: the shared base of backends that run a real Jupyter kernel.
+
+A subclass only launches and stops the kernel (:meth:`_launch`, :meth:`_terminate`) and says
+when and why it died (:meth:`_wait_dead`). This class speaks the Jupyter messaging protocol
+through ``jupyter_client``'s async client: it relays the IOPub messages of each
+``execute_request`` (matched by the parent header's msg_id) as events, answers ``input_request``
+on the stdin channel, sends ``interrupt_request`` on the control channel, and passes completion,
+inspection and comm messages through. Each message from the sandbox is bounded in size before
+it is received (``max_message_bytes``, :mod:`.message_bound`); a dropped one is reported in
+the cell, whose request is then recovered.
+Spec: https://jupyter-client.readthedocs.io/en/latest/messaging.html
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from jupyter_client.asynchronous import AsyncKernelClient
+from traitlets import Float
+
+from ...errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
+from ...events import Emit, Event, Outcome, Stream
+from ...traits import ByteSize
+from ..base import Backend, Capabilities, StdinHandler, request_msg_id
+from .message_bound import (
+    DEFAULT_OUTPUT_BUDGET,
+    DropRecovery,
+    bound_client,
+    drop_note,
+    message_limit,
+)
+from .message_bound import Request as _Request
+from .messages import event_from_iopub, receive
+from .relay import relay_outputs, relay_reply
+
+
+class KernelClientBackend(Backend):
+    """A backend whose sandbox runs ipykernel, reached through ``jupyter_client``."""
+
+    capabilities = Capabilities(completion=True, inspection=True, stdin=True, comms=True, display_updates=True)
+
+    ready_timeout = Float(60.0, help="Seconds to wait for the sandbox's kernel to become ready.").tag(config=True)
+    interrupt_grace = Float(
+        5.0, help="Seconds a timed-out cell gets to stop after the interrupt before the sandbox is restarted."
+    ).tag(config=True)
+    request_timeout = Float(30.0, help="Seconds to wait for a completion, inspection or comm_info reply.").tag(
+        config=True
+    )
+    max_message_bytes = ByteSize(
+        None, allow_none=True,
+        help="Largest message (one frame: an output's content, or one buffer of a widget message) the host "
+             "accepts from the sandbox, e.g. '64m'; larger ones are dropped before they are received, and the "
+             "cell says so. None (default): twice the front door's max_output_bytes, at least 32 MiB, none "
+             "when that budget is 0. 0: no limit.",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._client: AsyncKernelClient | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._death: asyncio.Task | None = None
+        self._requests: dict[str, _Request] = {}
+        self._comm_handler: Callable[[Event, str | None], None] | None = None
+        self._lock = asyncio.Lock()
+        self._recovery: DropRecovery | None = None  # of the connection to the running kernel
+
+    @property
+    def message_bound(self) -> tuple[int, str]:
+        """``(bytes, setting)``: the bound on each message from the sandbox (0: none) and the
+        option that raises it, as the note of a cell whose output was dropped names it."""
+        if self.max_message_bytes is not None:
+            return self.max_message_bytes, f"{type(self).__name__}.max_message_bytes"
+        budget, setting = self._output_budget or (DEFAULT_OUTPUT_BUDGET, "max_output_bytes")
+        return message_limit(budget), setting
+
+    # -- what a subclass provides ------------------------------------------------------------
+    @abstractmethod
+    async def _launch(self) -> dict[str, Any]:
+        """Start the kernel; return its connection info (the connection file's dict).
+
+        Raises:
+            BackendUnavailable, SandboxStartError."""
+
+    @abstractmethod
+    async def _terminate(self) -> None:
+        """Stop the kernel and remove what :meth:`_launch` made. Must not raise."""
+
+    @abstractmethod
+    async def _wait_dead(self) -> str:
+        """Return, with the reason as a phrase ("it ran out of memory (limit 1 GiB)"), once
+        the kernel's process has stopped. Cancelled at shutdown."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._client is not None
+
+    async def start(self) -> None:
+        async with self._lock:
+            if self._client is not None:
+                return
+            info = await self._launch()
+            try:
+                self._client = await self._connect(info)
+            except BaseException:
+                if self._death is not None:  # its watch would fail on the terminated kernel
+                    self._death.cancel()
+                    self._death = None
+                await self._terminate()
+                raise
+            self._start_readers()
+            with contextlib.suppress(SandboxError):  # one round trip: its language_info and banner
+                self.kernel_info = await self._call(self._client.kernel_info())
+
+    def _start_readers(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(reader()) for reader in (self._read_iopub, self._read_shell, self._read_stdin)]
+
+    async def _open_client(self, info: dict[str, Any]) -> AsyncKernelClient:
+        """A client with started channels for the kernel :meth:`_launch` described."""
+        client = AsyncKernelClient()
+        bound_client(client, self.message_bound[0])
+        client.load_connection_info(info)
+        # No heartbeat: death is known from the process or the engine (_wait_dead), and a
+        # heartbeat unanswered for 1 s while a loaded machine still boots the kernel made
+        # wait_for_ready() report "Kernel died before replying to kernel_info".
+        client.start_channels(hb=False)
+        return client
+
+    async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
+        client = await self._open_client(info)
+        self._death = asyncio.get_running_loop().create_task(self._wait_dead())
+        ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.ready_timeout))
+        await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            ready.cancel()
+            client.stop_channels()
+            raise SandboxStartError(f"The sandbox stopped while starting: {self._death.result()}.")
+        if ready.exception() is not None:
+            client.stop_channels()
+            raise SandboxStartError(
+                f"The sandbox's kernel did not become ready within {self.ready_timeout:g} s "
+                f"(raise --{type(self).__name__}.ready_timeout)."
+            ) from ready.exception()
+        self._watch_drops(client)
+        return client
+
+    def _watch_drops(self, client: AsyncKernelClient) -> None:
+        """Recover from messages over the bound that libzmq drops (see :mod:`.message_bound`)."""
+        self._recovery = DropRecovery(client, self._requests, self._death, note=drop_note(*self.message_bound),
+                                      ready_timeout=self.ready_timeout, request_timeout=self.request_timeout,
+                                      on_unclaimed=self._unclaimed, log=self.log)
+        self._recovery.watch()
+
+    def _unclaimed(self, event: Event) -> None:
+        """An event for no request (a dropped message's note): to the comm handler, if any."""
+        if self._comm_handler is not None:
+            self._comm_handler(event, None)
+
+    async def shutdown(self) -> None:
+        async with self._lock:
+            for task in [*self._tasks, *([self._death] if self._death else [])]:
+                task.cancel()
+            self._tasks, self._death, self.kernel_info = [], None, None
+            if self._recovery is not None:
+                self._recovery.stop()
+                self._recovery = None
+            if self._client is not None:
+                self._client.stop_channels()
+                self._client = None
+            for request in self._requests.values():
+                if not request.reply.done():
+                    request.reply.cancel()
+            self._requests.clear()
+            await self._terminate()
+
+    # -- readers: route every message to the request it answers ------------------------------
+    async def _read_iopub(self) -> None:
+        while True:
+            msg = await receive(self._client.iopub_channel)
+            parent_id = msg["parent_header"].get("msg_id")
+            request = self._requests.get(parent_id)
+            if request is not None:
+                request.iopub.put_nowait(msg)
+            elif self._comm_handler is not None and (event := event_from_iopub(msg)) is not None:
+                self._comm_handler(event, parent_id)
+
+    async def _read_shell(self) -> None:
+        while True:
+            msg = await receive(self._client.shell_channel)
+            request = self._requests.get(msg["parent_header"].get("msg_id"))
+            if request is not None and not request.reply.done():
+                request.reply.set_result(msg)
+
+    async def _read_stdin(self) -> None:
+        while True:
+            msg = await receive(self._client.stdin_channel)
+            request = self._requests.get(msg["parent_header"].get("msg_id"))
+            if self._recovery is not None:  # the kernel got past a dropped input_request
+                self._recovery.end_input = False
+            if msg["header"]["msg_type"] == "input_request" and request is not None and request.stdin:
+                asyncio.ensure_future(self._answer_input(request.stdin, msg["content"]))
+
+    async def _answer_input(self, stdin: StdinHandler, content: dict[str, Any]) -> None:
+        try:
+            value = await stdin(content.get("prompt", ""), content.get("password", False))
+        except Exception:  # the prompt was interrupted: end the input with EOF
+            value = "\x04"
+        if self._client is not None:
+            self._client.input(value)
+
+    # -- running code ------------------------------------------------------------------------
+    async def _ensure_alive(self, emit: Emit) -> None:
+        """Start the sandbox, or replace one that stopped between cells (saying so)."""
+        if self._death is not None and self._death.done():
+            reason = self._death.result()
+            await self.shutdown()
+            emit(Stream("stderr", f"The sandbox had stopped ({reason}); its state is lost. Starting a fresh one.\n"))
+        await self.start()
+
+    async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
+                      stdin: StdinHandler | None = None) -> Outcome:
+        await self._ensure_alive(emit)
+        msg = self._message("execute_request", {"code": code, "silent": False, "store_history": True,
+                                                "user_expressions": {}, "allow_stdin": stdin is not None,
+                                                "stop_on_error": False})
+        msg_id = msg["header"]["msg_id"]
+        request = self._requests[msg_id] = _Request(stdin=stdin, execute=True)
+        self._client.shell_channel.send(msg)
+        relay = asyncio.ensure_future(relay_reply(request, emit, drop_note(*self.message_bound)))
+        try:
+            await self._race(relay, timeout)
+            if relay.done():
+                return relay.result()
+            request.timed_out = True  # the interrupt's KeyboardInterrupt output is ours to replace
+            await self.interrupt()
+            await self._race(relay, self.interrupt_grace)
+            if not relay.done():  # the interrupt did not stop it: give up on this interpreter
+                await self.restart()
+            raise ExecutionTimeout(timeout)
+        finally:
+            relay.cancel()
+            self._requests.pop(msg_id, None)
+
+    async def _race(self, work: asyncio.Future, timeout: float | None) -> None:
+        """Wait for ``work`` up to ``timeout`` seconds; raise SandboxDied if the kernel dies first."""
+        death = self._death
+        await asyncio.wait({work, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not work.done() and death.done():
+            reason = death.result()
+            await self.shutdown()
+            raise SandboxDied(reason)
+
+    def _message(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None) -> dict:
+        """A shell message whose msg_id is the frontend's (:data:`request_msg_id`) when a
+        frontend request is being served, so the sandbox's outputs name it as their parent."""
+        msg = self._client.session.msg(msg_type, content, metadata=metadata or {})
+        msg_id = request_msg_id.get()
+        if msg_id and msg_id not in self._requests:
+            msg["header"]["msg_id"] = msg["msg_id"] = msg_id
+        return msg
+
+    async def _call(self, msg_id: str) -> dict[str, Any]:
+        """The content of the shell reply to ``msg_id`` (completion, inspection, ...)."""
+        request = self._requests[msg_id] = _Request()
+        try:
+            work = asyncio.ensure_future(asyncio.shield(request.reply))
+            await self._race(work, self.request_timeout)
+            if not work.done():
+                raise SandboxError(f"The sandbox did not answer within {self.request_timeout:g} s.")
+            return work.result()["content"]  # raises MessageDropped when the reply was too large
+        finally:
+            self._requests.pop(msg_id, None)
+
+    async def restart(self) -> None:
+        """A fresh kernel: :meth:`shutdown`, then :meth:`start`."""
+        await self.shutdown()
+        await self.start()
+
+    async def interrupt(self) -> None:
+        """Send ``interrupt_request`` on the control channel (ipykernel then raises
+        KeyboardInterrupt in the running code); wait up to 5 s for ``interrupt_reply``."""
+        client = self._client
+        if client is None:
+            return
+        client.control_channel.send(client.session.msg("interrupt_request", {}))
+        with contextlib.suppress(Exception):  # no reply in time: the relay's death watch decides
+            await client.get_control_msg(timeout=5)
+
+    async def complete(self, code: str, cursor_pos: int) -> dict[str, Any]:
+        await self.start()
+        return await self._call(self._client.complete(code, cursor_pos))
+
+    async def inspect(self, code: str, cursor_pos: int, detail_level: int = 0) -> dict[str, Any]:
+        await self.start()
+        return await self._call(self._client.inspect(code, cursor_pos, detail_level))
+
+    async def is_complete(self, code: str) -> dict[str, Any]:
+        await self.start()
+        return await self._call(self._client.is_complete(code))
+
+    # -- comms -------------------------------------------------------------------------------
+    def set_comm_handler(self, handler: Callable[[Event, str | None], None] | None) -> None:
+        self._comm_handler = handler
+
+    async def send_comm(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None,
+                        buffers: list[bytes] | None = None, emit: Emit | None = None) -> None:
+        """Send a comm message into the sandbox; with ``emit``, relay what handling it produced
+        until the sandbox's ``status: idle`` for it (no timeout: a slow widget callback holds
+        the frontend's request, as in a plain kernel; an interrupt ends it). While a cell runs,
+        ipykernel handles comm messages concurrently and publishes no status for them: then
+        the message is only sent, and what comes back goes to the comm handler."""
+        await self.start()
+        msg = self._message(msg_type, content, metadata)
+        msg_id = msg["header"]["msg_id"]
+        wait = emit is not None and not any(r.execute for r in self._requests.values())
+        if wait:
+            request = self._requests[msg_id] = _Request()
+        msg["buffers"] = buffers or []
+        self._client.shell_channel.send(msg)
+        if not wait:
+            return
+        relay = asyncio.ensure_future(relay_outputs(request, emit, drop_note(*self.message_bound)))
+        try:
+            await self._race(relay, None)
+        finally:
+            relay.cancel()
+            self._requests.pop(msg_id, None)
+
+    async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:
+        await self.start()
+        content = {"target_name": target_name} if target_name else {}
+        msg = self._client.session.msg("comm_info_request", content)
+        self._client.shell_channel.send(msg)
+        return await self._call(msg["header"]["msg_id"])

@@ -1,0 +1,49 @@
+"""Backends as the tests make them: each backend's session-wide set-up on this machine
+(:func:`prepared`, which skips or, in CI, fails when it cannot run) and unstarted backends
+configured for it (:func:`backends`)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from tests import targets
+from tests.targets import skip_or_fail
+
+_prepared: dict[str, targets.Prepared] = {}
+_stack = contextlib.ExitStack()
+
+
+def prepared(name: str) -> targets.Prepared:
+    """The session-wide set-up of backend ``name`` (skips or fails when it cannot run)."""
+    target = targets.get(name)
+    if (reason := target.unavailable()) is not None:
+        skip_or_fail(f"{name} backend unavailable: {reason}")
+    if name not in _prepared:
+        _prepared[name] = _stack.enter_context(target.prepare())
+    return _prepared[name]
+
+
+def close() -> None:
+    """Undo every set-up :func:`prepared` made (at the end of the session)."""
+    _stack.close()
+
+
+@contextlib.asynccontextmanager
+async def backends(name: str):
+    """Yields ``make(**traits)`` → an unstarted backend ``name``, configured for this machine;
+    every backend made is shut down when the block ends."""
+    from sandbox_kernel.backends import get_backend_class
+
+    made = []
+
+    def make(**traits):
+        with targets.env_vars(prepared(name).kernel_env):
+            backend = get_backend_class(name)(**{**prepared(name).traits, **traits})
+        made.append(backend)
+        return backend
+
+    try:
+        yield make
+    finally:
+        for backend in made:
+            await backend.shutdown()

@@ -1,0 +1,83 @@
+"""The backend contract as declared: an abstract base, and each built-in backend's capabilities
+(what tests/test_contract.py then checks against each backend's behaviour)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox_kernel.api import AsyncSandbox
+from sandbox_kernel.backends import backend_names, get_backend_class
+from sandbox_kernel.backends.base import Backend, Capabilities
+from sandbox_kernel.errors import NotSupported
+
+KERNEL = ["completion", "inspection", "stdin", "comms", "display_updates"]
+
+DECLARED = {
+    "local": [*KERNEL, "files"],
+    "docker": [*KERNEL, "files"],
+    "gateway": [*KERNEL, "files", "reattach"],
+    # docs/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
+    # and comms; sandboxes can be paused and attached to by id.
+    "e2b": ["files", "pause", "reattach"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_each_builtin_backend_declares_what_its_docs_say(name):
+    cls = get_backend_class(name)
+    assert "capabilities" in {k for c in cls.__mro__ if c is not Backend for k in vars(c)}, \
+        f"{name} states no capabilities of its own"
+    assert cls.capabilities.names() == DECLARED[name]
+
+
+def test_every_registered_backend_is_covered():
+    assert set(DECLARED) <= set(backend_names())
+
+
+def test_capabilities_are_a_frozen_value():
+    caps = Capabilities(files=True)
+    with pytest.raises(AttributeError):
+        caps.files = False  # type: ignore[misc]
+    assert caps.names() == ["files"] and Capabilities().names() == []
+
+
+def test_a_backend_missing_a_required_method_fails_when_it_is_made():
+    class Half(Backend):
+        async def start(self): ...
+        async def shutdown(self): ...
+        async def execute(self, code, emit, *, timeout=None, stdin=None): ...
+        async def restart(self): ...
+
+    with pytest.raises(TypeError, match="interrupt"):
+        Half()
+
+
+class Bare(Backend):
+    """The smallest backend: the five required methods and nothing declared."""
+
+    name = "bare"
+
+    async def start(self): ...
+    async def shutdown(self): ...
+    async def execute(self, code, emit, *, timeout=None, stdin=None): ...
+    async def interrupt(self): ...
+    async def restart(self): ...
+
+
+async def test_undeclared_operations_say_not_supported(tmp_path):
+    backend = Bare()
+    with pytest.raises(NotSupported, match="The bare backend does not support file upload"):
+        backend.require("files", "file upload")
+    for call in (backend.complete("x", 1), backend.upload(tmp_path / "f", "f"), backend.comm_info()):
+        with pytest.raises(NotSupported):
+            await call
+
+
+async def test_the_api_reads_the_declaration_before_it_calls(monkeypatch, tmp_path):
+    sandbox = AsyncSandbox("local")
+    monkeypatch.setattr(type(sandbox.backend), "capabilities", Capabilities())
+    called = []
+    monkeypatch.setattr(type(sandbox.backend), "upload", lambda *a: called.append(a))
+    with pytest.raises(NotSupported, match="file upload"):
+        await sandbox.upload(tmp_path / "f", "f")
+    assert called == [] and sandbox.describe()["capabilities"] == []
