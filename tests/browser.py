@@ -152,6 +152,21 @@ class JupyterLab:
             shutil.copy(self.tmp / "server.log", ARTIFACTS / "jupyterlab-server.log")
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def api(self, path: str) -> Any:
+        """The JSON answer of ``GET /api/PATH`` (with the token); None when the server answers
+        404 (e.g. ``terminals`` without terminado installed)."""
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.url}/api/{path}", headers={"Authorization": f"token {self.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
     # -- notebooks --------------------------------------------------------------------------
     def write_notebook(self, name: str, kernel: str, cells: list[str]) -> Path:
         """``ROOT/NAME.ipynb`` with one code cell per source, for kernelspec ``kernel``."""

@@ -5,23 +5,33 @@ Five notebooks, each opened in its own page and run with Run > Run All Cells (on
 starting at a time, then all at once):
 
 - ``kernel-sanitize`` (kernelspec ``sandbox-docker``, default policy): every attack of
-  ``tests/page_attacks.py``, then ordinary outputs (a pandas table, a matplotlib figure, bold
-  HTML, an IntSlider) and an image from the one origin its ``allowed_origins`` names;
+  ``tests/page_attacks.py`` (:data:`~tests.page_attacks.CORPUS`), then ordinary outputs (a pandas
+  table, a matplotlib figure, bold HTML, an IntSlider), the controls of everyday tools
+  (``tests/page_controls.py``: a Vega-Lite chart, a Mermaid flowchart, LaTeX and Markdown maths,
+  a Styler table, a matplotlib SVG, the standard widgets) and an image from the one origin its
+  ``allowed_origins`` names;
 - ``kernel-trust`` (``sandbox-docker`` + ``--SandboxKernel.output_policy=trust``): the same
   attacks, the control: each must succeed there, which proves the attack and its evidence work;
-- ``kernel-isolate`` (``--SandboxKernel.output_policy=isolate``): the script attacks and a
+- ``kernel-isolate`` (``--SandboxKernel.output_policy=isolate``): the same attacks and a
   script-driven chart, which must draw inside its opaque-origin frame;
 - ``magic-sanitize`` and ``magic-trust``: a ``python3`` notebook whose cells are
   ``%%sandbox --backend docker`` (and ``--output-policy trust``), the same attacks (not the
-  widget one: the magic does not forward comms) and ordinary outputs; the chart and script
-  attacks once more under ``--output-policy isolate``.
+  widget ones: the magic does not forward comms), ordinary outputs and controls; the chart and
+  the attacks once more under ``--output-policy isolate`` (tag ``magic-isolate``).
 
-Evidence of an attack is a file the page wrote into the server's root, or a request at a
-recording server on 127.0.0.1. Screenshots: ``build/browser-artifacts/``.
+``kernel-sanitize`` and ``kernel-trust`` also end with a cell that makes the sandbox answer
+``inspect_request`` with hostile HTML, and a cell the test presses Shift+Tab in.
+
+Evidence of an attack is a file the page wrote into the server's root, a request at a
+recording server on 127.0.0.1, or a terminal (what acted, by notebook:
+``build/browser-artifacts/evidence.json``). Under ``isolate``, only attacks marked
+``isolate_documented`` (a framed script navigating its own frame, stated in docs/security.md)
+may act. Screenshots: ``build/browser-artifacts/``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -31,8 +41,9 @@ from typing import Any
 import pytest
 
 from tests import page_attacks as attacks
-from tests.browser import (JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_all, run_cell, screenshot,
-                           wait_cell, wait_finished)
+from tests import page_controls as controls
+from tests.browser import (ARTIFACTS, JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_all, run_cell,
+                           screenshot, wait_cell, wait_finished)
 from tests.support.backends import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.timeout(400)]
@@ -46,8 +57,8 @@ class Notebook:
 
     kernel: str
     cells: dict[str, str]
-    evidence: dict[str, str] = field(default_factory=dict)
-    """``{attack name: "file" | "request"}`` of the attacks in it."""
+    attacks: dict[str, attacks.Attack] = field(default_factory=dict)
+    """The attacks in it, by name."""
     page: Any = None
 
     def index(self, cell: str) -> int:
@@ -57,37 +68,38 @@ class Notebook:
         return cell_outputs(self.page, self.index(cell))
 
 
-def with_attacks(tag: str, origin: str, *, script: bool = True, exfiltration: bool = True,
-                 widgets: bool = True, prefix: str = "") -> tuple[dict[str, str], dict[str, str]]:
-    """The attack cells of notebook ``tag`` (each source after ``prefix``) and their evidence."""
-    cells, evidence = {}, {}
-    if script:
-        for name, source in attacks.script_attacks(tag, widgets).items():
-            cells[f"{tag}:{name}"], evidence[name] = prefix + source, "file"
-    if exfiltration:
-        for name, source in attacks.exfiltration_attacks(tag, origin).items():
-            cells[f"{tag}:{name}"], evidence[name] = prefix + source, "request"
-    return cells, evidence
+def with_attacks(tag: str, origin: str, *, widgets: bool = True,
+                 prefix: str = "") -> tuple[dict[str, str], dict[str, attacks.Attack]]:
+    """The attack cells of notebook ``tag`` (each source after ``prefix``) and the attacks."""
+    cells, found = {}, {}
+    for name, (source, attack) in attacks.corpus(tag, origin, widgets=widgets).items():
+        cells[f"{tag}:{name}"], found[name] = prefix + source, attack
+    for name, source in attacks.click_required(tag, origin).items():
+        cells[f"click:{tag}:{name}"] = prefix + source
+    return cells, found
 
 
 def notebooks(origin: str) -> dict[str, Notebook]:
     """The five notebooks of the module (see the module docstring), by tag."""
     books = {}
     for tag, kernel in (("kernel-sanitize", "sandbox-docker"), ("kernel-trust", "sandbox-docker-trust")):
-        cells, evidence = with_attacks(tag, origin)
-        books[tag] = Notebook(kernel, cells, evidence)
-    cells, evidence = with_attacks("kernel-isolate", origin, exfiltration=False)
-    books["kernel-isolate"] = Notebook("sandbox-docker-isolate", {**cells, "chart": attacks.CHART_CELL}, evidence)
-    books["kernel-sanitize"].cells.update({**attacks.ORDINARY, **attacks.SLIDER})
+        books[tag] = Notebook(kernel, *with_attacks(tag, origin))
+    cells, found = with_attacks("kernel-isolate", origin)
+    books["kernel-isolate"] = Notebook("sandbox-docker-isolate", {**cells, "chart": controls.CHART_CELL}, found)
+    everyday = controls.controls()
+    books["kernel-sanitize"].cells.update({**controls.ORDINARY, **everyday, **controls.SLIDER})
+    for tag in ("kernel-sanitize", "kernel-trust"):
+        books[tag].cells.update(attacks.inspect_reply(f"{origin}/leak/{tag}/inspect-reply?d=secret"))
 
     for tag, option in (("magic-sanitize", ""), ("magic-trust", " --output-policy trust")):
-        cells, evidence = with_attacks(tag, origin, widgets=False, prefix=f"{MAGIC}{option}\n")
-        books[tag] = Notebook("python3", {"load": "%load_ext magics", **cells}, evidence)
+        cells, found = with_attacks(tag, origin, widgets=False, prefix=f"{MAGIC}{option}\n")
+        books[tag] = Notebook("python3", {"load": "%load_ext magics", **cells}, found)
     isolate = f"{MAGIC} --output-policy isolate\n"
-    cells, evidence = with_attacks("magic-isolate", origin, exfiltration=False, widgets=False, prefix=isolate)
-    books["magic-isolate"] = Notebook("python3", {}, evidence)  # its cells live in magic-sanitize
-    books["magic-sanitize"].cells.update({**{k: f"{MAGIC}\n{v}" for k, v in attacks.ORDINARY.items()},
-                                          **cells, "chart": isolate + attacks.CHART_CELL})
+    cells, found = with_attacks("magic-isolate", origin, widgets=False, prefix=isolate)
+    books["magic-isolate"] = Notebook("python3", {}, found)  # its cells live in magic-sanitize
+    plain = {k: v for k, v in {**controls.ORDINARY, **everyday}.items() if k != "widgets"}
+    books["magic-sanitize"].cells.update({**{k: f"{MAGIC}\n{v}" for k, v in plain.items()},
+                                          **cells, "chart": isolate + controls.CHART_CELL})
     return books
 
 
@@ -114,16 +126,17 @@ def kernelspecs(allowed_origin: str) -> dict[str, dict[str, Any]]:
 class Evidence:
     files: set[str]
     requests: list[str]
+    terminals: list[dict]
 
     def of(self, tag: str, book: Notebook) -> dict[str, bool]:
         """``{attack name: True if its evidence is there}`` for notebook ``tag``."""
-        return {name: (f"pwned-{tag}-{name}.txt" in self.files if kind == "file"
+        return {name: (f"pwned-{tag}-{name}.txt" in self.files if attack.evidence == "file"
                        else any(p.startswith(f"/leak/{tag}/{name}?") for p in self.requests))
-                for name, kind in book.evidence.items()}
+                for name, attack in book.attacks.items()}
 
 
 def evidence(lab: JupyterLab, recorder: RequestRecorder) -> Evidence:
-    return Evidence({p.name for p in lab.root.glob("pwned-*")}, list(recorder.paths))
+    return Evidence({p.name for p in lab.root.glob("pwned-*")}, list(recorder.paths), lab.api("terminals"))
 
 
 @pytest.fixture(scope="module")
@@ -163,9 +176,9 @@ def run(books: dict[str, Notebook], lab: JupyterLab) -> None:
 
 
 def wait_for_controls(books: dict[str, Notebook], lab: JupyterLab, recorder: RequestRecorder) -> None:
-    """Until every attack of the trust notebooks has left its evidence (at most 20 s), then
+    """Until every attack of the trust notebooks has left its evidence (at most 30 s), then
     one second more for stragglers in the other notebooks."""
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         found = {tag: evidence(lab, recorder).of(tag, books[tag]) for tag in ("kernel-trust", "magic-trust")}
         if all(all(f.values()) for f in found.values()):
@@ -190,6 +203,11 @@ def books(lab, recorder, allowed):
                 screenshot(book.page, f"{tag}-stuck")
         raise
     wait_for_controls(books, lab, recorder)
+    found = evidence(lab, recorder)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "evidence.json").write_text(json.dumps(
+        {tag: sorted(name for name, seen in found.of(tag, book).items() if seen) for tag, book in books.items()},
+        indent=1))
     for tag, book in runnable.items():
         screenshot(book.page, tag)
     yield books
@@ -217,9 +235,20 @@ def test_every_attack_succeeds_under_trust(books, lab, recorder, tag):
 
 @pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize", "kernel-isolate", "magic-isolate"])
 def test_no_attack_succeeds_by_default_or_isolated(books, lab, recorder, tag):
-    found = evidence(lab, recorder).of(tag, books[tag])
-    assert [name for name, seen in found.items() if seen] == [], found
-    assert len(found) >= 5
+    """No attack of the corpus acts under sanitize; under isolate, only what docs/security.md
+    states plainly that isolate does not stop. The message lists each by its class."""
+    book = books[tag]
+    found = evidence(lab, recorder).of(tag, book)
+    excused = {name for name, a in book.attacks.items() if tag.endswith("isolate") and a.isolate_documented}
+    acted = sorted(f"{book.attacks[name].group}: {name}" for name, seen in found.items() if seen and name not in excused)
+    assert acted == [], f"{len(acted)} of {len(found)} attacks acted under {tag}: {', '.join(acted)}"
+    assert len(found) >= 40
+
+
+def test_no_terminal_was_opened(books, lab, recorder):
+    """No output opened a terminal on the host (``POST /api/terminals``; None: the server has
+    no terminals, so none could open)."""
+    assert evidence(lab, recorder).terminals in ([], None)
 
 
 ACTIVE = """() => {
@@ -243,6 +272,49 @@ def test_no_active_content_reaches_the_page_by_default(books, tag):
         assert found == []
 
 
+CLICKABLE = """() => [...document.querySelectorAll('.jp-OutputArea-output')].flatMap(output => [
+  ...[...output.querySelectorAll('.vega-embed details')].map(() => 'vega actions menu'),
+  ...[...output.querySelectorAll('a[target]')].filter(a => a.target.toLowerCase() !== '_blank')
+     .map(a => `a target=${a.target}`),
+  ...[...output.querySelectorAll('*')].filter(el => getComputedStyle(el).position === 'fixed')
+     .map(el => `fixed ${el.localName}`),
+  ...[...output.querySelectorAll('[data-commandlinker-command]')].map(() => 'command linker')])"""
+"""What a click could turn into an attack: vega-embed's actions menu ("View Source" writes the
+spec into a same-origin popup), links that replace the Lab page, anything fixed over the page
+(an invisible link catching every click), JupyterLab command links (``terminal:create-new``):
+:data:`~tests.page_attacks.CLICK_REQUIRED`."""
+
+
+@pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize", "kernel-trust", "magic-trust"])
+def test_no_click_turns_into_an_attack_by_default(books, tag):
+    found = set(books[tag].page.evaluate(CLICKABLE))
+    if tag.endswith("trust"):
+        assert {"vega actions menu", "a target=_top", "fixed a", "command linker"} <= found
+    else:
+        assert found == set()
+
+
+@pytest.mark.parametrize("tag", ["kernel-sanitize", "kernel-trust"])
+def test_an_inspect_reply_fetches_nothing_by_default(books, recorder, tag):
+    """Shift+Tab in a cell: the sandbox's kernel answers the ``inspect_request`` with HTML naming an
+    image elsewhere (:func:`~tests.page_attacks.inspect_reply`). JupyterLab's tooltip renders it
+    untrusted, and its sanitizer keeps images; under trust (the control) the image is fetched."""
+    book = books[tag]
+    cell = book.page.locator(".jp-Notebook .jp-CodeCell").nth(book.index("inspect-here"))
+    cell.locator(".jp-InputArea-editor").click()
+    book.page.keyboard.press("End")
+    book.page.keyboard.press("Shift+Tab")
+    deadline = time.monotonic() + 4
+
+    def leaked() -> bool:
+        return any(p.startswith(f"/leak/{tag}/inspect-reply?") for p in recorder.paths)
+
+    while time.monotonic() < deadline and not leaked():
+        time.sleep(0.2)
+    book.page.keyboard.press("Escape")
+    assert leaked() == tag.endswith("trust")
+
+
 def test_a_defused_widget_still_renders(books):
     """The ipywidgets.HTML whose value held an onerror handler is shown, without it."""
     book = books["kernel-sanitize"]
@@ -251,12 +323,15 @@ def test_a_defused_widget_still_renders(books):
 
 @pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize"])
 def test_sanitize_says_so_once_per_changed_cell(books, tag):
-    """Each attack cell's output was changed by the policy: the cell has one note on stderr."""
+    """Each attack cell's output was changed by the policy: the cell has one stderr output of
+    one-line bracketed notes (the policy's note, and one per type it dropped)."""
     book = books[tag]
     for cell in (name for name in book.cells if name.startswith(f"{tag}:")):
         notes = book.outputs(cell).and_(book.page.locator("[data-mime-type='application/vnd.jupyter.stderr']"))
         assert notes.count() == 1, cell
-        assert notes.first.inner_text().strip().count("\n") == 0, (cell, notes.first.inner_text())
+        lines = notes.first.inner_text().strip().splitlines()
+        assert all(line.startswith("[") and line.endswith("]") for line in lines), (cell, lines)
+        assert len(lines) == len(set(lines)) <= 2, (cell, lines)
 
 
 def test_an_allowed_origin_serves_images(books, allowed):
@@ -322,3 +397,63 @@ def test_a_script_chart_draws_inside_its_opaque_frame(books, tag):
     assert red == 200
     assert inside.evaluate("() => { try { return document.cookie, 'readable'; } catch (e) { return e.name; } }") \
         == "SecurityError"
+
+
+# -- everyday tools still render under sanitize (issue 16's controls) --------------------------
+RENDERED = {
+    "vega-lite-chart": ".vega-embed svg, .vega-embed canvas",
+    "mermaid-flowchart": "figure img[src^='data:image/svg+xml']",
+    "latex": "mjx-container",
+    "markdown-maths": "mjx-container",
+    "svg-figure": "img[src^='data:image/svg+xml']",
+}
+"""What each control draws in its output area once rendered (a Vega canvas or svg, the Mermaid
+figure JupyterLab makes from mermaid's svg, MathJax's container, the SVG image). A Mermaid
+diagram that failed to draw shows its source in a ``details`` instead."""
+
+
+@pytest.mark.parametrize("control", list(RENDERED))
+@pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize"])
+def test_everyday_outputs_still_render(books, tag, control):
+    drawn = books[tag].outputs(control).locator(RENDERED[control])
+    drawn.first.wait_for(state="attached", timeout=10_000)
+    if control == "svg-figure":
+        width, height = drawn.first.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+        assert width > 100 and height > 100
+    if control == "markdown-maths":
+        assert drawn.count() == 2
+
+
+@pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize"])
+def test_a_styler_table_keeps_its_colours(books, tag):
+    table = books[tag].outputs("styler").locator("table")
+    assert table.locator("td").all_inner_texts() == ["Oslo", "4", "Lima", "31"]
+    colour = table.locator("td", has_text="31").evaluate("td => getComputedStyle(td).backgroundColor")
+    assert colour == "rgb(255, 0, 0)"
+
+
+WIDGET_CLASSES = ("widget-button", "widget-text", "widget-textarea", "widget-dropdown", "widget-checkbox",
+                  "widget-hslider", "widget-hprogress", "widget-toggle-buttons", "widget-colorpicker",
+                  "widget-datepicker", "widget-html", "widget-htmlmath", "widget-label", "widget-image",
+                  "widget-play", "widget-valid", "widget-tab", "widget-output")
+
+
+def test_the_standard_widgets_render(books):
+    """Every standard widget of the control is drawn (maths in HTMLMath typeset)."""
+    view = books["kernel-sanitize"].outputs("widgets")
+    missing = [name for name in WIDGET_CLASSES if view.locator(f".{name}").count() == 0]
+    assert missing == []
+    view.locator(".widget-htmlmath mjx-container").first.wait_for(state="attached", timeout=10_000)
+
+
+@pytest.mark.xfail(strict=False, reason="intermittent: the handler always runs in the sandbox (its Output widget "
+                                        "holds 'pressed'), but the state update it sends, outside any "
+                                        "execute_request, reached the page in 1 of 2 runs on main at f60c47b, "
+                                        "in 0 of 3 before (under trust too)")
+def test_a_button_handler_writes_into_an_output_widget(books):
+    """Pressing the button runs its handler in the sandbox, which writes into the Output widget."""
+    from playwright.sync_api import expect
+
+    view = books["kernel-sanitize"].outputs("widgets")
+    view.locator(".widget-button").click()
+    expect(view.locator(".widget-output")).to_contain_text("pressed")
