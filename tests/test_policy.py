@@ -409,3 +409,11 @@ def test_policing_is_idempotent_and_never_returns_a_hostile_input(mime):
         assert first.changed and sample not in first.data.values()
         second = policy.bundle(first.data, first.metadata)
         assert second.data == first.data and not second.changed
+
+
+def test_nothing_is_taken_out_of_its_output_area_and_a_mermaid_fence_is_said():
+    html = OutputPolicy().bundle({"text/html": '<a href="https://x.example" style="position:fixed;inset:0;opacity:0">'
+                                               "x</a><div style='position:relative'>y</div>"}).data["text/html"]
+    assert "fixed" not in html and "position: relative" in html
+    fence = OutputPolicy().bundle({"text/markdown": "# D\n\n```mermaid\ngraph TD\nA-->B\n```\n"})
+    assert fence.changed and "language-mermaid" in fence.data["text/html"]

@@ -80,8 +80,14 @@ def values_ok(tokens) -> bool:
 
 
 def declaration_ok(node) -> bool:
-    """A declaration whose property binds no behaviour and whose value :func:`values_ok`."""
-    return node.type == "declaration" and node.lower_name not in BEHAVIOUR_PROPERTIES and values_ok(node.value)
+    """A declaration whose property binds no behaviour, that does not take an element out of
+    its output area (``position: fixed``: an invisible fixed link would turn any click on the
+    page into a request to another origin), and whose value :func:`values_ok`."""
+    if node.type != "declaration" or node.lower_name in BEHAVIOUR_PROPERTIES:
+        return False
+    if node.lower_name == "position" and any(t.type == "ident" and t.lower_value == "fixed" for t in node.value):
+        return False
+    return values_ok(node.value)
 
 
 # -- cleaning ------------------------------------------------------------------------------------

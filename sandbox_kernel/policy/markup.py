@@ -162,8 +162,11 @@ class Sanitizer:
         return clean, self._changed(source, clean, _SVG_TAGS_LOWER)
 
     def markdown(self, source: str) -> tuple[str, bool]:
-        """``(clean_html, changed)`` for Markdown, rendered by :func:`render_markdown`."""
-        return self.html(render_markdown(source))
+        """``(clean_html, changed)`` for Markdown, rendered by :func:`render_markdown`. A
+        ```` ```mermaid ```` fence, which JupyterLab's own renderer would draw, is shown as code:
+        that counts as a change (the cell says so)."""
+        html, changed = self.html(render_markdown(source))
+        return html, changed or _MERMAID_FENCE.search(source) is not None
 
     def _changed(self, source: str, clean: str, tags: frozenset[str] = HTML_TAGS) -> bool:
         if _same_but_spacing(source, clean):
@@ -274,6 +277,7 @@ def _markdown_renderer():
 
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+?\$|\\\\\[.+?\\\\\]|\\\\\(.+?\\\\\)|\\begin\{([a-z]+\*?)\}.+?\\end\{\1\}",
                    re.DOTALL)
+_MERMAID_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*mermaid\b", re.MULTILINE | re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"@@(\d+)@@")
 
 
