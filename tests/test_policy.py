@@ -242,6 +242,9 @@ def test_chart_specs_lose_the_urls_their_renderers_would_fetch():
     assert policed.changed and policed.data["application/vnd.vegalite.v5+json"] == {
         "data": {}, "mark": "bar", "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
     assert policed.metadata == {"application/vnd.vegalite.v5+json": {"embed_options": {"actions": False}}}
+    only_metadata = OutputPolicy().bundle({"application/vnd.vegalite.v5+json": {"mark": "bar"}},
+                                          {"application/vnd.vegalite.v5+json": {"embed_options": {"defaultStyle": "x"}}})
+    assert only_metadata.changed  # the cell says the policy changed its output
     plotly = {"data": [], "layout": {"images": [{"source": "https://x.example/a.png", "x": 0}]}}
     policed = OutputPolicy(mime_types=["application/vnd.plotly.v1+json"]).bundle(
         {"application/vnd.plotly.v1+json": plotly})

@@ -190,6 +190,7 @@ class OutputPolicy:
         meta = renderers.metadata(mime, given)
         if meta is not None:
             out.metadata[mime] = meta
+        out.changed |= bool(given) and given != meta  # the sandbox's metadata said more than ours keeps
 
     def _police(self, mime: str, value: Any) -> tuple[Any, bool]:
         if mime == "text/html":
