@@ -323,14 +323,16 @@ def test_a_defused_widget_still_renders(books):
 
 @pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize"])
 def test_sanitize_says_so_once_per_changed_cell(books, tag):
-    """Each attack cell's output was changed by the policy: the cell has one stderr output of
-    one-line bracketed notes (the policy's note, and one per type it dropped)."""
+    """Each attack cell's output was changed by the policy: the cell has one stderr output with
+    the policy's one-line note once (and at most one more, for a type it dropped)."""
     book = books[tag]
     for cell in (name for name in book.cells if name.startswith(f"{tag}:")):
         notes = book.outputs(cell).and_(book.page.locator("[data-mime-type='application/vnd.jupyter.stderr']"))
         assert notes.count() == 1, cell
-        lines = notes.first.inner_text().strip().splitlines()
-        assert all(line.startswith("[") and line.endswith("]") for line in lines), (cell, lines)
+        # the sandbox's own stderr (e.g. IPython's warning about <iframe>) shares the output area
+        lines = [line for line in notes.first.inner_text().strip().splitlines() if line.startswith("[")]
+        assert all(line.endswith("]") for line in lines), (cell, lines)
+        assert sum(line.startswith("[output policy") for line in lines) == 1, (cell, lines)
         assert len(lines) == len(set(lines)) <= 2, (cell, lines)
 
 
