@@ -38,7 +38,7 @@ async def backends(name: str):
 
     def make(**traits):
         with targets.env_vars(prepared(name).kernel_env):
-            backend = get_backend_class(name)(**{**prepared(name).traits, **traits})
+            backend = get_backend_class(targets.backend_of(name))(**{**prepared(name).traits, **traits})
         made.append(backend)
         return backend
 

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-NAMES = ["local", "docker", "e2b", "gateway"]
+NAMES = ["local", "docker", "docker_api", "e2b", "gateway"]
+"""Test targets. ``docker_api`` is the docker backend on its engine-API transport (the attach
+stream), on the same local engine as ``docker`` (whose ``auto`` picks ipc here)."""
 
 
 @dataclass
@@ -36,14 +38,25 @@ class Prepared:
 @dataclass
 class Target:
     name: str
+    backend: str = ""
+    """The backend's registered name, when the target's name differs (a variant of a backend)."""
     unavailable: Callable[[], str | None] = lambda: None
     """None when the backend can run here, else the reason it cannot."""
     prepare: Callable[[], contextlib.AbstractContextManager[Prepared]] = lambda: contextlib.nullcontext(Prepared())
     """Session-wide set-up (e.g. a local E2B server); yields a :class:`Prepared`."""
 
     @property
+    def backend_name(self) -> str:
+        return self.backend or self.name
+
+    @property
     def kernel_name(self) -> str:
-        return f"sandbox-{self.name}"
+        return f"sandbox-{self.backend_name}"
+
+
+def backend_of(name: str) -> str:
+    """The backend a target runs (``docker_api`` → ``docker``)."""
+    return get(name).backend_name if name in NAMES else name
 
 
 def get(name: str) -> Target:
