@@ -7,6 +7,7 @@ afterwards) and, where a cell is hostile, the backend answers the next cell.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -24,12 +25,12 @@ from tests.targets.docker import client, NOTHING, Recorder, SocketProxy, held_by
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 
 
-@pytest.fixture
-async def make(client):
-    """``make(**traits)`` → an unstarted DockerBackend; after the test, all are shut down and
-    nothing of theirs is left on the host."""
+@pytest.fixture(params=["ipc", "api"])
+async def make(client, request):
+    """``make(**traits)`` → an unstarted DockerBackend on each transport in turn; after the
+    test, all are shut down and nothing of theirs is left on the host."""
     async with backends("docker") as factory:
-        yield factory
+        yield lambda **traits: factory(**{"transport": request.param, **traits})
     assert held_by(client, os.getpid()) == NOTHING
 
 
@@ -174,9 +175,14 @@ async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, 
     await backend.start()
     first = backend._container.id
     hostdir = backend._hostdir
-    assert (hostdir.stat().st_uid, hostdir.stat().st_mode & 0o777) == (0, 0o755)  # sealed once ready
-    outcome, _ = await run(backend, "open('/kernel/extra', 'w')")
-    assert outcome.error.ename == "PermissionError"
+    if backend.transport == "ipc":
+        assert (hostdir.stat().st_uid, hostdir.stat().st_mode & 0o777) == (0, 0o755)  # sealed once ready
+        outcome, _ = await run(backend, "open('/kernel/extra', 'w')")
+        assert outcome.error.ename == "PermissionError"
+    else:  # the bridge's endpoints: private, and nothing of the host is mounted
+        assert hostdir.stat().st_mode & 0o777 == 0o700
+        mounts = client.api.inspect_container(first)["Mounts"]
+        assert [m["Type"] for m in mounts] == ["volume"]
     await backend.restart()
     assert backend._container.id != first and not client.api.containers(all=True, filters={"id": first})
     assert not hostdir.exists()
@@ -213,6 +219,43 @@ def test_leftovers_of_a_killed_owner_are_removed_at_next_start_and_by_gc(client)
             gc = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc"], capture_output=True, text=True)
             assert gc.returncode == 0 and "sandbox-kernel-orphan-" in gc.stdout
         assert held_by(client, owner.pid) == NOTHING
+
+
+@pytest.mark.parametrize("transport", ["ipc", "api"])
+def test_a_sandbox_whose_wrapper_is_killed_ends_by_itself(client, transport):
+    """No sweep needed (issue 19): the engine closes the container's stdin when the process
+    attached to it dies, and the relay (api) or the launcher (ipc) then ends the kernel."""
+    script = ("import asyncio, sys\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
+              "async def main():\n    b = DockerBackend(session='killed', transport=sys.argv[1])\n"
+              "    await b.start()\n    print(b._container.id, flush=True)\n    await asyncio.sleep(600)\n"
+              "asyncio.run(main())")
+    owner = subprocess.Popen([sys.executable, "-c", script, transport], stdout=subprocess.PIPE, text=True)
+    container = owner.stdout.readline().strip()
+    assert client.api.inspect_container(container)["State"]["Status"] == "running"
+    owner.kill()
+    owner.wait()
+    killed = time.monotonic()
+    while client.api.inspect_container(container)["State"]["Status"] == "running" and time.monotonic() - killed < 10:
+        time.sleep(0.1)
+    assert client.api.inspect_container(container)["State"]["Status"] == "exited"
+    assert time.monotonic() - killed < 5
+    engine.remove_leftovers(client)
+    assert held_by(client, owner.pid) == NOTHING
+
+
+def test_gc_all_on_a_shared_engine_leaves_other_hosts_sandboxes(client):
+    other = client.api.create_container("sandbox-kernel:latest", entrypoint=["/nonexistent"], command=[],
+                                        labels={engine.OWNER_LABEL: "another-host/1/1"}, network_disabled=True)
+    mine = client.api.create_container("sandbox-kernel:latest", entrypoint=["/nonexistent"], command=[],
+                                       labels={engine.OWNER_LABEL: engine.owner()}, network_disabled=True)
+    try:
+        removed = engine.remove_leftovers(client, everything=True)
+        assert client.api.containers(all=True, filters={"id": other["Id"]})
+        assert not client.api.containers(all=True, filters={"id": mine["Id"]}) and removed
+    finally:
+        for made in (other, mine):
+            with contextlib.suppress(Exception):
+                client.api.remove_container(made["Id"], force=True)
 
 
 # -- files -------------------------------------------------------------------------------------------

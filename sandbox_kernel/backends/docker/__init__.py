@@ -16,6 +16,7 @@ Options and messages: docs/docker.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import posixpath
 import re
@@ -205,9 +206,11 @@ class DockerBackend(KernelClientBackend):
         with engine_errors(doing):
             container = client.containers.create(**spec)
             self._container = container
-            if spec.get("stdin_open"):  # the api transport: attached before it starts, so nothing is missed
-                self._attached = client.api.attach_socket(
-                    container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            # Attached before it starts: the api transport's stream (nothing of it is missed), or,
+            # for ipc, stdin alone. Either way the engine closes the container's stdin when this
+            # process ends, and the container ends with it (the relay or the launcher sees EOF).
+            streams = {"stdout": 1, "stderr": 1} if self._transport == "api" else {}
+            self._attached = client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1, **streams})
             try:
                 with engine_errors(doing):
                     container.start()
@@ -232,7 +235,6 @@ class DockerBackend(KernelClientBackend):
         relayed = self._transport == "api"
         uid, _ = self._uid_gid()
         self._hostdir = Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-", dir=engine.HOSTDIR_ROOT))
-        self._attached = None
         try:
             if relayed:  # the bridge's endpoints: private to this user, never mounted
                 self._hostdir.chmod(0o700)
@@ -317,6 +319,10 @@ class DockerBackend(KernelClientBackend):
             await watch.await_farewell()  # before the host directory (the kernel's ipc sockets) goes
         if bridge is not None:  # the stream closes: the relay stops the kernel
             await _run_blocking(bridge.close)
+        attached, self._attached = self._attached, None
+        if attached is not None:
+            with contextlib.suppress(Exception):
+                attached.close()
         if self._docker is not None:
             await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
         engine.remove_hostdir(hostdir)

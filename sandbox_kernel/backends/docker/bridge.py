@@ -181,7 +181,7 @@ class AttachBridge:
                 wants = zmq.POLLIN | (zmq.POLLOUT if self._out else 0)
                 poller.register(fd, wants)
                 events = dict(poller.poll(100))
-                if events.get(fd, 0) & zmq.POLLIN and not self._read():
+                if events.get(fd) and not self._read():  # readable, or its end (POLLHUP, POLLERR)
                     break
                 for index, sock in self._sockets.items():
                     if events.get(sock):

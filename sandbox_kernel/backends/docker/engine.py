@@ -79,6 +79,12 @@ def owner() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}"
 
 
+def owned_here(label: str) -> bool:
+    """True when the owner ``label`` names a process of this host (on a shared engine, other
+    hosts' sandboxes are theirs to remove)."""
+    return label.partition("/")[0] == socket.gethostname()
+
+
 def owner_is_gone(label: str) -> bool:
     """True when ``label`` names a process of this host that no longer runs. Owners on other
     hosts (an engine shared over TCP) are never judged gone."""
@@ -108,7 +114,8 @@ def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = Fals
 
     Args:
         client: a docker-py client.
-        everything: remove every sandbox-kernel container and volume, live owners' too.
+        everything: remove every sandbox-kernel container and volume of this host, live
+            owners' too (another host's, on a shared engine, are never touched).
         dry_run: remove nothing; only return what would be removed.
 
     Returns:
@@ -118,17 +125,23 @@ def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = Fals
     with engine_errors("list sandbox containers"):
         for info in client.api.containers(all=True, filters={"label": OWNER_LABEL}):
             info_labels = info.get("Labels") or {}
-            if dry_run and (everything or owner_is_gone(info_labels.get(OWNER_LABEL, ""))):
+            label = info_labels.get(OWNER_LABEL, "")
+            if not (everything and owned_here(label) or owner_is_gone(label)):
+                continue
+            if dry_run:
                 removed.append(info["Names"][0].lstrip("/"))
-            elif everything or owner_is_gone(info_labels.get(OWNER_LABEL, "")):
+            else:
                 with contextlib.suppress(Refused), engine_errors("remove a container"):  # gone, or being removed
                     client.api.remove_container(info["Id"], force=True)
                     removed.append(info["Names"][0].lstrip("/"))
                 remove_hostdir(info_labels.get(HOSTDIR_LABEL))
         for volume in client.api.volumes(filters={"label": OWNER_LABEL}).get("Volumes") or []:
-            if dry_run and (everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, ""))):
+            label = (volume.get("Labels") or {}).get(OWNER_LABEL, "")
+            if not (everything and owned_here(label) or owner_is_gone(label)):
+                continue
+            if dry_run:
                 removed.append(volume["Name"])
-            elif everything or owner_is_gone((volume.get("Labels") or {}).get(OWNER_LABEL, "")):
+            else:
                 with contextlib.suppress(Refused), engine_errors("remove a volume"):  # in use, or being removed
                     client.api.remove_volume(volume["Name"], force=True)
                     removed.append(volume["Name"])

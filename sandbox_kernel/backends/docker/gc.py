@@ -2,7 +2,9 @@
 (entry point ``sandbox_kernel.commands``; ``sandbox-kernel image ...`` is :mod:`.images.__main__`).
 
 It removes the containers, volumes and host directories of sandboxes whose kernel is gone
-(killed or crashed before it could clean up); ``--all`` removes every sandbox-kernel container, running ones too.
+(killed or crashed before it could clean up); ``--all`` removes every sandbox-kernel container of this
+host, running ones too. On an engine shared by several hosts, other hosts' sandboxes are never touched:
+their owner's host removes them (and each container ends by itself when its wrapper does).
 Workspace volumes (``workdir_volume``) are kept unless ``--volumes``; ``--dry-run`` lists what
 would be removed and the workspaces, and removes nothing.
 """
@@ -19,7 +21,7 @@ HELP = "remove sandbox containers left by kernels that are gone (and workspace v
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true",
-                        help="remove every sandbox-kernel container and volume, also those of running kernels")
+                        help="remove every sandbox-kernel container and volume of this host, also those of running kernels")
     parser.add_argument("--volumes", action="store_true",
                         help="also remove the workspace volumes (workdir_volume) no container uses: their files are lost")
     parser.add_argument("--dry-run", action="store_true", help="remove nothing; list what would be removed")

@@ -65,6 +65,24 @@ try:
     OutStream.write = _chunked(OutStream.write)
 except Exception:
     pass
+import os
+import stat
+import threading
+
+
+def _end_with_the_host():
+    # stdin is the engine's attach of the host process (the ipc transport): when it ends,
+    # that process stopped or lost the engine, and nobody can reach this kernel any more.
+    try:
+        while os.read(0, 65536):
+            pass
+    except OSError:
+        pass
+    os._exit(0)
+
+
+if stat.S_ISFIFO(os.fstat(0).st_mode):
+    threading.Thread(target=_end_with_the_host, daemon=True).start()
 from ipykernel.kernelapp import launch_new_instance
 
 launch_new_instance()
@@ -73,21 +91,34 @@ launch_new_instance()
 PIDS_HEADROOM = 4
 """The container is at its pids limit when this close to it: the kernel cannot start threads."""
 REAPER = """
-import os as _os, signal as _signal
-try:
-    _os.kill(-1, _signal.SIGKILL)
-except OSError:
-    pass
-while True:
+def _sandbox_kernel_reap():
+    import os, signal
+    keep = {os.getpid(), os.getppid(), 1}
     try:
-        _os.waitpid(-1, 0)
-    except ChildProcessError:
-        break
-del _os, _signal
+        os.kill(-1, signal.SIGSTOP)
+    except OSError:
+        pass
+    for pid in [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in keep]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.kill(os.getppid(), signal.SIGCONT)
+    except OSError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+_sandbox_kernel_reap()
+del _sandbox_kernel_reap
 """
-"""Run silently in the kernel (uid != 0) at the pids limit: ``kill(-1)`` signals every process
-the kernel may signal except itself and PID 1; then the kernel reaps its children (zombies hold
-pids too)."""
+"""Run silently in the kernel (uid != 0) at the pids limit: ``kill(-1, SIGSTOP)`` stops every
+process the kernel may signal except itself and PID 1, so none forks any more; each is then
+killed except the kernel's parent (the api transport's relay, or init), which continues; then
+the kernel reaps its children (zombies hold pids too)."""
 
 
 def uid_gid(user: str) -> tuple[int, int]:
@@ -160,14 +191,16 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
     uid, gid = uid_gid(backend.user)
     env = {var: os.environ[var] for var in backend.env_vars if var in os.environ}
     if hostdir is None:
-        run = dict(entrypoint=["python", "-c", RELAY_SOURCE], command=[], stdin_open=True)
+        # detach=False: docker-py then sets StdinOnce, so the engine closes the relay's stdin when
+        # the attach ends (this process stopped, or lost the engine), and the relay stops the kernel
+        run = dict(entrypoint=["python", "-c", RELAY_SOURCE], command=[], stdin_open=True, detach=False)
         kernel_mounts = []
     else:
-        run = dict(entrypoint=["python"], command=[f"{KERNEL_DIR}/launch.py", "-f", f"{KERNEL_DIR}/kernel.json",
+        run = dict(stdin_open=True, detach=False, entrypoint=["python"], command=[f"{KERNEL_DIR}/launch.py", "-f", f"{KERNEL_DIR}/kernel.json",
                                                    *KERNEL_ARGS])
         kernel_mounts = [docker.types.Mount(KERNEL_DIR, str(hostdir), type="bind")]
     spec: dict[str, Any] = dict(
-        image=backend.image, labels=labels, detach=True, hostname="sandbox", name=name, **run,
+        image=backend.image, labels=labels, hostname="sandbox", name=name, **run,
         user=f"{uid}:{gid}", working_dir=backend.workdir, environment={**KERNEL_ENV, **env},
         network_mode=backend.network, read_only=backend.read_only, init=backend.init,
         tmpfs={"/tmp": "mode=1777" + (f",size={backend.tmp_size}" if backend.tmp_size else "")},
