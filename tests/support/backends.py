@@ -35,10 +35,11 @@ async def backends(name: str):
     from sandbox_kernel.backends import get_backend_class
 
     made = []
+    cls = get_backend_class(targets.get(name).backend_name)
 
     def make(**traits):
         with targets.env_vars(prepared(name).kernel_env):
-            backend = get_backend_class(name)(**{**prepared(name).traits, **traits})
+            backend = cls(**{**prepared(name).traits, **traits})
         made.append(backend)
         return backend
 
