@@ -126,3 +126,15 @@ def test_files_go_in_and_out_through_the_archive_api(inner, tmp_path):
             engine.get_file(container, "/home/sandbox/nothing-here", tmp_path / "none.bin")
     finally:
         container.remove(force=True)
+
+
+def test_an_ssh_engine_whose_host_key_is_unknown_says_so_with_the_fix(rig, tmp_path):
+    (tmp_path / ".ssh").mkdir()  # the rig's client key, but no known_hosts
+    (tmp_path / ".ssh" / "id_ed25519").write_bytes((rig.root / "home" / ".ssh" / "id_ed25519").read_bytes())
+    (tmp_path / ".ssh" / "id_ed25519").chmod(0o600)
+    env = {**os.environ, **rig.ssh_env, "HOME": str(tmp_path)}
+    gc = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc"], capture_output=True, text=True, env=env,
+                        timeout=60)
+    assert gc.returncode != 0
+    assert f"Could not reach the Docker engine at {rig.ssh_env['DOCKER_HOST']} over ssh: Server '[127.0.0.1]:" \
+           f"{rig.ssh_port}' not found in known_hosts. Fix: make `ssh USER@HOST` work without a prompt" in gc.stderr
