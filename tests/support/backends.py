@@ -35,11 +35,10 @@ async def backends(name: str):
     from sandbox_kernel.backends import get_backend_class
 
     made = []
-    cls = get_backend_class(targets.get(name).backend_name)
 
     def make(**traits):
         with targets.env_vars(prepared(name).kernel_env):
-            backend = cls(**{**prepared(name).traits, **traits})
+            backend = get_backend_class(targets.backend_of(name))(**{**prepared(name).traits, **traits})
         made.append(backend)
         return backend
 

@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 
-NAMES = ["local", "docker", "e2b", "gateway"]
+NAMES = ["local", "docker", "docker_api", "e2b", "gateway"]
+"""Test targets. ``docker_api`` is the docker backend on its engine-API transport (the attach
+stream), on the same local engine as ``docker`` (whose ``auto`` picks ipc here)."""
 
 REMOTE_NAMES = ["docker_tcp", "docker_ssh"]
 """The docker backend on an engine that does not share this host's filesystem (the rig of
-``remote_engine.py``), over TCP with TLS and over ssh. Not in NAMES until the engine-API
-transport is merged: tests/test_docker_remote.py runs the kernel features on them meanwhile."""
+``remote_engine.py``), over TCP with TLS and over ssh: tests/test_docker_remote.py runs the
+kernel's features on them."""
 
 
 @dataclass
@@ -42,7 +44,7 @@ class Prepared:
 class Target:
     name: str
     backend: str = ""
-    """The backend the target runs (``get_backend_class(backend)``); empty: ``name``."""
+    """The backend's registered name, when the target's name differs (a variant of a backend)."""
     unavailable: Callable[[], str | None] = lambda: None
     """None when the backend can run here, else the reason it cannot."""
     prepare: Callable[[], contextlib.AbstractContextManager[Prepared]] = lambda: contextlib.nullcontext(Prepared())
@@ -55,6 +57,11 @@ class Target:
     @property
     def kernel_name(self) -> str:
         return f"sandbox-{self.backend_name}"
+
+
+def backend_of(name: str) -> str:
+    """The backend a target runs (``docker_api`` → ``docker``)."""
+    return get(name).backend_name if name in NAMES + REMOTE_NAMES else name
 
 
 def get(name: str) -> Target:
