@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import shutil
 import subprocess
@@ -57,7 +58,10 @@ CAPABILITIES = (
     "PERFMON BPF CHECKPOINT_RESTORE").split()
 
 
+@functools.cache
 def unavailable(ssh: bool = False) -> str | None:
+    """Why the rig cannot run here, or None. Asked once a session: the tests ask again while
+    DOCKER_HOST names the rig's engine, and the answer is about the local one."""
     from .docker import unavailable as docker_unavailable
 
     if (reason := docker_unavailable()) is not None:
