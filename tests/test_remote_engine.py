@@ -138,3 +138,13 @@ def test_an_ssh_engine_whose_host_key_is_unknown_says_so_with_the_fix(rig, tmp_p
     assert gc.returncode != 0
     assert f"Could not reach the Docker engine at {rig.ssh_env['DOCKER_HOST']} over ssh: Server '[127.0.0.1]:" \
            f"{rig.ssh_port}' not found in known_hosts. Fix: make `ssh USER@HOST` work without a prompt" in gc.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="requests lets REQUESTS_CA_BUNDLE (set on these machines) replace the CA "
+                                       "docker-py gives its session (psf/requests#3829), so engine.connect() cannot "
+                                       "verify a TLS engine with its own CA and says it is not answering")
+def test_a_tls_engine_is_reached_where_requests_ca_bundle_is_set(rig):
+    env = {**os.environ, **rig.tcp_env, "REQUESTS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"}
+    gc = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc"], capture_output=True, text=True, env=env,
+                        timeout=60)
+    assert gc.returncode == 0, gc.stderr

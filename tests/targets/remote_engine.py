@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,9 @@ class Rig:
     root: Path
     tcp_port: int
     ssh_port: int
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds the start took: ``engine`` (container start to an answering engine), ``load``
+    (the sandbox image into it, 0 when it was there)."""
 
     @property
     def tcp_env(self) -> dict[str, str]:
@@ -257,6 +260,7 @@ def running() -> Iterator[Rig]:
             except docker.errors.NotFound:
                 local.volumes.create(VOLUME, labels={LABEL: "inner /var/lib/docker"})
         make_credentials(root)
+        started = time.monotonic()
         container = _start_container(local, root, VOLUME if lock is not None else None)
         rig = Rig(container, root, _publish(container, "2376/tcp"), _publish(container, "22/tcp"))
         host_key = (root / "ssh" / "host_key.pub").read_text().split()[:2]
@@ -265,10 +269,12 @@ def running() -> Iterator[Rig]:
             f"Host 127.0.0.1\n  User root\n  Port {rig.ssh_port}\n  IdentityFile {root / 'home' / '.ssh' / 'id_ed25519'}\n"
             f"  UserKnownHostsFile {root / 'home' / '.ssh' / 'known_hosts'}\n  StrictHostKeyChecking yes\n")
         inner = _wait_until_ready(rig)
+        rig.timings["engine"] = time.monotonic() - started
         for leftover in inner.containers.list(all=True):  # of an earlier session on the volume
             leftover.remove(force=True, v=True)
         inner.volumes.prune()
-        ensure_image(local, inner)
+        started = time.monotonic()
+        rig.timings["load"] = time.monotonic() - started if ensure_image(local, inner) else 0.0
         inner.close()
         yield rig
     finally:
