@@ -200,10 +200,10 @@ def _wait_until_ready(rig: Rig) -> Any:
             with contextlib.closing(rig.client(timeout=5)) as probe:
                 probe.ping()
             return rig.client(timeout=300)  # loading the sandbox image takes ~15 s
-        except Exception:
+        except Exception as exc:  # not up yet: refused, reset, or TLS before dockerd listens
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the rig's engine did not answer in {READY_TIMEOUT:.0f} s: "
-                                   f"{rig.container.logs(tail=20).decode(errors='replace')}") from None
+                raise RuntimeError(f"the rig's engine did not answer in {READY_TIMEOUT:.0f} s ({exc}); its log: "
+                                   f"{rig.container.logs(tail=20).decode(errors='replace')}") from exc
             time.sleep(0.2)
 
 
