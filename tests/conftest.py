@@ -10,14 +10,16 @@ from tests.targets import NAMES
 TIERS = ("unit", "kernel", "docker", "e2b", "gateway", "browser")
 """Markers of the test tiers (pyproject.toml describes them); ``pytest -m unit`` is the fast one."""
 
-BACKEND_TIERS = {"local": "kernel", "docker": "docker", "docker_api": "docker", "e2b": "e2b", "gateway": "gateway"}
+BACKEND_TIERS = {"local": "kernel", "docker": "docker", "docker_api": "docker", "e2b": "e2b", "gateway": "gateway",
+                 "docker_tcp": "docker", "docker_ssh": "docker"}
 """The tier of a test case parametrized with a backend's name."""
 
 BACKEND_PARAMS = ("backend_name", "name", "kind")
 """Parameter names whose value is a backend's name."""
 
-UNIT_MODULES = {"test_capabilities", "test_cli", "test_compat", "test_config_check", "test_docker_spec", "test_options",
-                "test_paths", "test_pipeline", "test_policy", "test_widget_policy", "test_widget_policy_props"}
+UNIT_MODULES = {"test_capabilities", "test_cli", "test_compat", "test_config_check", "test_docker_boundary",
+                "test_docker_spec", "test_options", "test_paths", "test_pipeline", "test_policy", "test_widget_policy",
+                "test_widget_policy_props"}
 """Modules whose every test runs in process, with no kernel: all ``unit`` unless marked."""
 
 

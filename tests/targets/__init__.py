@@ -19,6 +19,11 @@ NAMES = ["local", "docker", "docker_api", "e2b", "gateway"]
 """Test targets. ``docker_api`` is the docker backend on its engine-API transport (the attach
 stream), on the same local engine as ``docker`` (whose ``auto`` picks ipc here)."""
 
+REMOTE_NAMES = ["docker_tcp", "docker_ssh"]
+"""The docker backend on an engine that does not share this host's filesystem (the rig of
+``remote_engine.py``), over TCP with TLS and over ssh: tests/test_docker_remote.py runs the
+kernel's features on them."""
+
 
 @dataclass
 class Prepared:
@@ -56,7 +61,7 @@ class Target:
 
 def backend_of(name: str) -> str:
     """The backend a target runs (``docker_api`` → ``docker``)."""
-    return get(name).backend_name if name in NAMES else name
+    return get(name).backend_name if name in NAMES + REMOTE_NAMES else name
 
 
 def get(name: str) -> Target:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +23,9 @@ INSTALL_FIX = "pip install 'sandbox-kernel[docker]'"
 ENGINE_FIX = ("start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`), "
               "or point DOCKER_HOST at one")
 PERMISSION_FIX = "add your user to the 'docker' group (`sudo usermod -aG docker $USER`, then log in again)"
+SSH_INSTALL_FIX = "pip install 'sandbox-kernel[docker]' (it brings paramiko), or pip install paramiko"
+SSH_FIX = ("make `ssh USER@HOST` work without a prompt: the engine host's key in ~/.ssh/known_hosts "
+           "(`ssh-keyscan -p PORT HOST >> ~/.ssh/known_hosts`) and a key it accepts (~/.ssh/config IdentityFile)")
 
 
 class EngineLost(SandboxError):
@@ -79,25 +83,46 @@ def engine_errors(doing: str) -> Iterator[None]:
             refused to DOING: ...").
         Refused: the engine refused the request (a bad option, a conflict).
         SandboxStartError: a one-off container failed ("Could not DOING: its last stderr line").
-        BackendUnavailable: no engine answers, or no permission to use its socket.
+        BackendUnavailable: no engine answers, no permission to use its socket, an ``ssh://``
+            engine without paramiko (docker-py needs it for any ssh host), or ssh refused.
     """
     docker = load_docker()
     import requests.exceptions
 
+    ssh_errors = _ssh_errors()
     try:
         yield
     except SandboxError:
         raise
+    except ssh_errors as exc:  # paramiko's, not an OSError: host key unknown, key refused
+        raise BackendUnavailable(f"Could not reach the Docker engine at {host()} over ssh: {exc}.", fix=SSH_FIX) from exc
     except docker.errors.APIError as exc:
         raise _refusal(docker, exc, doing) from exc
     except docker.errors.ContainerError as exc:
         stderr = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         raise SandboxStartError(f"Could not {doing}: {stderr[-1] if stderr else exc}") from exc
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        if host().startswith("ssh://") and not _has_paramiko():
+            raise BackendUnavailable(f"The Docker engine at {host()} is reached over ssh, which docker-py does with "
+                                     "the Python package 'paramiko'; it is not installed.", fix=SSH_INSTALL_FIX) from exc
         if isinstance(exc, PermissionError) or "Permission denied" in str(exc):
             raise BackendUnavailable(f"No permission to use the Docker engine's socket ({host()}).",
                                      fix=PERMISSION_FIX) from exc
         raise BackendUnavailable(f"The Docker engine is not answering at {host()}.", fix=ENGINE_FIX) from exc
+
+
+def _has_paramiko() -> bool:
+    try:
+        import paramiko  # noqa: F401 - docker-py's transport for ssh:// hosts
+    except ImportError:
+        return False
+    return True
+
+
+def _ssh_errors() -> tuple[type[BaseException], ...]:
+    """paramiko's root exception once docker-py has loaded it (for an ssh:// host), else none."""
+    paramiko = sys.modules.get("paramiko")
+    return (paramiko.SSHException,) if paramiko is not None else ()
 
 
 def _refusal(docker: Any, exc: Any, doing: str) -> Refused:

@@ -1,0 +1,40 @@
+"""The docker backend's boundary with docker-py (``backends/docker/boundary.py``): what a user is
+told when the engine named by DOCKER_HOST cannot be reached, through docker-py's real failures
+(a real ImportError, a real refused connection; no engine is needed)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+GC = "import runpy, sys; sys.argv = ['sandbox-kernel', 'gc']; runpy.run_module('sandbox_kernel', run_name='__main__')"
+HIDE_PARAMIKO = "import sys; sys.modules['paramiko'] = None; "  # `import paramiko` -> ImportError
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def gc(code: str, docker_host: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "DOCKER_HOST": docker_host})
+
+
+def test_an_ssh_engine_without_paramiko_names_paramiko_not_the_engine():
+    host = f"ssh://root@127.0.0.1:{closed_port()}"
+    done = gc(HIDE_PARAMIKO + GC, host)
+    assert done.returncode != 0
+    assert (f"The Docker engine at {host} is reached over ssh, which docker-py does with the Python package "
+            "'paramiko'; it is not installed. Fix: pip install 'sandbox-kernel[docker]' (it brings paramiko)") in done.stderr
+    assert "not answering" not in done.stderr and "dockerd" not in done.stderr
+
+
+def test_an_ssh_engine_that_does_not_answer_is_not_blamed_on_paramiko():
+    host = f"ssh://root@127.0.0.1:{closed_port()}"
+    done = gc(GC, host)
+    assert done.returncode != 0
+    assert f"The Docker engine is not answering at {host}." in done.stderr and "paramiko" not in done.stderr

@@ -1,0 +1,96 @@
+"""The docker backend on an engine that does not share this host's filesystem (the rig of
+tests/targets/remote_engine.py, reached over TCP with TLS and over ssh) with the engine-API
+transport: the backend contract (a cell, live streams, interrupt, timeout, stdin, death, files,
+comms), death by out-of-memory, and through the installed kernelspec, the interrupt button and a
+widget's round trip. Inspected on the inner engine: no host path of the wrapper is mounted."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.kernels import kernel, run
+from tests.support.backends import backends, prepared
+from tests.support.contract import *  # noqa: F403 - the contract's test_* functions are collected here
+from tests.support.contract import Recorder
+from tests.support.hostile import test_memory_bomb_is_reported_as_out_of_memory  # noqa: F401 - collected here
+from tests.targets import REMOTE_NAMES, env_vars, remote_engine
+from tests.test_widgets import WidgetFrontend, comm_msgs, result
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module", params=REMOTE_NAMES)
+def backend_name(request) -> str:
+    """``docker_tcp``, then ``docker_ssh``: the docker backend on the rig (see tests/targets)."""
+    prepared(request.param)
+    return request.param
+
+
+@pytest.fixture
+async def make_backend(backend_name):
+    """``make_backend(**traits)`` → an unstarted DockerBackend for the rig. The rig's environment
+    (DOCKER_HOST, ...) holds for the whole test: docker-py reads it when the backend starts."""
+    with env_vars(prepared(backend_name).kernel_env):
+        async with backends(backend_name) as make:
+            yield make
+
+
+@pytest.fixture
+def make(make_backend):
+    """The name tests/support/hostile.py uses."""
+    return make_backend
+
+
+@pytest.fixture(scope="module")
+def client(backend_name):
+    """A docker-py client of the rig's engine, reached as the backend reaches it."""
+    inner = remote_engine.session_rig().client(prepared(backend_name).kernel_env)
+    yield inner
+    inner.close()
+
+
+async def test_no_host_path_of_the_wrapper_is_mounted_and_auto_picks_the_api(make_backend, client):
+    async with make_backend(transport="auto") as backend:
+        rec = Recorder()
+        await backend.execute("import os\nprint(os.getcwd())", rec)
+        attrs = client.api.inspect_container(backend._container.id)
+        assert backend.describe().get("transport", "api") == "api"
+    assert rec.text().strip() == "/home/sandbox/work"
+    assert [m for m in attrs["Mounts"] if m["Type"] == "bind"] == []
+    assert not attrs["HostConfig"]["Binds"]
+    host = attrs["HostConfig"]
+    assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"]
+
+
+@pytest.fixture(scope="module")
+def remote_kernel(backend_name):
+    """The installed ``sandbox-docker`` kernelspec started as a notebook starts it, on the rig."""
+    with kernel(backend_name) as (km, kc):
+        yield km, kc
+
+
+def test_the_interrupt_button_stops_a_busy_loop_and_state_survives(remote_kernel):
+    km, kc = remote_kernel
+    run(kc, "survivor = 'alive'")
+    delay = 1.5
+    threading.Timer(delay, km.interrupt_kernel).start()
+    started = time.monotonic()
+    reply, _ = run(kc, "while True: pass", timeout=30)
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+    assert time.monotonic() - started - delay < 2.0
+    assert result(run(kc, "survivor")[1])["text/plain"] == "'alive'"
+
+
+def test_a_widget_moves_both_ways(remote_kernel):
+    frontend = WidgetFrontend(remote_kernel[1])
+    reply, outputs = frontend.execute("import ipywidgets as widgets\ns = widgets.IntSlider(value=1, max=10)\ns")
+    assert reply["status"] == "ok"
+    slider = frontend.find("IntSliderModel")
+    [echo] = comm_msgs(frontend.update(slider, {"value": 9}), slider, "echo_update")
+    assert echo["content"]["data"]["state"] == {"value": 9}
+    assert result(frontend.execute("s.value")[1])["text/plain"] == "9"
+    _, outputs = frontend.execute("s.value = 5")
+    assert [m["content"]["data"]["state"] for m in comm_msgs(outputs, slider, "update")] == [{"value": 5}]
