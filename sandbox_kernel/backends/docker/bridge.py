@@ -42,7 +42,7 @@ from typing import Any
 
 import zmq
 
-from .inside import CHANNELS, HELLO, PORTS, Decoder, encode
+from .inside import CHANNELS, HELLO, PORTS, Decoder, encode, preamble
 
 DOCKER_FRAME = struct.Struct(">BxxxI")
 """The header of each piece of a multiplexed attach stream: stream (0 stdin, 1 stdout, 2 stderr),
@@ -115,8 +115,8 @@ class AttachBridge:
         self._iopub = CHANNELS.index("iopub")
         self._subscribed = False  # until the client's SUB subscribed, IOPub waits here
         self._pending: dict[int, deque] = {index: deque() for index in self._sockets}
-        self._out = bytearray(encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
-                                                          "launcher": launcher}).encode()]))
+        self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
+                                                                   "launcher": launcher}).encode()]))
         self._decoder = Decoder(self._record, self._dropped, max_frame)
         self._demux = _Demux(self._decoder.feed, self._stderr)
         self.stderr = bytearray()

@@ -1,8 +1,9 @@
 """The container's side of the engine-API transport: a relay between the kernel's ZMQ sockets
 and the container's standard streams, which the engine carries to the host (an attach stream,
 ``POST /containers/{id}/attach``), so the host needs no path into the container and the
-container no network. Run as the container's command: ``python -c SOURCE`` (:data:`SOURCE`,
-this file), standard library and pyzmq only (ipykernel needs pyzmq, so every kernel image has it).
+container no network. The container's command is :data:`BOOTSTRAP`, which reads this file from
+the stream and runs it: standard library and pyzmq only (ipykernel needs pyzmq, so every kernel
+image has it).
 
 The wire (both directions), one record per Jupyter message::
 
@@ -270,7 +271,27 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
 
 
 SOURCE = open(__file__).read() if __name__ != "__main__" else ""
-"""This file's source, as the container runs it (``python -c``)."""
+"""This file's source, as the container runs it: sent first on the stream, after its length in
+12 decimal digits, and run by :data:`BOOTSTRAP`."""
+
+BOOTSTRAP = ("import os\n"
+             "def read(n):\n"
+             "    b = b''\n"
+             "    while len(b) < n:\n"
+             "        c = os.read(0, n - len(b))\n"
+             "        if not c:\n"
+             "            raise SystemExit(0)\n"
+             "        b += c\n"
+             "    return b\n"
+             "exec(compile(read(int(read(12))), 'sandbox-kernel-relay', 'exec'))\n")
+"""The container's command (``python -c BOOTSTRAP``): reads the relay's source from stdin and
+runs it, so the command line (``docker top``, ``ps``) stays short and the image needs no file of ours."""
+
+
+def preamble() -> bytes:
+    """What the host sends first: the relay's source for :data:`BOOTSTRAP`."""
+    source = SOURCE.encode()
+    return b"%012d" % len(source) + source
 
 if __name__ == "__main__":
     main()

@@ -24,7 +24,7 @@ from ...errors import ConfigError
 from ..kernel_client import KERNEL_ARGS
 from .boundary import load_docker
 from .inside import KERNEL_DIR as INSIDE_DIR
-from .inside import SOURCE as RELAY_SOURCE
+from .inside import BOOTSTRAP
 from .mounts import MountError, check_access, parse_gpus, parse_mounts
 
 KERNEL_DIR = "/kernel"
@@ -193,7 +193,7 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
     if hostdir is None:
         # detach=False: docker-py then sets StdinOnce, so the engine closes the relay's stdin when
         # the attach ends (this process stopped, or lost the engine), and the relay stops the kernel
-        run = dict(entrypoint=["python", "-c", RELAY_SOURCE], command=[], stdin_open=True, detach=False)
+        run = dict(entrypoint=["python", "-c", BOOTSTRAP], command=[], stdin_open=True, detach=False)
         kernel_mounts = []
     else:
         run = dict(stdin_open=True, detach=False, entrypoint=["python"], command=[f"{KERNEL_DIR}/launch.py", "-f", f"{KERNEL_DIR}/kernel.json",
