@@ -44,7 +44,6 @@ BASE_LABEL = "org.sandbox-kernel.base"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the engine colours RUN stderr red
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Platform:
     """An architecture sandbox images are built for.
