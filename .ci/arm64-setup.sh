@@ -3,7 +3,8 @@
 # qemu-user-static registered with binfmt_misc, an arm64 base image made with debootstrap, and
 # the default recipe built with --platform linux/arm64. After .ci/docker-setup.sh (the engine runs).
 # Idempotent: installs, registers and builds only what is missing. Runs as root on Debian 12.
-# Measured here (2 shared cores): packages ~10 s, base image ~4 min, sandbox image ~5 min.
+# Measured here (2 shared, busy cores): packages ~8 s, base image 3.5-4 min, sandbox image
+# 2.5-3.5 min (wheel download included): 6-7.5 min in all; ~1 s when everything is there.
 #   env: PYTHON (.venv/bin/python), ARM64_BASE_IMAGE, ARM64_IMAGE, WHEELHOUSE
 set -euo pipefail
 cd "$(dirname "$0")/.."
