@@ -61,7 +61,8 @@ def _base(client: Any, image: str, configured: str) -> str:
 def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", wheelhouse: str = "",
                  progress: Callable[[str], None] = lambda line: None) -> None:
     """Make sure ``image`` can be used; build or rebuild a ``sandbox-kernel`` image when it is
-    missing or stale and ``auto_build`` is on. Blocking (a build takes about a minute).
+    missing or stale and ``auto_build`` is on. Blocking (a build takes about a minute). A missing
+    image is built for the engine's architecture, a stale one for its own.
 
     Args:
         client: a docker-py client.
@@ -72,9 +73,10 @@ def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", w
 
     Raises:
         BackendUnavailable: a ``sandbox-kernel`` image is missing and ``auto_build`` is off.
-        SandboxStartError: another image is missing, or the build failed.
+        SandboxStartError: another image is missing, the engine's architecture is not one images
+            are built for, or the build failed.
     """
-    from .images import ImageBuildError, build_image, image_is_current
+    from .images import ImageBuildError, build_image, engine_platform, image_is_current, image_platform
 
     with engine_errors(f"inspect the image {image}"):
         current = image_is_current(client, image)
@@ -90,7 +92,11 @@ def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", w
             if image_is_current(client, image):  # built meanwhile by another session
                 return
             try:
-                build_image(client, base=_base(client, image, base), tag=image,
+                platform = image_platform(client, image) if current is False else engine_platform(client)
+            except ImageBuildError as exc:
+                raise SandboxStartError(f"Could not build the sandbox image {image!r}: {exc.message}.") from exc
+            try:
+                build_image(client, base=_base(client, image, base), tag=image, platform=platform,
                             wheelhouse=Path(wheelhouse) if wheelhouse else default_wheelhouse(), progress=progress)
             except ImageBuildError as exc:
                 if current is False:  # keep working with the older image

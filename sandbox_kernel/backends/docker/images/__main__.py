@@ -1,8 +1,11 @@
 """Command line of the image builder; ``sandbox-kernel image ...`` runs the same commands.
 
-    python -m sandbox_kernel.backends.docker.images download --wheelhouse DIR
+    python -m sandbox_kernel.backends.docker.images download --wheelhouse DIR [--platform P]
     python -m sandbox_kernel.backends.docker.images build [--base IMAGE] [--tag TAG] [--wheelhouse DIR] [--if-needed]
+                                                          [--platform P]
     python -m sandbox_kernel.backends.docker.images check IMAGE
+
+P is linux/amd64 or linux/arm64; default: the engine's architecture (download: this machine's).
 
 Exit status: 0 on success, 1 when the build or the check fails, 2 on usage errors.
 """
@@ -10,6 +13,7 @@ Exit status: 0 on success, 1 when the build or the check fails, 2 on usage error
 from __future__ import annotations
 
 import argparse
+import platform as host
 import sys
 import time
 from pathlib import Path
@@ -17,12 +21,18 @@ from pathlib import Path
 from .build import (
     DEFAULT_BASE,
     DEFAULT_TAG,
+    PLATFORMS,
     ImageBuildError,
     build_image,
     download_wheelhouse,
+    engine_platform,
     image_has_ipykernel,
     image_is_current,
+    image_platform,
+    platform_of,
 )
+
+_PLATFORM_HELP = f"build for this platform: {' or '.join(p.docker for p in PLATFORMS.values())}"
 
 HELP = "build or check the docker backend's sandbox image"
 """The line ``sandbox-kernel --help`` shows (entry point ``sandbox_kernel.commands``)."""
@@ -41,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     download = commands.add_parser("download", help="download the image's wheels (host pip)")
     download.add_argument("--wheelhouse", type=Path, required=True)
     download.add_argument("--requirements", type=Path)
+    download.add_argument("--platform", help=f"{_PLATFORM_HELP} (default: this machine's)")
     build = commands.add_parser("build", help="build the default sandbox image")
     build.add_argument("--base", default=DEFAULT_BASE, help=f"base image (default {DEFAULT_BASE})")
     build.add_argument("--tag", default=DEFAULT_TAG, help=f"image name (default {DEFAULT_TAG})")
@@ -49,6 +60,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--requirements", type=Path)
     build.add_argument("--if-needed", action="store_true",
                        help="build only when TAG is missing or was built from an older recipe")
+    build.add_argument("--platform", help=f"{_PLATFORM_HELP} (default: the engine's; another one needs "
+                                          "qemu-user-static on the engine's host and a --base of that platform)")
     check = commands.add_parser("check", help="tell whether IMAGE can import ipykernel")
     check.add_argument("image")
 
@@ -61,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the parsed ``download``, ``build`` or ``check`` command; returns the exit status."""
     try:
         if args.image_command == "download":
-            download_wheelhouse(args.wheelhouse, args.requirements)
-            print(f"wheelhouse complete: {args.wheelhouse}")
+            platform = platform_of(args.platform or host.machine())
+            download_wheelhouse(args.wheelhouse, args.requirements, platform=platform)
+            print(f"wheelhouse complete for {platform}: {args.wheelhouse}")
             return 0
         import docker
 
@@ -71,15 +85,17 @@ def run(args: argparse.Namespace) -> int:
             ok = image_has_ipykernel(client, args.image)
             print(f"{args.image}: ipykernel {'found' if ok else 'missing'}")
             return 0 if ok else 1
-        if args.if_needed and image_is_current(client, args.tag, args.requirements):
+        platform = platform_of(args.platform) if args.platform else engine_platform(client)
+        if (args.if_needed and image_is_current(client, args.tag, args.requirements)
+                and image_platform(client, args.tag) == platform):
             print(f"{args.tag} is up to date with the recipe: not rebuilt")
             return 0
         started = time.monotonic()
         image_id = build_image(client, base=args.base, tag=args.tag, wheelhouse=args.wheelhouse,
-                               requirements=args.requirements,
+                               requirements=args.requirements, platform=platform,
                                progress=lambda line: print(line, flush=True))
         size = client.api.inspect_image(image_id)["Size"]
-        print(f"built {args.tag} ({image_id[:19]}, {size / 1e6:.0f} MB) "
+        print(f"built {args.tag} for {platform} ({image_id[:19]}, {size / 1e6:.0f} MB) "
               f"in {time.monotonic() - started:.0f} s")
         return 0
     except ImageBuildError as exc:

@@ -1,9 +1,13 @@
 """Build the default sandbox image from a wheelhouse, and check images for ipykernel.
 
 No step needs a container registry or a package index inside the build: wheels for the image's
-Python (CPython 3.11, manylinux x86_64, the python3 of Debian bookworm and of
+Python (CPython 3.11 on manylinux x86_64 or aarch64, the python3 of Debian bookworm and of
 ``python:3.11-slim-bookworm``) are downloaded on the host by :func:`download_wheelhouse`, sent to
 the engine in the build context and installed with ``pip install --no-index``.
+
+Images are built for the engine's architecture (``docker info``: ``x86_64`` or ``aarch64``) unless
+a :class:`Platform` is given; the wheels of each architecture are kept in their own subfolder of
+the wheelhouse (:func:`wheelhouse_for`).
 
 docker-py is imported lazily: callers pass a ``docker.DockerClient``.
 """
@@ -11,6 +15,7 @@ docker-py is imported lazily: callers pass a ``docker.DockerClient``.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import json
 import re
@@ -38,15 +43,104 @@ BASE_LABEL = "org.sandbox-kernel.base"
 """Image label holding the base image an image was built from (a rebuild uses it again)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the engine colours RUN stderr red
 
-# pip matches --platform tags literally (no manylinux expansion when a platform is given), so
-# every glibc level up to bookworm's 2.36 is listed, plus the legacy aliases.
-_PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)] + [
-    "manylinux2014_x86_64",
-    "manylinux2010_x86_64",
-    "manylinux1_x86_64",
-]
-_TARGET = ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
-           "--abi", "cp311"] + [arg for p in _PLATFORMS for arg in ("--platform", p)]
+
+@dataclasses.dataclass(frozen=True)
+class Platform:
+    """An architecture sandbox images are built for.
+
+    Attributes:
+        machine: its ``uname -m`` name, as ``docker info`` (``Architecture``) and
+            ``platform.machine()`` in the sandbox say it: ``x86_64``, ``aarch64``.
+        docker: the engine's platform: ``linux/amd64``, ``linux/arm64``.
+        oldest_glibc: the oldest manylinux glibc minor version that exists for it.
+        legacy: the manylinux aliases of it (``manylinux2014_x86_64``, ...).
+    """
+
+    machine: str
+    docker: str
+    oldest_glibc: int
+    legacy: tuple[str, ...]
+
+    @property
+    def pip_platforms(self) -> list[str]:
+        """pip ``--platform`` tags. pip matches them literally (no manylinux expansion when a
+        platform is given), so every glibc level up to bookworm's 2.36 is listed, then the
+        legacy aliases."""
+        return [f"manylinux_2_{minor}_{self.machine}" for minor in range(36, self.oldest_glibc - 1, -1)] + [
+            f"{alias}_{self.machine}" for alias in self.legacy]
+
+    def __str__(self) -> str:
+        return f"{self.machine} ({self.docker})"
+
+
+PLATFORMS = {
+    "x86_64": Platform("x86_64", "linux/amd64", 5, ("manylinux2014", "manylinux2010", "manylinux1")),
+    "aarch64": Platform("aarch64", "linux/arm64", 17, ("manylinux2014",)),
+}
+"""The architectures images are built for, by ``uname -m`` name."""
+_ALIASES = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64", "arm64/v8": "aarch64"}
+
+
+def platform_of(name: str) -> Platform:
+    """The :class:`Platform` named ``name``: a ``uname -m`` name (``x86_64``, ``aarch64``), a Go
+    one (``amd64``, ``arm64``, as image configs and Podman say it) or a docker platform
+    (``linux/amd64``, ``linux/arm64``, ``linux/arm64/v8``).
+
+    Raises:
+        ImageBuildError: no images are built for that architecture (one line naming it and the
+            supported ones).
+    """
+    key = name.strip().lower().removeprefix("linux/")
+    key = _ALIASES.get(key, key)
+    if key in PLATFORMS:
+        return PLATFORMS[key]
+    raise ImageBuildError(_unsupported(f"not for {name!r}"))
+
+
+def _unsupported(what: str) -> str:
+    return f"sandbox images are built for {' and '.join(str(p) for p in PLATFORMS.values())} only, {what}"
+
+
+def engine_platform(client: docker.DockerClient) -> Platform:
+    """The :class:`Platform` of the engine ``client`` talks to (``docker info``'s
+    ``Architecture``), which an image built without a platform is built for.
+
+    Raises:
+        ImageBuildError: the engine's architecture is not one images are built for.
+        docker.errors.APIError: the engine failed.
+    """
+    architecture = client.info().get("Architecture") or "unknown"
+    try:
+        return platform_of(architecture)
+    except ImageBuildError:
+        raise ImageBuildError(_unsupported(f"and the Docker engine's architecture is {architecture}: use an engine "
+                                           "of one of these, or an image built for it (--DockerBackend.image)")) from None
+
+
+def image_platform(client: docker.DockerClient, image: str) -> Platform:
+    """The :class:`Platform` of the local ``image`` (its config's ``Architecture``).
+
+    Raises:
+        ImageBuildError: the image is for an architecture images are not built for.
+        docker.errors.ImageNotFound: ``image`` is not present locally.
+    """
+    architecture = client.api.inspect_image(image).get("Architecture") or "unknown"
+    try:
+        return platform_of(architecture)
+    except ImageBuildError:
+        raise ImageBuildError(_unsupported(f"and the image {image} is for {architecture}")) from None
+
+
+def wheelhouse_for(wheelhouse: Path, platform: Platform) -> Path:
+    """The folder of ``wheelhouse`` that holds ``platform``'s wheels: ``WHEELHOUSE/x86_64``,
+    ``WHEELHOUSE/aarch64``, so builds for two architectures never mix their wheels."""
+    return Path(wheelhouse) / platform.machine
+
+
+def _target(platform: Platform) -> list[str]:
+    """pip's arguments that select wheels for the image's Python on ``platform``."""
+    return ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
+            "--abi", "cp311"] + [arg for tag in platform.pip_platforms for arg in ("--platform", tag)]
 
 
 class ImageBuildError(Exception):
@@ -89,82 +183,89 @@ def _pip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
 
 
-def wheelhouse_is_complete(wheelhouse: Path, requirements: Path | None = None) -> bool:
+def wheelhouse_is_complete(wheelhouse: Path, requirements: Path | None = None, *, platform: Platform) -> bool:
     """Tell whether ``wheelhouse`` alone satisfies ``requirements`` for the image's Python.
 
-    Resolves offline with ``pip install --dry-run --no-index`` for CPython 3.11 manylinux x86_64;
-    ``--isolated`` keeps find-links from pip configuration out of the answer.
+    Resolves offline with ``pip install --dry-run --no-index`` for CPython 3.11 on ``platform``'s
+    manylinux; ``--isolated`` keeps find-links from pip configuration out of the answer.
 
     Args:
-        wheelhouse: Directory of ``.whl`` files.
+        wheelhouse: The wheelhouse; its :func:`wheelhouse_for` ``platform`` folder is read.
         requirements: A requirements file; default: the image's ``requirements.txt``.
+        platform: The image's architecture.
 
     Returns:
         True when every requirement and dependency has a wheel there.
     """
-    if not wheelhouse.is_dir():
+    folder = wheelhouse_for(wheelhouse, platform)
+    if not folder.is_dir():
         return False
     with resources.as_file(REQUIREMENTS) as default, tempfile.TemporaryDirectory() as target:
         result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index",
-                      "--find-links", str(wheelhouse), "--target", target, *_TARGET,
+                      "--find-links", str(folder), "--target", target, *_target(platform),
                       "-r", str(requirements or default))
     return result.returncode == 0
 
 
-def needed_wheels(wheelhouse: Path, requirements: Path | None = None) -> list[Path]:
-    """The wheels of ``wheelhouse`` that ``requirements`` and their dependencies need for the
-    image's Python (CPython 3.11 manylinux x86_64): pip resolves offline (``install --dry-run
-    --no-index --report``), so a wheelhouse shared by several images sends each build only its own.
+def needed_wheels(wheelhouse: Path, requirements: Path | None = None, *, platform: Platform) -> list[Path]:
+    """The wheels of ``wheelhouse`` (its ``platform`` folder) that ``requirements`` and their
+    dependencies need for the image's Python (CPython 3.11 on ``platform``'s manylinux): pip
+    resolves offline (``install --dry-run --no-index --report``), so a wheelhouse shared by
+    several images sends each build only its own.
 
     Raises:
         ImageBuildError: the wheelhouse does not satisfy ``requirements`` (pip's output as log tail).
     """
+    folder = wheelhouse_for(wheelhouse, platform)
     with resources.as_file(REQUIREMENTS) as default, tempfile.TemporaryDirectory() as target:
-        result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index", "--find-links", str(wheelhouse),
-                      "--target", target, *_TARGET, "--report", "-", "-r", str(requirements or default))
+        result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index", "--find-links", str(folder),
+                      "--target", target, *_target(platform), "--report", "-", "-r", str(requirements or default))
     if result.returncode != 0:
-        raise ImageBuildError(f"the wheelhouse {wheelhouse} does not satisfy the requirements",
+        raise ImageBuildError(f"the wheelhouse {folder} does not satisfy the requirements",
                               result.stderr.splitlines()[-LOG_TAIL_LINES:])
     urls = [item["download_info"]["url"] for item in json.loads(result.stdout)["install"]]
     return [Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)) for url in urls]
 
 
-def download_wheelhouse(dest: Path, requirements: Path | None = None) -> Path:
-    """Download the wheels of the image's Python packages into ``dest``, unless already there.
+def download_wheelhouse(dest: Path, requirements: Path | None = None, *, platform: Platform) -> Path:
+    """Download the wheels of the image's Python packages into ``dest``'s ``platform`` folder
+    (:func:`wheelhouse_for`), unless already there.
 
     Runs ``pip download`` on the host with the host's pip configuration (index, certificates),
-    asking for binary wheels for CPython 3.11 on manylinux x86_64 (glibc <= 2.36, Debian
+    asking for binary wheels for CPython 3.11 on ``platform``'s manylinux (glibc <= 2.36, Debian
     bookworm), whatever the host is. Skips the download when :func:`wheelhouse_is_complete`.
     Copy ``dest`` to an air-gapped machine to build the image there.
 
     Args:
-        dest: Wheelhouse directory; created if missing.
+        dest: Wheelhouse directory; it and the platform's folder are created if missing.
         requirements: A requirements file; default: the image's ``requirements.txt``.
+        platform: The image's architecture.
 
     Returns:
-        ``dest``.
+        ``dest`` (not the platform's folder).
 
     Raises:
         ImageBuildError: pip could not download a wheel for some requirement; the log tail is
             pip's output.
     """
-    dest.mkdir(parents=True, exist_ok=True)
-    if wheelhouse_is_complete(dest, requirements):
+    folder = wheelhouse_for(dest, platform)
+    folder.mkdir(parents=True, exist_ok=True)
+    if wheelhouse_is_complete(dest, requirements, platform=platform):
         return dest
     with resources.as_file(REQUIREMENTS) as default:
-        result = _pip("download", "--quiet", "--disable-pip-version-check", "--dest", str(dest),
-                      *_TARGET, "-r", str(requirements or default))
+        result = _pip("download", "--quiet", "--disable-pip-version-check", "--dest", str(folder),
+                      *_target(platform), "-r", str(requirements or default))
     if result.returncode != 0:
         lines = (result.stdout + result.stderr).splitlines()
         raise ImageBuildError(
-            f"pip download into {dest} failed (exit {result.returncode}): the package index must "
+            f"pip download into {folder} failed (exit {result.returncode}): the package index must "
             "be reachable from this machine, or copy a complete wheelhouse there",
             [line for line in lines if not line.startswith("WARNING: Location")][-LOG_TAIL_LINES:],
         )
     return dest
 
 
-def _build_context(wheelhouse: Path, requirements: Path | None) -> IO[bytes]:
+def _build_context(wheelhouse: Path, requirements: Path | None, platform: Platform) -> IO[bytes]:
     """Write the build context (Dockerfile, requirements.txt, wheels/) to a temporary tar."""
     context = tempfile.TemporaryFile()
     with tarfile.open(fileobj=context, mode="w") as tar:
@@ -174,7 +275,7 @@ def _build_context(wheelhouse: Path, requirements: Path | None) -> IO[bytes]:
         wheels_dir = tarfile.TarInfo("wheels")
         wheels_dir.type, wheels_dir.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(wheels_dir)
-        for wheel in sorted(needed_wheels(wheelhouse, requirements)):
+        for wheel in sorted(needed_wheels(wheelhouse, requirements, platform=platform)):
             tar.add(str(wheel), arcname=f"wheels/{wheel.name}")
     context.seek(0)
     return context
@@ -188,6 +289,7 @@ def build_image(
     wheelhouse: Path | None = None,
     requirements: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    platform: Platform | None = None,
 ) -> str:
     """Build the default sandbox image (``Dockerfile`` in this package) and tag it.
 
@@ -195,7 +297,9 @@ def build_image(
     ``BASE`` as build argument; the image is labelled with :func:`recipe_digest` and ``base``
     (:data:`RECIPE_LABEL`, :data:`BASE_LABEL`). ``base`` must
     be present locally when no registry is reachable (make it with ``make-base-image.sh``).
-    Measured here (2 cores): 40-60 s including the wheel download, image 545 MB.
+    Measured here (2 cores): 40-60 s including the wheel download, image 545 MB. For another
+    architecture than the engine's (``linux/arm64`` on x86_64 under qemu-user-static), ``base``
+    must be an image of that architecture.
 
     Args:
         client: A docker-py client, e.g. ``docker.from_env()``.
@@ -205,31 +309,38 @@ def build_image(
             needs the package index). None: download into a temporary directory.
         requirements: A requirements file; default: the image's ``requirements.txt``.
         progress: Called with each build log line (without the newline) as the engine sends it.
+        platform: The image's architecture; None: the engine's (:func:`engine_platform`).
 
     Returns:
         The image id (``sha256:...``). The image ``tag`` named before, if any, is removed when
         no container or other tag uses it.
 
     Raises:
-        ImageBuildError: The wheels could not be downloaded, or the engine refused or failed
-            the build; carries the last build log lines.
+        ImageBuildError: The engine's architecture is not supported (without ``platform``), the
+            local ``base`` is for another architecture, the wheels could not be downloaded, or
+            the engine refused or failed the build; carries the last build log lines.
     """
     import docker.errors
 
+    platform = platform or engine_platform(client)
     try:
         base_is_local = bool(client.images.get(base))
     except docker.errors.ImageNotFound:
         base_is_local = False  # the engine will try to pull it
+    if base_is_local and (base_platform := image_platform(client, base)) != platform:
+        raise ImageBuildError(f"the base image {base} is for {base_platform}, not {platform}: give a base of that "
+                              "architecture (make-base-image.sh TAG '' ARCH makes one from Debian packages)")
     try:
         previous = client.api.inspect_image(tag)["Id"]
     except docker.errors.ImageNotFound:
         previous = None
     with tempfile.TemporaryDirectory() as scratch:
-        wheels = download_wheelhouse(wheelhouse or Path(scratch), requirements)
+        wheels = download_wheelhouse(wheelhouse or Path(scratch), requirements, platform=platform)
         try:
-            with _build_context(wheels, requirements) as context:
+            with _build_context(wheels, requirements, platform) as context:
                 image_id = run_build(client, context, tag, buildargs={"BASE": base}, progress=progress,
-                                     labels={RECIPE_LABEL: recipe_digest(requirements), BASE_LABEL: base})
+                                     labels={RECIPE_LABEL: recipe_digest(requirements), BASE_LABEL: base},
+                                     platform=platform)
         except ImageBuildError as exc:
             if exc.engine_error is None:
                 raise
@@ -249,13 +360,15 @@ def build_image(
 
 def run_build(client: docker.DockerClient, context: IO[bytes] | None, tag: str, *, buildargs: dict[str, str],
               labels: dict[str, str], progress: Callable[[str], None] | None = None,
-              path: str | None = None, dockerfile: str | None = None) -> str:
+              path: str | None = None, dockerfile: str | None = None, platform: Platform | None = None) -> str:
     """Build ``tag`` with the engine's classic builder (``POST /build`` through
     ``client.api.build``; no BuildKit needed), from the uncompressed tar ``context`` or from the
     folder ``path`` (docker-py sends it, minus its ``.dockerignore``) and its ``dockerfile``.
 
     Args:
         progress: Called with each build log line (without the newline) as the engine sends it.
+        platform: Build for this architecture (the engine's ``platform`` parameter); None: the
+            engine's own.
 
     Returns:
         The image id (``sha256:...``).
@@ -269,6 +382,8 @@ def run_build(client: docker.DockerClient, context: IO[bytes] | None, tag: str, 
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
     source = {"path": path, "dockerfile": dockerfile} if path else {"fileobj": context, "custom_context": True,
                                                                      "encoding": None}
+    if platform is not None:
+        source["platform"] = platform.docker
     try:
         chunks = client.api.build(**source, tag=tag, buildargs=buildargs, labels=labels, rm=True, forcerm=True,
                                   decode=True)

@@ -21,7 +21,9 @@ from typing import IO, TYPE_CHECKING
 from .build import (
     BASE_LABEL,
     ImageBuildError,
+    Platform,
     download_wheelhouse,
+    image_platform,
     needed_wheels,
     run_build,
 )
@@ -42,12 +44,12 @@ _UNREACHABLE = re.compile(r"NewConnectionError|Could not fetch URL|ConnectTimeou
 class RequirementNotFound(ImageBuildError):
     """pip found no wheel for a requirement. Attributes: ``requirement`` (as pip named it)."""
 
-    def __init__(self, requirement: str, wheelhouse: Path, index_answered: bool = True) -> None:
+    def __init__(self, requirement: str, wheelhouse: Path, platform: Platform, index_answered: bool = True) -> None:
         self.requirement = requirement
         fix = ("check its name and version in the packages option" if index_answered else
                "the package index did not answer: check this machine's network, or bring a wheelhouse that has it")
-        super().__init__(f"no wheel of {requirement!r} for the sandbox's Python (CPython 3.11, manylinux x86_64) was "
-                         f"found on the package index or in the wheelhouse {wheelhouse}: {fix}")
+        super().__init__(f"no wheel of {requirement!r} for the sandbox's Python (CPython 3.11, manylinux "
+                         f"{platform.machine}) was found on the package index or in the wheelhouse {wheelhouse}: {fix}")
 
 
 def packages_digest(base_id: str, packages: list[str]) -> str:
@@ -87,8 +89,10 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
     """Build ``base`` plus the pip requirements ``packages`` (``["tqdm", "scikit-learn>=1.5"]``),
     unless :func:`packages_tag` is present already. Blocking.
 
-    Wheels for CPython 3.11 manylinux x86_64 are downloaded into ``wheelhouse`` by the host's pip
-    when it lacks some (nothing is downloaded when it is complete). Measured here (2 cores): tqdm on
+    Wheels for CPython 3.11 on the manylinux of ``base``'s architecture (x86_64 or aarch64) are
+    downloaded into ``wheelhouse`` (its folder for that architecture) by the host's pip when it
+    lacks some (nothing is downloaded when it is complete); the image is built for that
+    architecture. Measured here (2 cores): tqdm on
     sandbox-kernel:latest, 5-7 s the first time (+1-2 s for the download), an inspect afterwards.
 
     Args:
@@ -103,7 +107,8 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
 
     Raises:
         RequirementNotFound: no wheel of a requirement exists for the sandbox's Python.
-        ImageBuildError: the download or the build failed otherwise (carries the log tail).
+        ImageBuildError: ``base`` is for an architecture wheels are not fetched for, or the
+            download or the build failed otherwise (carries the log tail).
         docker.errors.ImageNotFound: ``base`` is not present locally.
     """
     import docker.errors
@@ -114,23 +119,26 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
         return tag
     except docker.errors.ImageNotFound:
         pass
+    platform = image_platform(client, base)
     with tempfile.TemporaryDirectory() as scratch:
         requirements = Path(scratch) / "requirements.txt"
         requirements.write_text("".join(f"{req}\n" for req in packages))
         if progress is not None:
             progress(f"Step 0: pip download {' '.join(packages)} (host, into {wheelhouse})")
         try:
-            download_wheelhouse(wheelhouse, requirements)
+            download_wheelhouse(wheelhouse, requirements, platform=platform)
         except ImageBuildError as exc:
             log = "\n".join(exc.log_tail)
             if match := _NOT_FOUND.search(log):
-                raise RequirementNotFound(match.group(1), wheelhouse, not _UNREACHABLE.search(log)) from exc
+                raise RequirementNotFound(match.group(1), wheelhouse, platform,
+                                          not _UNREACHABLE.search(log)) from exc
             raise
-        wheels = needed_wheels(wheelhouse, requirements)  # not the rest of a shared wheelhouse
+        wheels = needed_wheels(wheelhouse, requirements, platform=platform)  # not the rest of a shared wheelhouse
         user = client.api.inspect_image(base)["Config"].get("User") or "root"
         with _context(requirements, wheels) as context:
             run_build(client, context, tag, buildargs={"BASE": base, "BASE_USER": user},
-                      labels={BASE_LABEL: base, PACKAGES_LABEL: "\n".join(packages)}, progress=progress)
+                      labels={BASE_LABEL: base, PACKAGES_LABEL: "\n".join(packages)}, progress=progress,
+                      platform=platform)
     _remove_builders(client)
     return tag
 

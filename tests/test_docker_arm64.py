@@ -1,0 +1,131 @@
+"""Images for the engine's architecture: the platform names the build understands, the one short
+message for an architecture it cannot serve, and an arm64 sandbox run under emulation on this
+x86_64 engine (Debian's qemu-user-static with binfmt_misc; ``.ci/arm64-setup.sh`` builds
+``sandbox-kernel:arm64`` with ``--platform linux/arm64``). The arm64 tests are slow: every
+instruction in the sandbox is emulated."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox_kernel.backends.docker.images import (
+    PLATFORMS,
+    ImageBuildError,
+    engine_platform,
+    image_platform,
+    platform_of,
+    wheelhouse_for,
+)
+from tests.kernels import kernel, run, stdout
+from tests.targets import skip_or_fail
+from tests.targets.docker import client  # noqa: F401 (a fixture)
+
+ARM64_IMAGE = "sandbox-kernel:arm64"
+BINFMT = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name, machine", [("x86_64", "x86_64"), ("amd64", "x86_64"), ("linux/amd64", "x86_64"),
+                                           ("aarch64", "aarch64"), ("arm64", "aarch64"), ("linux/arm64", "aarch64"),
+                                           ("linux/arm64/v8", "aarch64")])
+def test_platform_names(name, machine):
+    assert platform_of(name) is PLATFORMS[machine]
+
+
+@pytest.mark.unit
+def test_pip_tags_and_wheelhouse_follow_the_architecture(tmp_path):
+    x86, arm = PLATFORMS["x86_64"], PLATFORMS["aarch64"]
+    assert x86.docker == "linux/amd64" and arm.docker == "linux/arm64"
+    assert "manylinux1_x86_64" in x86.pip_platforms and "manylinux_2_36_x86_64" in x86.pip_platforms
+    assert arm.pip_platforms[0] == "manylinux_2_36_aarch64" and arm.pip_platforms[-1] == "manylinux2014_aarch64"
+    assert not any("x86_64" in tag for tag in arm.pip_platforms)
+    assert wheelhouse_for(tmp_path, x86) != wheelhouse_for(tmp_path, arm)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", ["armv7l", "s390x", "linux/ppc64le", "riscv64"])
+def test_another_architecture_is_one_short_message(name):
+    with pytest.raises(ImageBuildError) as caught:
+        platform_of(name)
+    assert str(caught.value) == ("sandbox images are built for x86_64 (linux/amd64) and aarch64 (linux/arm64) only, "
+                                 f"not for {name!r}")
+
+
+@pytest.mark.docker
+def test_the_cli_refuses_another_platform_in_one_line(client):  # noqa: F811
+    cli = subprocess.run([sys.executable, "-m", "sandbox_kernel.backends.docker.images", "build",
+                          "--platform", "linux/s390x", "--tag", "sandbox-kernel-test:s390x"],
+                         capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 1 and cli.stdout == ""
+    assert cli.stderr == ("error: sandbox images are built for x86_64 (linux/amd64) and aarch64 (linux/arm64) only, "
+                          "not for 'linux/s390x'\n")
+
+
+@pytest.mark.docker
+def test_the_engine_architecture_is_read(client):  # noqa: F811
+    assert engine_platform(client).machine == client.info()["Architecture"]
+
+
+def _require_arm64(client) -> None:  # noqa: F811
+    if not (BINFMT.is_file() and BINFMT.read_text().startswith("enabled")):
+        skip_or_fail(f"qemu-aarch64 is not registered in binfmt_misc ({BINFMT}); run `bash .ci/arm64-setup.sh` as root")
+    if not client.images.list(name=ARM64_IMAGE):
+        skip_or_fail(f"the image {ARM64_IMAGE} is missing; run `bash .ci/arm64-setup.sh` as root")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_cell_in_an_arm64_sandbox_reports_aarch64(client):  # noqa: F811
+    _require_arm64(client)
+    assert image_platform(client, ARM64_IMAGE) is PLATFORMS["aarch64"]
+    started = time.monotonic()
+    with kernel("docker", f"--DockerBackend.image={ARM64_IMAGE}") as (km, kc):
+        reply, outputs = run(kc, "import platform\nprint(platform.machine())", timeout=180)
+        first = time.monotonic() - started
+        warm, again = run(kc, "print(6 * 7)", timeout=60)
+    print(f"arm64 under qemu: kernel start + first cell {first:.1f} s, warm cell {again[-1]['t'] * 1000:.0f} ms")
+    assert reply["status"] == "ok", reply
+    assert stdout(outputs) == "aarch64\n"
+    assert warm["status"] == "ok" and stdout(again) == "42\n"
+
+
+@pytest.fixture
+def pyyaml_arm64(client):  # noqa: F811
+    """The tag of sandbox-kernel:arm64 plus pyyaml (a C extension): absent at the start, removed at the end."""
+    from sandbox_kernel.backends.docker.images.packages import packages_tag
+
+    def remove():
+        try:
+            client.images.remove(tag)
+        except Exception:  # not there, or in use by a container being removed
+            pass
+
+    _require_arm64(client)
+    tag = packages_tag(client, ARM64_IMAGE, ["pyyaml"])
+    remove()  # left by an interrupted run
+    yield tag
+    remove()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_packages_on_an_arm64_image_get_aarch64_wheels(client, pyyaml_arm64):  # noqa: F811
+    from tests.support.backends import backends
+    from tests.targets.docker import Recorder
+
+    started = time.monotonic()
+    async with backends("docker") as make:
+        backend = make(image=ARM64_IMAGE, packages=["pyyaml"])
+        rec = Recorder()
+        outcome = await backend.execute("import platform, yaml\nprint(platform.machine(), yaml.__with_libyaml__)", rec)
+        image = backend.describe()["image"]
+    print(f"arm64 under qemu: pyyaml packages build + start + first cell {time.monotonic() - started:.1f} s")
+    assert outcome.status == "ok" and rec.text() == "aarch64 True\n"  # libyaml's binding: the aarch64 wheel
+    assert image == pyyaml_arm64 and image_platform(client, image) is PLATFORMS["aarch64"]
