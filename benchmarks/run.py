@@ -11,6 +11,12 @@ Ratios are against the first kernel (the plain ipykernel baseline), measured in 
 process: these machines are noisy, so compare ratios rather than absolutes.
 With sandbox-gateway among the kernels, a Jupyter Kernel Gateway is started on 127.0.0.1 for the
 run (its kernels are plain ipykernel processes: the figures are the gateway hop's cost).
+Variants of the docker kernel: sandbox-docker/api is its engine-API transport (the kernel's
+channels over the container's attach stream) on the local engine, where sandbox-docker's `auto`
+picks ipc; sandbox-docker/tcp is the engine-API transport on an engine that does not share this
+host's filesystem, reached over TCP with TLS on 127.0.0.1 (the tests' rig: Debian's docker.io in a
+container, tests/targets/remote_engine.py; the same machine, so it measures the transport's and
+the TLS hop's cost, not a network's).
 With sandbox-docker among the kernels, benchmarks/docker_run.py adds its per-snippet comparison
 with `docker run --rm`, the interrupt latency and the out-of-memory report time; `--output FILE`
 writes the tables as Markdown (the README's Benchmarks section holds the latest).
@@ -37,6 +43,26 @@ OPTIONS = {"sandbox-local": ["--SandboxKernel.max_output_bytes=0", "--LocalBacke
            "sandbox-gateway": ["--SandboxKernel.max_output_bytes=0"]}
 
 
+VARIANTS = {"sandbox-docker/api": ("sandbox-docker", ["--DockerBackend.transport=api"], None),
+            "sandbox-docker/tcp": ("sandbox-docker", ["--DockerBackend.transport=api"], "docker_tcp")}
+"""Benchmark name -> (kernelspec, extra argv, test target whose environment the kernel gets)."""
+
+
+def kernel_args(name: str) -> dict:
+    """start_new_kernel's arguments for benchmark kernel ``name`` (a kernelspec or a variant)."""
+    import os
+
+    spec, extra, target = VARIANTS.get(name, (name, [], None))
+    env = dict(os.environ)
+    if target:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.support.backends import prepared
+
+        env.update(prepared(target).kernel_env)
+    options = OPTIONS.get(spec, [])
+    return {"kernel_name": spec, "extra_arguments": [*options, *extra], "env": env}
+
+
 def run_cell(kc, code: str, timeout: float = 300) -> None:
     reply = kc.execute_interactive(code, timeout=timeout, output_hook=lambda msg: None)
     if reply["content"]["status"] != "ok":
@@ -47,7 +73,7 @@ def start_to_first_result(name: str, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        km, kc = start_new_kernel(kernel_name=name, extra_arguments=OPTIONS.get(name, []), startup_timeout=300)
+        km, kc = start_new_kernel(**kernel_args(name), startup_timeout=300)
         try:
             run_cell(kc, "1+1")
             times.append(time.perf_counter() - started)
@@ -71,7 +97,7 @@ def warm_round_trips(kc, rounds: int) -> tuple[float, float]:
 
 
 def warm_and_bulk(name: str, rounds: int) -> tuple[float, float, float]:
-    km, kc = start_new_kernel(kernel_name=name, extra_arguments=OPTIONS.get(name, []), startup_timeout=300)
+    km, kc = start_new_kernel(**kernel_args(name), startup_timeout=300)
     try:
         p50, p95 = warm_round_trips(kc, rounds)
         started = time.perf_counter()
@@ -111,6 +137,10 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         if "sandbox-gateway" in args.kernels.split(","):
             stack.enter_context(kernel_gateway())
+        if any(VARIANTS.get(name, (0, 0, None))[2] for name in args.kernels.split(",")):
+            from tests.support.backends import close
+
+            stack.callback(close)  # the rig a variant started
         for name in args.kernels.split(","):
             start = start_to_first_result(name, args.starts)
             p50, p95, bulk = warm_and_bulk(name, args.rounds)

@@ -57,12 +57,20 @@ async def test_no_host_path_of_the_wrapper_is_mounted_and_auto_picks_the_api(mak
         rec = Recorder()
         await backend.execute("import os\nprint(os.getcwd())", rec)
         attrs = client.api.inspect_container(backend._container.id)
-        assert backend.describe().get("transport", "api") == "api"
+        assert backend.describe()["transport"] == "api"
     assert rec.text().strip() == "/home/sandbox/work"
     assert [m for m in attrs["Mounts"] if m["Type"] == "bind"] == []
     assert not attrs["HostConfig"]["Binds"]
     host = attrs["HostConfig"]
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"]
+
+
+async def test_transport_ipc_on_a_remote_engine_is_one_message_naming_the_option(make_backend):
+    from sandbox_kernel.errors import ConfigError
+
+    backend = make_backend(transport="ipc")
+    with pytest.raises(ConfigError, match=r"transport=ipc needs an engine on this machine.*transport=api"):
+        await backend.execute("1", Recorder())
 
 
 @pytest.fixture(scope="module")

@@ -284,6 +284,13 @@ class DockerBackend(KernelClientBackend):
         await _run_blocking(self._bridge.hello.wait, self.ready_timeout)
         return dict(self._bridge.connection)
 
+    def _unreachable_hint(self) -> str:
+        if self._transport != "ipc":
+            return ""
+        return (" With transport=ipc the host reaches the kernel through sockets in a folder it shares with the "
+                "container, which an engine in a VM or on another machine cannot share: use "
+                "--DockerBackend.transport=api (or auto).")
+
     def _bridge_dropped(self, channel: str) -> None:
         if self._recovery is not None:
             self._recovery.on_drop(channel)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...errors import SandboxError
+from ...errors import ConfigError, SandboxError
 from .boundary import EngineLost, Missing, Refused, engine_errors, load_docker
 
 LABEL = "org.sandbox-kernel"
@@ -51,11 +51,17 @@ def choose_transport(client: Any, requested: str) -> str:
     whose engine runs in a VM even on Linux), else "api". Blocking.
 
     Raises:
+        ConfigError: "ipc" was asked for an engine reached over tcp, ssh or a pipe.
         BackendUnavailable: the engine stopped answering.
     """
+    local_socket = client.api.base_url.startswith("http+docker://localhost")
+    if requested == "ipc" and not local_socket:
+        raise ConfigError(f"transport=ipc needs an engine on this machine, reached over its unix socket; this one "
+                          f"is {os.environ.get('DOCKER_HOST') or client.api.base_url}. Fix: --DockerBackend.transport=api "
+                          "(or auto).")
     if requested != "auto":
         return requested
-    if not client.api.base_url.startswith("http+docker://localhost"):  # tcp, ssh, a Windows pipe
+    if not local_socket:  # tcp, ssh, a Windows pipe
         return "api"
     with engine_errors("read the engine's description"):
         info = client.info()

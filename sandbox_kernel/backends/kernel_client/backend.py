@@ -144,10 +144,15 @@ class KernelClientBackend(Backend):
             client.stop_channels()
             raise SandboxStartError(
                 f"The sandbox's kernel did not become ready within {self.ready_timeout:g} s "
-                f"(raise --{type(self).__name__}.ready_timeout)."
+                f"(raise --{type(self).__name__}.ready_timeout).{self._unreachable_hint()}"
             ) from ready.exception()
         self._watch_drops(client)
         return client
+
+    def _unreachable_hint(self) -> str:
+        """A sentence appended to the "did not become ready" message when this backend knows a
+        likelier cause than a slow start (empty: none)."""
+        return ""
 
     def _watch_drops(self, client: AsyncKernelClient) -> None:
         """Recover from messages over the bound that libzmq drops (see :mod:`.message_bound`)."""
