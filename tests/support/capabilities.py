@@ -4,6 +4,7 @@ fallback instead (never a silent skip); and how a backend shows a str result."""
 from __future__ import annotations
 
 from sandbox_kernel.backends import get_backend_class
+from tests.targets import backend_of
 
 
 def lacks(backend_name: str, capability: str) -> bool:
@@ -11,7 +12,7 @@ def lacks(backend_name: str, capability: str) -> bool:
     ``capabilities``). A test taking the fallback path for it then fails if the backend can
     after all, and a test taking the normal path fails if it cannot, so the declaration and
     the behaviour must match; tests/test_capabilities.py pins each built-in declaration."""
-    return not getattr(get_backend_class(backend_name).capabilities, capability)
+    return not getattr(get_backend_class(backend_of(backend_name)).capabilities, capability)
 
 
 def shown(value: str, backend_name: str) -> str:

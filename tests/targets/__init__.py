@@ -2,6 +2,8 @@
 
 Each module defines ``TARGET``, a :class:`Target`. The contract suite, the kernel tests and the
 magic tests are parametrized over ``NAMES``; a backend joins them by adding its module here.
+The contract suite also runs on ``CONTRACT_NAMES``: a backend on another engine (the docker
+backend on Podman's API) proves the contract there without repeating every kernel test.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 NAMES = ["local", "docker", "e2b", "gateway"]
+CONTRACT_NAMES = [*NAMES, "podman"]
 
 
 @dataclass
@@ -40,6 +43,8 @@ class Target:
     """None when the backend can run here, else the reason it cannot."""
     prepare: Callable[[], contextlib.AbstractContextManager[Prepared]] = lambda: contextlib.nullcontext(Prepared())
     """Session-wide set-up (e.g. a local E2B server); yields a :class:`Prepared`."""
+    backend: str = ""
+    """The backend it tests (its entry point's name); empty: ``name``."""
 
     @property
     def kernel_name(self) -> str:
@@ -51,6 +56,12 @@ def get(name: str) -> Target:
         return importlib.import_module(f"tests.targets.{name}").TARGET
     except ModuleNotFoundError:
         return Target(name, unavailable=lambda: "no test target for it in tests/targets")
+
+
+def backend_of(name: str) -> str:
+    """The backend that target ``name`` tests (``podman`` tests ``docker``)."""
+    target = get(name)
+    return target.backend or target.name
 
 
 def skip_or_fail(reason: str) -> None:

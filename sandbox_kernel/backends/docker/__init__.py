@@ -31,7 +31,7 @@ from ...paths import within
 from ...traits import ByteSize, format_bytes
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend
-from . import engine, workspace
+from . import engine, podman, workspace
 from .boundary import Refused, engine_errors, stats
 from .image import BuildProgress
 from .images import DEFAULT_TAG
@@ -129,6 +129,7 @@ class DockerBackend(KernelClientBackend):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._docker: Any = None
+        self._podman = False  # the engine is Podman's Docker-compatible API
         self._container: Any = None
         self._volume: str | None = None
         self._hostdir: Path | None = None
@@ -147,7 +148,9 @@ class DockerBackend(KernelClientBackend):
     # -- launch and stop -----------------------------------------------------------------------
     async def _engine(self) -> Any:
         if self._docker is None:
-            self._docker = await _run_blocking(engine.connect)
+            client = await _run_blocking(engine.connect)
+            self._podman = await _run_blocking(podman.is_podman, client)
+            self._docker = client
         return self._docker
 
     async def _ensure_image(self, emit: Emit | None) -> None:
@@ -175,7 +178,7 @@ class DockerBackend(KernelClientBackend):
         else:
             with engine_errors("create the sandbox's working directory volume"):
                 client.api.create_volume(self._volume, driver="local", labels=volume_labels,
-                                         driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
+                                         driver_opts=volume_options(self.workdir_size, *self._uid_gid(), podman=self._podman))
         doing = f"start a sandbox container from {self._image_label}"
         with engine_errors(doing):
             container = client.containers.create(**spec)
