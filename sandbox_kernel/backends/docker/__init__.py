@@ -151,6 +151,8 @@ class DockerBackend(KernelClientBackend):
             client = await _run_blocking(engine.connect)
             self._podman = await _run_blocking(podman.is_podman, client)
             self._docker = client
+        if self._podman:  # before any build or container: options it would ignore
+            podman.refuse_ignored(self)
         return self._docker
 
     async def _ensure_image(self, emit: Emit | None) -> None:
@@ -172,29 +174,35 @@ class DockerBackend(KernelClientBackend):
         warning for the cell, if any. Blocking."""
         new_workspace, warning = False, None
         if self.workdir_volume:
-            new_workspace, warning = workspace.ensure_volume(client, self._volume, self.workdir_size)
+            new_workspace, warning = workspace.ensure_volume(client, self._volume, self.workdir_size, self._podman)
             if new_workspace:
                 workspace.give_to(client, self._volume, self._run_image, *self._uid_gid())
         else:
+            options = volume_options(self.workdir_size, *self._uid_gid(), podman=self._podman)
             with engine_errors("create the sandbox's working directory volume"):
-                client.api.create_volume(self._volume, driver="local", labels=volume_labels,
-                                         driver_opts=volume_options(self.workdir_size, *self._uid_gid(), podman=self._podman))
-        doing = f"start a sandbox container from {self._image_label}"
-        with engine_errors(doing):
-            container = client.containers.create(**spec)
-            self._container = container
-            try:
-                with engine_errors(doing):
-                    container.start()
-            except Refused as exc:
-                if "could not select device driver" in exc.explanation:
-                    raise SandboxStartError(f"The sandbox could not start: gpus={self.gpus} needs GPU support in the "
-                                            "Docker engine, which it lacks. Fix: install the NVIDIA Container Toolkit "
-                                            "on the engine's host, or leave gpus empty.") from exc
-                if "executable file not found" not in exc.explanation:
-                    raise
-                raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.") from exc
+                client.api.create_volume(self._volume, driver="local", labels=volume_labels, driver_opts=options)
+        try:
+            with engine_errors(f"start a sandbox container from {self._image_label}"):
+                self._container = client.containers.create(**spec)
+                self._container.start()
+        except Refused as exc:
+            if (error := self._start_error(exc)) is exc:
+                raise
+            raise error from exc
         return warning
+
+    def _start_error(self, exc: Refused) -> Exception:
+        """The error for a container the engine would not create or start: the cause and fix
+        where known, else the engine's own refusal."""
+        if "could not select device driver" in exc.explanation:
+            return SandboxStartError(f"The sandbox could not start: gpus={self.gpus} needs GPU support in the Docker "
+                                     "engine, which it lacks. Fix: install the NVIDIA Container Toolkit on the "
+                                     "engine's host, or leave gpus empty.")
+        if self._podman and (reason := podman.start_failure(exc.explanation)):
+            return SandboxStartError(f"The sandbox could not start: {reason}")
+        if "executable file not found" in exc.explanation:
+            return SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.")
+        return exc
 
     async def _launch(self) -> dict[str, Any]:
         client = await self._engine()
@@ -213,7 +221,7 @@ class DockerBackend(KernelClientBackend):
                              self._kernelspec)
             self._created, self._ready = int(time.time()), False
             warning = await _run_blocking(self._create, client, spec, labels)
-            limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label)
+            limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label, self._podman)
             self._watch = ContainerWatch(client, self._container, self._info, limits, self._created)
             if warning is not None:
                 self.log.warning("%s", warning)
