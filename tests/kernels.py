@@ -15,10 +15,10 @@ def kernel(name: str, *options: str, **env: str):
     """A kernel started from the installed kernelspec ``sandbox-NAME`` through jupyter_client's
     KernelManager (as JupyterLab and nbclient do); yields ``(km, kc)``."""
     from tests.support.backends import prepared
-    from tests.targets import NAMES, Prepared
+    from tests.targets import NAMES, Prepared, backend_of
 
     setup = prepared(name) if name in NAMES else Prepared()
-    km, kc = start_new_kernel(kernel_name=f"sandbox-{name}", env={**os.environ, **setup.kernel_env, **env},
+    km, kc = start_new_kernel(kernel_name=f"sandbox-{backend_of(name)}", env={**os.environ, **setup.kernel_env, **env},
                               extra_arguments=[*setup.kernel_options, *options], startup_timeout=120)
     try:
         yield km, kc

@@ -23,7 +23,7 @@ from tests.kernels import run, stdout
 from tests.support.backends import prepared
 from tests.support.capabilities import lacks, shown  # what a backend cannot do and its fallback; a str result
 from tests.support.host import host_arguments, host_kernel  # noqa: F401 - host_arguments: also imported from here
-from tests.targets import env_vars
+from tests.targets import backend_of, env_vars
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -84,7 +84,7 @@ def scenario(backend_name: str, tmp_path_factory) -> tuple[dict, dict]:
     """``(cells, replies)`` by key: each cell of :data:`SCENARIO` after an nbclient run."""
     if backend_name not in _runs:
         keys = list(SCENARIO)
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SCENARIO[k].replace("{backend}", backend_name))
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SCENARIO[k].replace("{backend}", backend_of(backend_name)))
                                              for k in keys])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         replies: dict[int, dict] = {}
@@ -188,8 +188,8 @@ def test_timeout_gives_one_short_message_and_keeps_state(cells, replies):
 
 def test_list_and_status(cells, backend_name):
     listing = plain(cells["list"])
-    assert re.search(rf"default\s+{backend_name}\s+running", listing)
-    assert re.search(rf"other\s+{backend_name}\s+running", listing)
+    assert re.search(rf"default\s+{backend_of(backend_name)}\s+running", listing)
+    assert re.search(rf"other\s+{backend_of(backend_name)}\s+running", listing)
     status = plain(cells["status"])
     for label in ("backend", "sandbox id", "uptime", "limits"):
         assert re.search(rf"^{label}\s+\S", status, re.M), (label, status)
@@ -222,7 +222,7 @@ def test_bad_input_gives_one_line_usage(cells):
 def test_restart_and_stop(cells, backend_name):
     assert "Restarted session 'default'" in text(cells["restart"])
     assert plain(cells["after_restart"]) == "False"
-    assert text(cells["stop"]) == f"Stopped session 'other' ({backend_name}).\n"
+    assert text(cells["stop"]) == f"Stopped session 'other' ({backend_of(backend_name)}).\n"
     assert "other" not in plain(cells["list_after_stop"])
     assert "Stopped session 'default'" in text(cells["stop_all"])
 
@@ -230,7 +230,7 @@ def test_restart_and_stop(cells, backend_name):
 # -- timing, interrupt, input: jupyter_client ---------------------------------------------------
 def test_stdout_is_live(backend_name):
     with host_kernel(backend_name) as (_, kc):
-        run(kc, f"%%sandbox --backend {backend_name}\nimport time")
+        run(kc, f"%%sandbox --backend {backend_of(backend_name)}\nimport time")
         reply, outputs = run(kc, "%%sandbox\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.8)")
     assert reply["status"] == "ok" and stdout(outputs) == "0\n1\n2\n"
     times = [m["t"] for m in outputs if m["header"]["msg_type"] == "stream"]
@@ -239,7 +239,7 @@ def test_stdout_is_live(backend_name):
 
 def test_interrupt_reaches_the_sandbox_and_the_session_survives(backend_name):
     with host_kernel(backend_name) as (km, kc):
-        run(kc, f"%%sandbox --backend {backend_name}\nx = 41")
+        run(kc, f"%%sandbox --backend {backend_of(backend_name)}\nx = 41")
         msg_id = kc.execute("%%sandbox\nprint('spinning', flush=True)\nwhile True:\n    pass", stop_on_error=False)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # wait until the loop runs in the sandbox
@@ -264,7 +264,7 @@ def test_input_reaches_the_notebook_user(backend_name):
             prompts.append((msg["content"]["prompt"], msg["content"]["password"]))
             kc.input("Ada" if not msg["content"]["password"] else "s3cret")
 
-        code = (f"%%sandbox --backend {backend_name}\nimport getpass\nname = input('Name? ')\n"
+        code = (f"%%sandbox --backend {backend_of(backend_name)}\nimport getpass\nname = input('Name? ')\n"
                 "word = getpass.getpass('Password? ')\nprint('hello', name, len(word))")
         reply, outputs = run(kc, code, allow_stdin=True, stdin_hook=answer, stop_on_error=False)
         if lacks(backend_name, "stdin"):  # fallback: input() raises in the sandbox, nobody is asked
@@ -299,7 +299,7 @@ def test_a_sandbox_that_ignores_interrupts_is_left_running_after_three():
 
 def test_interrupt_at_an_input_prompt(backend_name):
     with host_kernel(backend_name) as (km, kc):
-        run(kc, f"%%sandbox --backend {backend_name}\nx = 41")
+        run(kc, f"%%sandbox --backend {backend_of(backend_name)}\nx = 41")
         kc.execute("%%sandbox\ninput('waiting: ')", allow_stdin=True, stop_on_error=False)
         if lacks(backend_name, "stdin"):  # fallback: input() raises in the sandbox, nobody is asked
             assert kc.get_shell_msg(timeout=60)["content"]["ename"] == "StdinNotImplementedError"
@@ -325,7 +325,7 @@ def test_comms_are_not_forwarded_yet_and_say_so():
 
 def test_dead_sandbox_gives_one_short_message(backend_name):
     with host_kernel(backend_name) as (_, kc):
-        run(kc, f"%%sandbox --backend {backend_name}\nx = 1")
+        run(kc, f"%%sandbox --backend {backend_of(backend_name)}\nx = 1")
         reply, outputs = run(kc, "%%sandbox\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
                              stop_on_error=False)
         assert reply["status"] == "error" and reply["ename"] == "SandboxDied"

@@ -11,13 +11,14 @@ from jupyter_client.manager import start_new_kernel
 
 from tests.kernels import run
 from tests.support.backends import prepared
+from tests.targets import backend_of
 
 
 def host_arguments(backend_name: str) -> list[str]:
     """The backend's test traits as host-kernel config: ``--LocalBackend.x=y``."""
     from sandbox_kernel.backends import get_backend_class
 
-    cls = get_backend_class(backend_name).__name__
+    cls = get_backend_class(backend_of(backend_name)).__name__
     return [f"--{cls}.{key}={value}" for key, value in prepared(backend_name).traits.items()]
 
 

@@ -17,8 +17,14 @@ from typing import Any
 
 import pytest
 
-NAMES = ["local", "docker", "e2b", "gateway"]
+NAMES = ["local", "docker", "docker_api", "e2b", "gateway"]
+"""Test targets. ``docker_api`` is the docker backend on its engine-API transport (the attach
+stream), on the same local engine as ``docker`` (whose ``auto`` picks ipc here)."""
 CONTRACT_NAMES = [*NAMES, "podman"]
+"""Targets of the contract suite: also the docker backend on Podman's Docker-compatible API
+(``auto``, which picks ipc there). ``podman_api`` (``transport=api`` on Podman) passes the
+contract too, but leaves exited containers behind after interrupt, timeout and restart tests
+(seen 2026-11-24, not yet understood), so it is not in the list until that is fixed."""
 
 
 @dataclass
@@ -39,16 +45,25 @@ class Prepared:
 @dataclass
 class Target:
     name: str
+    backend: str = ""
+    """The backend's registered name, when the target's name differs (a variant of a backend)."""
     unavailable: Callable[[], str | None] = lambda: None
     """None when the backend can run here, else the reason it cannot."""
     prepare: Callable[[], contextlib.AbstractContextManager[Prepared]] = lambda: contextlib.nullcontext(Prepared())
     """Session-wide set-up (e.g. a local E2B server); yields a :class:`Prepared`."""
-    backend: str = ""
-    """The backend it tests (its entry point's name); empty: ``name``."""
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend or self.name
 
     @property
     def kernel_name(self) -> str:
-        return f"sandbox-{self.name}"
+        return f"sandbox-{self.backend_name}"
+
+
+def backend_of(name: str) -> str:
+    """The backend a target runs (``docker_api`` → ``docker``)."""
+    return get(name).backend_name if name in CONTRACT_NAMES else name
 
 
 def get(name: str) -> Target:
@@ -56,12 +71,6 @@ def get(name: str) -> Target:
         return importlib.import_module(f"tests.targets.{name}").TARGET
     except ModuleNotFoundError:
         return Target(name, unavailable=lambda: "no test target for it in tests/targets")
-
-
-def backend_of(name: str) -> str:
-    """The backend that target ``name`` tests (``podman`` tests ``docker``)."""
-    target = get(name)
-    return target.backend or target.name
 
 
 def skip_or_fail(reason: str) -> None:

@@ -1,5 +1,8 @@
-"""The ``docker`` backend: one hardened container per session runs ipykernel, reached over ZMQ
-``ipc`` sockets in a per-session host directory, so it works with no network at all.
+"""The ``docker`` backend: one hardened container per session runs ipykernel, reached with no
+network at all: over ZMQ ``ipc`` sockets in a per-session host directory when the engine shares
+this host's filesystem (``transport="ipc"``), else over the engine's own API, the kernel's
+channels carried by the container's attach stream (``transport="api"``, :mod:`.bridge`), which
+works with any engine: Docker Desktop, Colima, OrbStack, Podman, remote engines over tcp or ssh.
 
 Secure by default, each an option: no network, a read-only root filesystem, a tmpfs ``/tmp``,
 a size-limited working directory (a tmpfs volume, the kernel's cwd), all capabilities dropped,
@@ -32,15 +35,21 @@ from ...traits import ByteSize, format_bytes
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend
 from . import engine, podman, workspace
+from .bridge import AttachBridge
 from .boundary import Refused, engine_errors, stats
 from .image import BuildProgress
 from .images import DEFAULT_TAG
 from .mounts import parse_gpus
 from .orphans import Orphans
-from .prepare import check_option, prepare_image, use_image
-from .spec import container_spec, prepare_hostdir, seal_hostdir, uid_gid, volume_options
+from .prepare import check_option, kernel_argv, prepare_image, use_image
+from .spec import LAUNCHER, container_spec, prepare_hostdir, relayed_argv, seal_hostdir, uid_gid, volume_options
 from .watch import ContainerWatch, Limits
 from .watch import run_blocking as _run_blocking
+
+
+STREAM_END_WAIT = 5.0
+"""Seconds the api transport waits, after the attach stream ended, for the engine to report the
+container's stop (its reason); then the container is removed and the stream's end is the reason."""
 
 
 class DockerBackend(KernelClientBackend):
@@ -94,6 +103,18 @@ class DockerBackend(KernelClientBackend):
     build_args = List(Unicode(), help="NAME=value build arguments of dockerfile, repeated.").tag(config=True)
     kernel_name = Unicode("", help="Jupyter kernelspec in the image to run (e.g. 'bash'); empty: Python "
                                    "(ipykernel).").tag(config=True)
+    transport = Unicode("auto", help="How the host reaches the sandbox's kernel: 'ipc' (ZMQ sockets in a host "
+                                     "directory mounted into the container: only for an engine on this machine "
+                                     "that shares its filesystem), 'api' (the kernel's channels carried by the "
+                                     "engine's attach stream: any engine, e.g. Docker Desktop, Colima, Podman, "
+                                     "DOCKER_HOST=tcp:// or ssh://), or 'auto': ipc where it is known to work, "
+                                     "else api.").tag(config=True)
+
+    @validate("transport")
+    def _check_transport(self, proposal: dict) -> str:
+        if proposal["value"] not in ("auto", "ipc", "api"):
+            raise TraitError(f"transport must be 'auto', 'ipc' or 'api', not {proposal['value']!r}")
+        return proposal["value"]
 
     @validate("packages", "build_args")
     def _check_environment(self, proposal: dict) -> list[str]:
@@ -141,6 +162,10 @@ class DockerBackend(KernelClientBackend):
         self._run_image = ""  # the image the session runs: image, or built from dockerfile and packages
         self._kernelspec: dict[str, Any] | None = None  # kernel_name's kernel.json in that image
         self._prepared = False  # _run_image and _kernelspec were just looked up (by the first cell)
+        self._transport = ""  # what transport="auto" chose for this engine
+        self._bridge: AttachBridge | None = None  # the api transport's, for the running container
+        self._bridge_end: asyncio.Future | None = None  # done when its stream ended
+        self._attached: Any = None  # the container's attach socket, until the bridge takes it
 
     def _uid_gid(self) -> tuple[int, int]:
         return uid_gid(self.user)
@@ -183,8 +208,11 @@ class DockerBackend(KernelClientBackend):
                 client.api.create_volume(self._volume, driver="local", labels=volume_labels, driver_opts=options)
         try:
             with engine_errors(f"start a sandbox container from {self._image_label}"):
-                self._container = client.containers.create(**spec)
-                self._container.start()
+                self._container = container = client.containers.create(**spec)
+                if spec.get("stdin_open"):  # the api transport: attached before it starts, so nothing is missed
+                    self._attached = client.api.attach_socket(
+                        container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+                container.start()
         except Refused as exc:
             if (error := self._start_error(exc)) is exc:
                 raise
@@ -210,19 +238,30 @@ class DockerBackend(KernelClientBackend):
         if not self._prepared:  # a build at start shows where the front door says
             await self._ensure_image(self._progress_handler)
         self._prepared = False  # the next start looks again (a changed Dockerfile is rebuilt)
+        if not self._transport:
+            self._transport = await _run_blocking(engine.choose_transport, client, self.transport)
+        relayed = self._transport == "api"
         uid, _ = self._uid_gid()
         self._hostdir = Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-", dir=engine.HOSTDIR_ROOT))
+        self._attached = None
         try:
-            self._info = prepare_hostdir(self._hostdir, uid)
+            if relayed:  # the bridge's endpoints: private to this user, never mounted
+                self._hostdir.chmod(0o700)
+                self._info = {}
+            else:
+                self._info = prepare_hostdir(self._hostdir, uid)
             labels = engine.labels(self.session, self._hostdir)
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = self.workdir_volume or f"{name}-work"
-            spec = use_image(container_spec(self, name, self._hostdir, self._volume, labels), self._run_image,
-                             self._kernelspec)
+            spec = use_image(container_spec(self, name, None if relayed else self._hostdir, self._volume, labels),
+                             self._run_image, self._kernelspec, relayed=relayed)
             self._created, self._ready = int(time.time()), False
             warning = await _run_blocking(self._create, client, spec, labels)
+            if relayed:
+                self._info = await self._start_bridge()
             limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label, self._podman)
-            self._watch = ContainerWatch(client, self._container, self._info, limits, self._created)
+            self._watch = ContainerWatch(client, self._container, None if relayed else self._info, limits,
+                                         self._created)
             if warning is not None:
                 self.log.warning("%s", warning)
                 if self._progress_handler is not None:
@@ -232,6 +271,32 @@ class DockerBackend(KernelClientBackend):
             raise
         return dict(self._info)
 
+    async def _start_bridge(self) -> dict[str, Any]:
+        """Relay the kernel's channels over the container's attach stream (the api transport);
+        returns the connection info of the bridge's endpoints. Waits until the relay said its
+        kernel's IOPub listens (or the container stopped: the death watch then says why)."""
+        loop = asyncio.get_running_loop()
+        self._bridge_end = loop.create_future()
+
+        def on_drop(channel: str) -> None:
+            loop.call_soon_threadsafe(self._bridge_dropped, channel)
+
+        def on_end() -> None:
+            loop.call_soon_threadsafe(lambda end: end.done() or end.set_result(None), self._bridge_end)
+
+        argv = kernel_argv(self._kernelspec) if self._kernelspec else relayed_argv()
+        self._bridge = AttachBridge(self._attached, self._hostdir, argv=argv,
+                                    launcher=None if self._kernelspec else LAUNCHER,
+                                    max_frame=self.message_bound[0], on_drop=on_drop, on_end=on_end)
+        self._attached = None
+        self._bridge.start()
+        await _run_blocking(self._bridge.hello.wait, self.ready_timeout)
+        return dict(self._bridge.connection)
+
+    def _bridge_dropped(self, channel: str) -> None:
+        if self._recovery is not None:
+            self._recovery.on_drop(channel)
+
     async def start(self) -> None:
         if self.started:  # called before every cell
             return
@@ -239,7 +304,7 @@ class DockerBackend(KernelClientBackend):
         self._ready = True
         if self._watch is not None:
             self._watch.pids_file = engine.pids_file(self._watch.container.id)
-        if self._hostdir is not None:
+        if self._hostdir is not None and self._bridge is None:
             seal_hostdir(self._hostdir)
 
     def _remove_leftovers(self, client: Any) -> None:
@@ -258,8 +323,11 @@ class DockerBackend(KernelClientBackend):
         self._container = self._volume = self._hostdir = None
         self._ready = False
         watch, self._watch = self._watch, None
+        bridge, self._bridge = self._bridge, None
         if watch is not None:
             await watch.await_farewell()  # before the host directory (the kernel's ipc sockets) goes
+        if bridge is not None:  # the stream closes: the relay stops the kernel
+            await _run_blocking(bridge.close)
         if self._docker is not None:
             await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
         engine.remove_hostdir(hostdir)
@@ -282,7 +350,23 @@ class DockerBackend(KernelClientBackend):
         return await self._call(self._client.execute(code, silent=True, store_history=False))
 
     async def _wait_dead(self) -> str:
-        return await self._watch.wait_dead(starting=lambda: not self._ready)
+        death = asyncio.ensure_future(self._watch.wait_dead(starting=lambda: not self._ready))
+        if self._bridge is None:
+            return await death
+        bridge, end = self._bridge, self._bridge_end
+        try:
+            await asyncio.wait({death, end}, return_when=asyncio.FIRST_COMPLETED)
+            if not death.done():  # the stream ended first: the engine says why, if the container stopped
+                await asyncio.wait({death}, timeout=STREAM_END_WAIT)
+            if death.done():
+                return death.result()
+        except asyncio.CancelledError:
+            death.cancel()
+            raise
+        death.cancel()
+        reason = bridge.error or "the Docker engine's stream to it ended while it kept running"
+        await _run_blocking(self._orphans.remove, self._docker, self._container and self._container.id, None)
+        return reason
 
     # -- files -------------------------------------------------------------------------------------
     def _sandbox_path(self, remote: str) -> str:
@@ -323,5 +407,6 @@ class DockerBackend(KernelClientBackend):
         limits = {**{k: format_bytes(v) for k, v in sizes.items() if v}, "cpus": self.cpus, "pids": self.pids_limit}
         return {**super().describe(), "sandbox_id": self._container.short_id if self._container else None,
                 "image": self._run_image or self.image, "kernel_name": self.kernel_name, "network": self.network,
+                "transport": self._transport or self.transport,
                 "workdir": self.workdir,
                 "limits": {k: v for k, v in limits.items() if v}}

@@ -45,6 +45,25 @@ def connect() -> Any:
     return client
 
 
+def choose_transport(client: Any, requested: str) -> str:
+    """The transport for ``requested`` ("auto", "ipc" or "api"): "auto" is "ipc" only where it
+    is known to work, an engine reached over a unix socket of this machine that runs on this
+    machine (its ``info()["Name"]``, the engine host's hostname, is ours; not Docker Desktop,
+    whose engine runs in a VM even on Linux), else "api". Blocking.
+
+    Raises:
+        BackendUnavailable: the engine stopped answering.
+    """
+    if requested != "auto":
+        return requested
+    if not client.api.base_url.startswith("http+docker://localhost"):  # tcp, ssh, a Windows pipe
+        return "api"
+    with engine_errors("read the engine's description"):
+        info = client.info()
+    same_host = info.get("Name") == socket.gethostname()
+    return "ipc" if same_host and "docker desktop" not in str(info.get("OperatingSystem", "")).lower() else "api"
+
+
 # -- ownership: labels, and leftovers of owners that are gone ---------------------------------
 def _start_time(pid: int) -> str | None:
     """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22),

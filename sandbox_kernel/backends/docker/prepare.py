@@ -146,14 +146,22 @@ def read_kernelspec(client: Any, image: str, name: str) -> dict[str, Any]:
         "`RUN python -m bash_kernel.install --sys-prefix` in its Dockerfile.")
 
 
-def use_image(spec: dict[str, Any], image: str, kernelspec: dict[str, Any] | None) -> dict[str, Any]:
+def use_image(spec: dict[str, Any], image: str, kernelspec: dict[str, Any] | None,
+              relayed: bool = False) -> dict[str, Any]:
     """Make the container ``spec`` (see :func:`~.spec.container_spec`) run ``image`` and,
     given a kernelspec, that kernel on the session's connection file instead of ipykernel's
-    launcher. The hardening of ``spec`` is untouched."""
+    launcher (under the ``api`` transport, ``relayed``, the relay starts it: see
+    :func:`kernel_argv`). The hardening of ``spec`` is untouched."""
     spec["image"] = image
     if kernelspec:
-        fill = {"{connection_file}": f"{KERNEL_DIR}/kernel.json", "{resource_dir}": kernelspec["resource_dir"]}
-        argv = [fill.get(arg, arg) for arg in kernelspec["argv"]]
-        spec.update(entrypoint=argv[:1], command=argv[1:])
+        if not relayed:
+            argv = [arg.replace("{connection_file}", f"{KERNEL_DIR}/kernel.json") for arg in kernel_argv(kernelspec)]
+            spec.update(entrypoint=argv[:1], command=argv[1:])
         spec["environment"] = {**spec["environment"], **(kernelspec.get("env") or {})}
     return spec
+
+
+def kernel_argv(kernelspec: dict[str, Any]) -> list[str]:
+    """The kernelspec's ``argv`` with its ``{resource_dir}`` filled in (``{connection_file}``
+    is left for whoever writes the connection file)."""
+    return [arg.replace("{resource_dir}", kernelspec["resource_dir"]) for arg in kernelspec["argv"]]

@@ -1,10 +1,14 @@
 """What a docker sandbox is made of: the container's settings from the backend's options, the
-kernel's launcher and connection file in the session's host directory, and the code the kernel
-runs to recover from a fork bomb.
+kernel's launcher and connection file, and the code the kernel runs to recover from a fork bomb.
 
-ipc transport (measured in docs/ENVIRONMENT): the host directory is mounted at
+``ipc`` transport (measured in docs/ENVIRONMENT): the session's host directory is mounted at
 :data:`KERNEL_DIR`; the kernel binds its sockets there (``/kernel/k-1`` ... ``/kernel/k-5``) and
 the host connects to the same files under the host path. Two views of one connection, one key.
+Only for an engine whose bind mounts share this host's filesystem.
+
+``api`` transport: nothing of the host is mounted. The container's command is the relay of
+:mod:`.inside`, attached to the engine's stream (see :mod:`.bridge`); it writes the launcher
+and connection file under /tmp and starts the kernel itself.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 from ...errors import ConfigError
 from ..kernel_client import KERNEL_ARGS
 from .boundary import load_docker
+from .inside import KERNEL_DIR as INSIDE_DIR
+from .inside import SOURCE as RELAY_SOURCE
 from .mounts import MountError, check_access, parse_gpus, parse_mounts
 
 KERNEL_DIR = "/kernel"
@@ -37,7 +43,7 @@ LAUNCHER = f"""\
 # cell's output. Falls back to plain ipykernel if its internals differ.
 import sys
 
-if sys.path and sys.path[0] in ("", "{KERNEL_DIR}"):
+if sys.path and sys.path[0] in ("", "{KERNEL_DIR}", "{INSIDE_DIR}"):
     del sys.path[0]
 try:
     from ipykernel.iostream import OutStream
@@ -145,8 +151,16 @@ def host_mounts(backend: Any, uid: int, gid: int) -> list[dict[str, Any]]:
     return [m.to_docker() for m in mounts]
 
 
-def container_spec(backend: Any, name: str, hostdir: Path, volume: str, labels: dict[str, str]) -> dict[str, Any]:
-    """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options.
+def relayed_argv() -> list[str]:
+    """The kernel's command under the ``api`` transport's relay (see :mod:`.inside`): the
+    launcher it writes, on the connection file it writes."""
+    return ["python", f"{INSIDE_DIR}/launch.py", "-f", "{connection_file}", *KERNEL_ARGS]
+
+
+def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, labels: dict[str, str]) -> dict[str, Any]:
+    """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options:
+    for the ``ipc`` transport with ``hostdir`` mounted at :data:`KERNEL_DIR`; for the ``api``
+    transport (``hostdir`` None) running the relay with its standard input open for the attach.
 
     Raises:
         ConfigError: a bad ``mounts`` entry.
@@ -154,13 +168,19 @@ def container_spec(backend: Any, name: str, hostdir: Path, volume: str, labels: 
     docker = load_docker()
     uid, gid = uid_gid(backend.user)
     env = {var: os.environ[var] for var in backend.env_vars if var in os.environ}
+    if hostdir is None:
+        run = dict(entrypoint=["python", "-c", RELAY_SOURCE], command=[], stdin_open=True)
+        kernel_mounts = []
+    else:
+        run = dict(entrypoint=["python"], command=[f"{KERNEL_DIR}/launch.py", "-f", f"{KERNEL_DIR}/kernel.json",
+                                                   *KERNEL_ARGS])
+        kernel_mounts = [docker.types.Mount(KERNEL_DIR, str(hostdir), type="bind")]
     spec: dict[str, Any] = dict(
-        image=backend.image, entrypoint=["python"], labels=labels, detach=True, hostname="sandbox", name=name,
-        command=[f"{KERNEL_DIR}/launch.py", "-f", f"{KERNEL_DIR}/kernel.json", *KERNEL_ARGS],
+        image=backend.image, labels=labels, detach=True, hostname="sandbox", name=name, **run,
         user=f"{uid}:{gid}", working_dir=backend.workdir, environment={**KERNEL_ENV, **env},
         network_mode=backend.network, read_only=backend.read_only, init=backend.init,
         tmpfs={"/tmp": "mode=1777" + (f",size={backend.tmp_size}" if backend.tmp_size else "")},
-        mounts=[docker.types.Mount(KERNEL_DIR, str(hostdir), type="bind"),
+        mounts=[*kernel_mounts,
                 docker.types.Mount(backend.workdir, volume, type="volume", no_copy=True),
                 *host_mounts(backend, uid, gid)],
         cap_drop=list(backend.cap_drop), security_opt=["no-new-privileges"] if backend.no_new_privileges else [],

@@ -55,14 +55,16 @@ class ContainerWatch:
     Args:
         client: the docker-py client.
         container: the docker-py container running the kernel.
-        connection: the kernel's connection info (to tell it to exit over its control channel).
+        connection: the kernel's connection info (to tell it to exit over its control channel),
+            or None when the kernel goes by itself with the engine (the api transport's relay).
         limits: the container's limits and image, for the reasons it gives.
         created: when the container was created (unix time, seconds).
     """
 
-    def __init__(self, client: Any, container: Any, connection: dict[str, Any], limits: Limits,
+    def __init__(self, client: Any, container: Any, connection: dict[str, Any] | None, limits: Limits,
                  created: int) -> None:
-        self.client, self.container, self.connection = client, container, dict(connection)
+        self.client, self.container = client, container
+        self.connection = dict(connection) if connection is not None else None
         self.limits, self.created = limits, created
         self.pids_file: Path | None = None
         """The container's cgroup ``pids.current`` on this host, when it has it (set once ready)."""
@@ -93,7 +95,8 @@ class ContainerWatch:
         lost = await stopped
         if lost is not None:  # dead from now on (a cell ends with this reason, not with the
             # interrupt's KeyboardInterrupt); await_farewell waits for the kernel to be told to exit
-            self._farewell = asyncio.ensure_future(self._shutdown_kernel_by_message())
+            if self.connection is not None:
+                self._farewell = asyncio.ensure_future(self._shutdown_kernel_by_message())
             return "the Docker engine stopped answering (is dockerd running?)"
         limits = self.limits
         return await run_blocking(engine.death_reason, client, container_id, memory_limit=limits.memory_limit,

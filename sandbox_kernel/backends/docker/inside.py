@@ -1,0 +1,258 @@
+"""The container's side of the engine-API transport: a relay between the kernel's ZMQ sockets
+and the container's standard streams, which the engine carries to the host (an attach stream,
+``POST /containers/{id}/attach``), so the host needs no path into the container and the
+container no network. Run as the container's command: ``python -c SOURCE`` (:data:`SOURCE`,
+this file), standard library and pyzmq only (ipykernel needs pyzmq, so every kernel image has it).
+
+The wire (both directions), one record per Jupyter message::
+
+    channel: 1 byte (:data:`CHANNELS` index, or HELLO), count: 4 bytes big-endian,
+    then ``count`` times: length 8 bytes big-endian, that many bytes (one ZMQ frame)
+
+The host's first record is HELLO with one frame, the JSON of the session: ``key`` (the
+connection key), ``argv`` (the kernel's command; ``{connection_file}`` is replaced),
+``launcher`` (Python source to run as ``launch.py``, or null). The relay writes the connection
+file (ipc sockets under /tmp, private to the container), starts the kernel, connects a DEALER
+to its shell, control and stdin ROUTERs (one routing id for shell and stdin, as ipykernel
+addresses ``input_request`` to the shell request's sender) and a SUB to its IOPub, and relays.
+It answers HELLO with HELLO once the kernel's IOPub has greeted it (``iopub_welcome``, JEP 65)
+or after :data:`WELCOME_WAIT` seconds, so no output is published before it listens.
+
+The relay ends the kernel and exits when its standard input ends: the attach stream closed,
+because the host's process (the wrapper kernel) stopped or lost the engine. Its exit code is
+the kernel's (128 + N for a signal N), which the host reads from the container's state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+
+CHANNELS = ("shell", "control", "stdin", "iopub")
+HELLO = 255
+HEADER = struct.Struct(">BI")
+LENGTH = struct.Struct(">Q")
+WELCOME_WAIT = 3.0
+"""Seconds the relay waits for the kernel's ``iopub_welcome`` before it says HELLO anyway (a
+kernel that predates JEP 65 never sends it)."""
+KERNEL_DIR = "/tmp/.sandbox-kernel"
+PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+
+
+def encode(channel: int, frames: list) -> bytes:
+    """One record of the wire (see the module docstring)."""
+    parts = [HEADER.pack(channel, len(frames))]
+    for frame in frames:
+        frame = bytes(frame)
+        parts += [LENGTH.pack(len(frame)), frame]
+    return b"".join(parts)
+
+
+class Decoder:
+    """Reads records from the bytes of a stream, incrementally. A frame longer than
+    ``max_frame`` bytes (0: no bound) is skipped as it arrives, never held, and its record is
+    reported as dropped.
+
+    Args:
+        on_record: called with ``(channel, frames)`` for each record.
+        on_dropped: called with ``channel`` for each record skipped for its size.
+    """
+
+    def __init__(self, on_record, on_dropped=None, max_frame: int = 0) -> None:
+        self._on_record, self._on_dropped, self._max = on_record, on_dropped, max_frame
+        self._buffer = bytearray()
+        self._channel = self._left = 0  # the record being read; frames still to come
+        self._frames: list = []
+        self._skip = -1  # bytes of an oversized frame still to skip; -1: not skipping
+        self._dropped = False
+
+    def feed(self, data: bytes) -> None:
+        """Take the next bytes of the stream.
+
+        Raises:
+            ValueError: the bytes are not the wire (an unknown channel)."""
+        self._buffer += data
+        while True:
+            if self._skip >= 0:
+                take = min(self._skip, len(self._buffer))
+                del self._buffer[:take]
+                self._skip -= take
+                if self._skip:
+                    return
+                self._skip = -1
+                self._next_frame()
+                continue
+            if not self._left and not self._frames:
+                if len(self._buffer) < HEADER.size:
+                    return
+                self._channel, self._left = HEADER.unpack_from(self._buffer)
+                del self._buffer[:HEADER.size]
+                if self._channel >= len(CHANNELS) and self._channel != HELLO:
+                    raise ValueError(f"not the relay's wire: channel {self._channel}")
+                self._dropped = False
+                if not self._left:
+                    self._finish()
+                continue
+            if len(self._buffer) < LENGTH.size:
+                return
+            (length,) = LENGTH.unpack_from(self._buffer)
+            if self._max and length > self._max:
+                del self._buffer[:LENGTH.size]
+                self._dropped, self._skip = True, length
+                continue
+            if len(self._buffer) < LENGTH.size + length:
+                return
+            self._frames.append(bytes(self._buffer[LENGTH.size:LENGTH.size + length]))
+            del self._buffer[:LENGTH.size + length]
+            self._next_frame()
+
+    def _next_frame(self) -> None:
+        self._left -= 1
+        if not self._left:
+            self._finish()
+
+    def _finish(self) -> None:
+        channel, frames, dropped = self._channel, self._frames, self._dropped
+        self._frames, self._dropped = [], False
+        if dropped:
+            if self._on_dropped is not None:
+                self._on_dropped(channel)
+        else:
+            self._on_record(channel, frames)
+
+
+def main() -> None:  # pragma: no cover - runs in the container (tests run it there)
+    import signal
+    import subprocess
+    import time
+
+    try:
+        import zmq
+    except ImportError as exc:
+        sys.stderr.write(f"sandbox-kernel relay: {exc} (pyzmq, which ipykernel needs)\n")
+        sys.exit(1)
+
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    session: dict = {}
+    inbox: list = []
+
+    def take(channel, frames):
+        if channel == HELLO:
+            session.update(json.loads(frames[0]))
+        else:
+            inbox.append((channel, frames))
+
+    decoder = Decoder(take)
+    while not session:  # the host's HELLO
+        data = os.read(stdin, 65536)
+        if not data:
+            return
+        decoder.feed(data)
+
+    os.makedirs(KERNEL_DIR, mode=0o700, exist_ok=True)
+    connection_file = f"{KERNEL_DIR}/kernel.json"
+    with open(connection_file, "w") as f:
+        json.dump({"transport": "ipc", "ip": f"{KERNEL_DIR}/k", "signature_scheme": "hmac-sha256",
+                   "key": session["key"], "kernel_name": "", **PORTS}, f)
+    argv = [arg.replace("{connection_file}", connection_file) for arg in session["argv"]]
+    if session.get("launcher"):
+        with open(f"{KERNEL_DIR}/launch.py", "w") as f:
+            f.write(session["launcher"])
+    kernel = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
+                              env={**os.environ, **(session.get("env") or {})})
+
+    context = zmq.Context()
+    sockets = {}
+    routing_id = os.urandom(8).hex().encode()
+    for index, name in enumerate(CHANNELS):
+        sock = context.socket(zmq.SUB if name == "iopub" else zmq.DEALER)
+        sock.linger = 0
+        if name == "iopub":
+            sock.setsockopt(zmq.SUBSCRIBE, b"")
+        elif name in ("shell", "stdin"):
+            sock.setsockopt(zmq.IDENTITY, routing_id)
+        sock.connect(f"ipc://{KERNEL_DIR}/k-{PORTS[name + '_port']}")
+        sockets[index] = sock
+    by_socket = {sock: index for index, sock in sockets.items()}
+
+    os.set_blocking(stdin, False)
+    os.set_blocking(stdout, False)
+    outgoing = bytearray()
+    greeted, started, watching_out = False, time.monotonic(), False
+    poller = zmq.Poller()
+    for sock in sockets.values():
+        poller.register(sock, zmq.POLLIN)
+    poller.register(stdin, zmq.POLLIN)
+
+    def stop(code: int) -> None:
+        if kernel.poll() is None:
+            kernel.terminate()
+            try:
+                kernel.wait(2)
+            except subprocess.TimeoutExpired:
+                kernel.kill()
+                kernel.wait()
+        sys.exit(code)
+
+    signal.signal(signal.SIGTERM, lambda *_: stop(143))
+    try:
+        while True:
+            if not greeted and time.monotonic() - started > WELCOME_WAIT:
+                greeted = True
+                outgoing += encode(HELLO, [b"{}"])
+            if bool(outgoing) != watching_out:  # wait for room on stdout only with bytes to write
+                watching_out = bool(outgoing)
+                poller.register(stdout, zmq.POLLOUT) if watching_out else poller.unregister(stdout)
+            events = dict(poller.poll(100))
+            if kernel.poll() is not None:
+                code = kernel.returncode
+                while outgoing:  # what the kernel said last still goes out
+                    try:
+                        del outgoing[:os.write(stdout, outgoing)]
+                    except BlockingIOError:
+                        time.sleep(0.01)
+                    except OSError:
+                        break
+                sys.exit(128 - code if code < 0 else code)
+            for sock, index in by_socket.items():
+                if events.get(sock):
+                    while True:
+                        try:
+                            frames = sock.recv_multipart(zmq.NOBLOCK, copy=True)
+                        except zmq.Again:
+                            break
+                        if index == CHANNELS.index("iopub") and not greeted:
+                            greeted = True
+                            outgoing += encode(HELLO, [b"{}"])
+                        outgoing += encode(index, frames)
+            if events.get(stdin):
+                try:
+                    data = os.read(stdin, 1 << 20)
+                except BlockingIOError:
+                    data = None
+                if data == b"":  # the host is gone
+                    stop(0)
+                if data:
+                    decoder.feed(data)
+            for index, frames in inbox:
+                sockets[index].send_multipart(frames)
+            inbox.clear()
+            if outgoing:  # at once: a full pipe raises, and the next poll waits for room
+                try:
+                    del outgoing[:os.write(stdout, outgoing)]
+                except BlockingIOError:
+                    pass
+    except SystemExit:
+        raise
+    except BaseException as exc:  # broken wire or pipe: the kernel must not outlive its relay
+        sys.stderr.write(f"sandbox-kernel relay: {type(exc).__name__}: {exc}\n")
+        stop(1)
+
+
+SOURCE = open(__file__).read() if __name__ != "__main__" else ""
+"""This file's source, as the container runs it (``python -c``)."""
+
+if __name__ == "__main__":
+    main()
