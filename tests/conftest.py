@@ -10,8 +10,8 @@ from tests.targets import NAMES
 TIERS = ("unit", "kernel", "docker", "e2b", "gateway", "browser")
 """Markers of the test tiers (pyproject.toml describes them); ``pytest -m unit`` is the fast one."""
 
-BACKEND_TIERS = {"local": "kernel", "docker": "docker", "docker_api": "docker", "e2b": "e2b", "gateway": "gateway",
-                 "docker_tcp": "docker", "docker_ssh": "docker"}
+BACKEND_TIERS = {"local": "kernel", "docker": "docker", "docker_api": "docker", "podman": "docker",
+                 "podman_api": "docker", "e2b": "e2b", "gateway": "gateway", "docker_tcp": "docker", "docker_ssh": "docker"}
 """The tier of a test case parametrized with a backend's name."""
 
 BACKEND_PARAMS = ("backend_name", "name", "kind")

@@ -1,4 +1,16 @@
 """The backend contract (tests/support/contract.py), run against every backend: ``backend_name``
-is parametrized over them (tests/conftest.py)."""
+is parametrized over them (``CONTRACT_NAMES``: tests/conftest.py's backends, and the docker
+backend on Podman's API)."""
 
+import pytest
+
+from tests.support.backends import prepared
 from tests.support.contract import *  # noqa: F403 - its test_* functions are collected here
+from tests.targets import CONTRACT_NAMES
+
+
+@pytest.fixture(params=CONTRACT_NAMES)
+def backend_name(request) -> str:
+    """Each backend's name in turn, ``podman`` too; a test using it runs once per backend."""
+    prepared(request.param)
+    return request.param

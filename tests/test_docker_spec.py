@@ -115,3 +115,26 @@ def test_gpus_become_a_device_request(tmp_path, value, count):
 def test_bad_gpus_are_a_bad_option(value):
     with pytest.raises(ValueError, match="gpus must be 'all' or a number of GPUs"):
         DockerBackend(gpus=value)
+
+
+def test_podman_gets_the_workdir_limit_as_tmpfs_blocks():
+    """Podman (before 4.8) takes ``size`` in ``o`` as a project quota; ``nr_blocks`` is tmpfs's own."""
+    from sandbox_kernel.backends.docker.spec import volume_options
+
+    assert volume_options(512 * 1024**2, 1000, 1000)["o"] == "size=536870912,uid=1000,gid=1000,mode=0755"
+    assert volume_options(512 * 1024**2, 1000, 1000, podman=True)["o"] == "nr_blocks=131072,uid=1000,gid=1000,mode=0755"
+    assert volume_options(4097, 1, 1, podman=True)["o"].startswith("nr_blocks=2,")
+    assert volume_options(0, 1, 1, podman=True)["o"] == "uid=1,gid=1,mode=0755"
+
+
+@pytest.mark.parametrize("traits, named", [
+    ({"runtime": "runsc"}, "runtime='runsc'"),
+    ({"gpus": "all"}, "gpus='all'"),
+    ({"runtime": "runsc", "gpus": "1"}, "runtime='runsc' and gpus='1'"),
+])
+def test_options_podman_ignores_are_refused_in_one_message(traits, named):
+    from sandbox_kernel.backends.docker.podman import refuse_ignored
+
+    with pytest.raises(ConfigError, match=f"cannot use {named} on Podman: .* Fix: leave"):
+        refuse_ignored(DockerBackend(**traits))
+    refuse_ignored(DockerBackend())  # nothing set: nothing refused

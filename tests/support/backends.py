@@ -37,13 +37,13 @@ async def backends(name: str):
     made = []
 
     def make(**traits):
-        with targets.env_vars(prepared(name).kernel_env):
-            backend = get_backend_class(targets.backend_of(name))(**{**prepared(name).traits, **traits})
+        backend = get_backend_class(targets.backend_of(name))(**{**prepared(name).traits, **traits})
         made.append(backend)
         return backend
 
-    try:
-        yield make
-    finally:
-        for backend in made:
-            await backend.shutdown()
+    with targets.env_vars(prepared(name).kernel_env):  # also when the backend connects (docker: DOCKER_HOST)
+        try:
+            yield make
+        finally:
+            for backend in made:
+                await backend.shutdown()

@@ -2,6 +2,8 @@
 
 Each module defines ``TARGET``, a :class:`Target`. The contract suite, the kernel tests and the
 magic tests are parametrized over ``NAMES``; a backend joins them by adding its module here.
+The contract suite also runs on ``CONTRACT_NAMES``: a backend on another engine (the docker
+backend on Podman's API) proves the contract there without repeating every kernel test.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ import pytest
 NAMES = ["local", "docker", "docker_api", "e2b", "gateway"]
 """Test targets. ``docker_api`` is the docker backend on its engine-API transport (the attach
 stream), on the same local engine as ``docker`` (whose ``auto`` picks ipc here)."""
+CONTRACT_NAMES = [*NAMES, "podman"]
+"""Targets of the contract suite: also the docker backend on Podman's Docker-compatible API
+(``auto``, which picks ipc there). ``podman_api`` (``transport=api`` on Podman) passes the
+contract too, but leaves exited containers behind after interrupt, timeout and restart tests
+(seen 2026-11-24, not yet understood), so it is not in the list until that is fixed."""
 
 REMOTE_NAMES = ["docker_tcp", "docker_ssh"]
 """The docker backend on an engine that does not share this host's filesystem (the rig of
@@ -61,7 +68,7 @@ class Target:
 
 def backend_of(name: str) -> str:
     """The backend a target runs (``docker_api`` → ``docker``)."""
-    return get(name).backend_name if name in NAMES + REMOTE_NAMES else name
+    return get(name).backend_name if name in CONTRACT_NAMES + REMOTE_NAMES else name
 
 
 def get(name: str) -> Target:

@@ -35,7 +35,7 @@ from ...paths import within
 from ...traits import ByteSize, format_bytes
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend
-from . import engine, workspace
+from . import engine, podman, workspace
 from .bridge import AttachBridge
 from .boundary import Refused, engine_errors, stats
 from .image import BuildProgress
@@ -151,6 +151,7 @@ class DockerBackend(KernelClientBackend):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._docker: Any = None
+        self._podman = False  # the engine is Podman's Docker-compatible API
         self._container: Any = None
         self._volume: str | None = None
         self._hostdir: Path | None = None
@@ -173,7 +174,11 @@ class DockerBackend(KernelClientBackend):
     # -- launch and stop -----------------------------------------------------------------------
     async def _engine(self) -> Any:
         if self._docker is None:
-            self._docker = await _run_blocking(engine.connect)
+            client = await _run_blocking(engine.connect)
+            self._podman = await _run_blocking(podman.is_podman, client)
+            self._docker = client
+        if self._podman:  # before any build or container: options it would ignore
+            podman.refuse_ignored(self)
         return self._docker
 
     async def _ensure_image(self, emit: Emit | None) -> None:
@@ -195,34 +200,40 @@ class DockerBackend(KernelClientBackend):
         warning for the cell, if any. Blocking."""
         new_workspace, warning = False, None
         if self.workdir_volume:
-            new_workspace, warning = workspace.ensure_volume(client, self._volume, self.workdir_size)
+            new_workspace, warning = workspace.ensure_volume(client, self._volume, self.workdir_size, self._podman)
             if new_workspace:
                 workspace.give_to(client, self._volume, self._run_image, *self._uid_gid())
         else:
+            options = volume_options(self.workdir_size, *self._uid_gid(), podman=self._podman)
             with engine_errors("create the sandbox's working directory volume"):
-                client.api.create_volume(self._volume, driver="local", labels=volume_labels,
-                                         driver_opts=volume_options(self.workdir_size, *self._uid_gid()))
-        doing = f"start a sandbox container from {self._image_label}"
-        with engine_errors(doing):
-            container = client.containers.create(**spec)
-            self._container = container
-            # Attached before it starts: the api transport's stream (nothing of it is missed), or,
-            # for ipc, stdin alone. Either way the engine closes the container's stdin when this
-            # process ends, and the container ends with it (the relay or the launcher sees EOF).
-            streams = {"stdout": 1, "stderr": 1} if self._transport == "api" else {}
-            self._attached = client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1, **streams})
-            try:
-                with engine_errors(doing):
-                    container.start()
-            except Refused as exc:
-                if "could not select device driver" in exc.explanation:
-                    raise SandboxStartError(f"The sandbox could not start: gpus={self.gpus} needs GPU support in the "
-                                            "Docker engine, which it lacks. Fix: install the NVIDIA Container Toolkit "
-                                            "on the engine's host, or leave gpus empty.") from exc
-                if "executable file not found" not in exc.explanation:
-                    raise
-                raise SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.") from exc
+                client.api.create_volume(self._volume, driver="local", labels=volume_labels, driver_opts=options)
+        try:
+            with engine_errors(f"start a sandbox container from {self._image_label}"):
+                self._container = container = client.containers.create(**spec)
+                # Attached before it starts: the api transport's stream (nothing of it is missed), or,
+                # for ipc, stdin alone. Either way the engine closes the container's stdin when this
+                # process ends, and the container ends with it (the relay or the launcher sees EOF).
+                streams = {"stdout": 1, "stderr": 1} if self._transport == "api" else {}
+                self._attached = client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1, **streams})
+                container.start()
+        except Refused as exc:
+            if (error := self._start_error(exc)) is exc:
+                raise
+            raise error from exc
         return warning
+
+    def _start_error(self, exc: Refused) -> Exception:
+        """The error for a container the engine would not create or start: the cause and fix
+        where known, else the engine's own refusal."""
+        if "could not select device driver" in exc.explanation:
+            return SandboxStartError(f"The sandbox could not start: gpus={self.gpus} needs GPU support in the Docker "
+                                     "engine, which it lacks. Fix: install the NVIDIA Container Toolkit on the "
+                                     "engine's host, or leave gpus empty.")
+        if self._podman and (reason := podman.start_failure(exc.explanation)):
+            return SandboxStartError(f"The sandbox could not start: {reason}")
+        if "executable file not found" in exc.explanation:
+            return SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.")
+        return exc
 
     async def _launch(self) -> dict[str, Any]:
         client = await self._engine()
@@ -250,7 +261,7 @@ class DockerBackend(KernelClientBackend):
             warning = await _run_blocking(self._create, client, spec, labels)
             if relayed:
                 self._info = await self._start_bridge()
-            limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label)
+            limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label, self._podman)
             self._watch = ContainerWatch(client, self._container, None if relayed else self._info, limits,
                                          self._created)
             if warning is not None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import ConfigError, SandboxError
 from .boundary import EngineLost, Missing, Refused, engine_errors, load_docker
+from .podman import EVENTS_WAIT_S as PODMAN_EVENTS_WAIT_S
 
 LABEL = "org.sandbox-kernel"
 OWNER_LABEL = f"{LABEL}.owner"  # "HOST/PID/STARTTIME" of the process that made the container
@@ -208,9 +209,9 @@ def get_file(container: Any, remote: str, local: Path) -> Path:
 
 def pids_file(container_id: str) -> Path | None:
     """The container's ``pids.current`` cgroup file on this host (cgroup v1 or v2, cgroupfs or
-    systemd driver), or None when it is not found: a cheap way to see a fork bomb's count."""
+    systemd driver; Docker or Podman), or None when it is not found: a cheap way to see a fork bomb's count."""
     for pattern in ("pids/docker/{}", "pids/system.slice/docker-{}.scope", "system.slice/docker-{}.scope",
-                    "docker/{}"):
+                    "docker/{}", "pids/libpod_parent/libpod-{}", "machine.slice/libpod-{}.scope"):  # last two: Podman
         path = Path("/sys/fs/cgroup") / pattern.format(container_id) / "pids.current"
         if path.exists():
             return path
@@ -242,12 +243,13 @@ def wait_for_exit(client: Any, container_id: str) -> None:
                 raise EngineLost("the Docker engine stopped answering") from exc
 
 
-def _outside_signals(client: Any, container_id: str, since: int) -> list[str]:
+def _outside_signals(client: Any, container_id: str, since: int, podman: bool = False) -> list[str]:
     """Signals sent to the container through the engine (``kill`` events: docker kill, stop,
-    rm -f) since ``since`` (unix time)."""
-    events = client.api.events(since=since, until=f"{time.time():.6f}", decode=True,
+    rm -f) since ``since`` (unix time); "" for one the engine does not name (Podman)."""
+    until = time.time() + (PODMAN_EVENTS_WAIT_S if podman else 0)
+    events = client.api.events(since=since, until=f"{until:.6f}", decode=True,
                                filters={"container": container_id, "event": "kill"})
-    return [event.get("Actor", {}).get("Attributes", {}).get("signal", "?") for event in events]
+    return [event.get("Actor", {}).get("Attributes", {}).get("signal", "") for event in events]
 
 
 def _extend_hint(image: str) -> str:
@@ -268,16 +270,17 @@ def no_python(image: str) -> str:
 
 
 def death_reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int,
-                 starting: bool, runtime: str = "", pids_limit: int = 0) -> str:
+                 starting: bool, runtime: str = "", pids_limit: int = 0, podman: bool = False) -> str:
     """Why the stopped container stopped, as a phrase for :class:`SandboxDied`, from its state
     (``State.OOMKilled``, ``State.ExitCode``), the engine's ``kill`` events and, for a kernel
     that never became ready, the container's log. Under gVisor, exit code 2 is runsc's own
     fatal error (Go), seen when the container's pids cgroup, which counts runsc's host threads,
-    is full. Blocking; never raises."""
+    is full. Podman (``podman``) reports no OOM kill: a SIGKILL nobody sent under a memory limit
+    is said to be most likely one. Blocking; never raises."""
     try:
         with engine_errors("inspect the stopped container"):
             return _reason(client, container_id, memory_limit=memory_limit, image=image, created=created,
-                           starting=starting, runtime=runtime, pids_limit=pids_limit)
+                           starting=starting, runtime=runtime, pids_limit=pids_limit, podman=podman)
     except Missing:
         return "its container was removed from outside the notebook (docker rm)"
     except Exception:  # the engine went away while we asked (mapped), or answered nonsense
@@ -285,7 +288,7 @@ def death_reason(client: Any, container_id: str, *, memory_limit: int, image: st
 
 
 def _reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int, starting: bool,
-            runtime: str, pids_limit: int) -> str:
+            runtime: str, pids_limit: int, podman: bool) -> str:
     """:func:`death_reason`, with the engine's errors unmapped."""
     import signal
 
@@ -294,11 +297,15 @@ def _reason(client: Any, container_id: str, *, memory_limit: int, image: str, cr
     state = client.api.inspect_container(container_id)["State"]
     if state.get("OOMKilled"):
         return "it ran out of memory" + (f" (limit {format_bytes(memory_limit)})" if memory_limit else "")
-    if signals := _outside_signals(client, container_id, created):
+    if signals := _outside_signals(client, container_id, created, podman):
         sig = signals[0]
         name = signal.Signals(int(sig)).name if sig.isdigit() and int(sig) in signal.Signals._value2member_map_ else sig
-        return f"its container was stopped from outside the notebook ({name}: docker kill, stop or rm)"
+        how = "podman kill, stop or rm" if podman else "docker kill, stop or rm"
+        return f"its container was stopped from outside the notebook ({name + ': ' if name else ''}{how})"
     code = state.get("ExitCode", -1)
+    if podman and code == 128 + signal.SIGKILL and memory_limit:
+        return (f"its kernel was killed by SIGKILL, most likely for running out of memory (limit "
+                f"{format_bytes(memory_limit)}; Podman does not report out-of-memory kills)")
     if code == 2 and runtime == "runsc" and pids_limit:
         return (f"gVisor (runsc) stopped it: runsc could not start another host thread, which happens when the "
                 f"sandbox's processes reach pids_limit ({pids_limit}; under runsc it counts runsc's own threads)")

@@ -152,11 +152,20 @@ def seal_hostdir(hostdir: Path) -> None:
         hostdir.chmod(0o755)
 
 
-def volume_options(size: int, uid: int, gid: int) -> dict[str, str]:
+TMPFS_PAGE = 4096
+"""Bytes per tmpfs block in ``nr_blocks`` (the page size of x86_64 and of most arm64 kernels)."""
+
+
+def volume_options(size: int, uid: int, gid: int, podman: bool = False) -> dict[str, str]:
     """``driver_opts`` of the local driver for the working directory: a tmpfs of ``size`` bytes
     (0: no limit) owned by the kernel's uid. A volume, unlike a plain tmpfs mount, is reached by
-    the archive API (uploads), also with a read-only root."""
-    return {"type": "tmpfs", "device": "tmpfs", "o": (f"size={size}," if size else "") + f"uid={uid},gid={gid},mode=0755"}
+    the archive API (uploads), also with a read-only root.
+
+    Podman (before 4.8, containers/podman#20449) takes ``size`` in ``o`` as a project quota and
+    refuses it where the filesystem has none, so it gets tmpfs's own ``nr_blocks`` instead:
+    the same limit in pages of :data:`TMPFS_PAGE` bytes."""
+    limit = (f"nr_blocks={-(-size // TMPFS_PAGE)}," if podman else f"size={size},") if size else ""
+    return {"type": "tmpfs", "device": "tmpfs", "o": limit + f"uid={uid},gid={gid},mode=0755"}
 
 
 def host_mounts(backend: Any, uid: int, gid: int) -> list[dict[str, Any]]:

@@ -44,6 +44,8 @@ class Limits:
     """The OCI runtime ("runsc") or "" for the engine's default."""
     image: str
     """The image as messages name it."""
+    podman: bool = False
+    """The engine is Podman's Docker-compatible API (it reports no OOM kill, see :mod:`.podman`)."""
 
 
 class ContainerWatch:
@@ -99,7 +101,7 @@ class ContainerWatch:
         limits = self.limits
         return await run_blocking(engine.death_reason, client, container_id, memory_limit=limits.memory_limit,
                                   image=limits.image, created=self.created, starting=starting(),
-                                  runtime=limits.runtime, pids_limit=limits.pids_limit)
+                                  runtime=limits.runtime, pids_limit=limits.pids_limit, podman=limits.podman)
 
     async def _shutdown_kernel_by_message(self) -> None:
         """With the engine gone the container cannot be removed: ask the kernel itself to exit

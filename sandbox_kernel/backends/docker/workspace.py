@@ -17,15 +17,17 @@ from typing import Any
 
 from . import engine
 from .boundary import Missing, Refused, engine_errors, load_docker
+from .podman import workspace_size
 
 WORKSPACE_LABEL = f"{engine.LABEL}.workspace"  # value: the volume's name
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]+")
 """The engine's rule for volume names."""
 
 
-def ensure_volume(client: Any, name: str, size: int) -> tuple[bool, str | None]:
+def ensure_volume(client: Any, name: str, size: int, podman: bool = False) -> tuple[bool, str | None]:
     """The workspace volume ``name``, created (labelled, ``size`` bytes at most where the engine
-    can limit it; 0: no limit) unless it exists.
+    can limit it; 0: no limit) unless it exists. ``podman``: the engine is Podman, whose local
+    driver spells the limit differently (:func:`.podman.workspace_size`).
 
     Returns:
         ``(created, warning)``: whether it was made now, and why ``size`` is not applied, if so.
@@ -45,10 +47,11 @@ def ensure_volume(client: Any, name: str, size: int) -> tuple[bool, str | None]:
         if size:
             try:
                 with engine_errors(doing):
-                    client.api.create_volume(name, driver="local", labels=labels, driver_opts={"size": str(size)})
+                    client.api.create_volume(name, driver="local", labels=labels,
+                                             driver_opts=workspace_size(size) if podman else {"size": str(size)})
                 return True, None
             except Refused as exc:
-                if "quota" not in exc.explanation:
+                if "quota" not in exc.explanation.lower():  # Podman: "... does not support Project Quota"
                     raise
         client.api.create_volume(name, driver="local", labels=labels)
     warning = (f"[the workspace volume {name} has no size limit: this Docker engine cannot limit a volume's size "

@@ -1,0 +1,76 @@
+"""Podman's Docker-compatible API (``podman system service``), as the docker backend uses it:
+how to tell it from Docker's engine, the options it cannot honour, and what it does differently.
+
+Measured with Debian 12's podman 4.3.1, rootful, cgroup v1, runc (docs/docker.md, "Podman"):
+- ``HostConfig.Runtime`` and ``DeviceRequests`` are accepted and ignored: a container asked to
+  run under ``runsc`` (or a runtime that does not exist) ran under runc, one asking for GPUs
+  started without any. Silently weaker isolation is worse than none, so they are refused.
+- Out-of-memory kills are not reported (``State.OOMKilled`` stays false, no ``oom`` event):
+  the container just exits with 137.
+- ``kill`` events carry no ``signal`` attribute, and the events endpoint answers nothing when
+  ``until`` is not in the future.
+- The local volume driver takes ``size`` in ``o`` as a project quota, also for tmpfs (fixed in
+  podman 4.8, containers/podman#20449): :func:`.spec.volume_options` gives tmpfs ``nr_blocks``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ConfigError
+from .boundary import engine_errors
+
+ENGINE_NAME = "Podman Engine"
+"""The name of the engine's component in ``GET /version`` (Docker's is "Engine")."""
+
+IGNORED = {"runtime": "an OCI runtime", "gpus": "GPUs"}
+"""Options of the docker backend that Podman's Docker-compatible API accepts and ignores."""
+
+EVENTS_WAIT_S = 0.2
+"""How far in the future ``until`` is set when reading Podman's events (it must not be past)."""
+
+
+def is_podman(client: Any) -> bool:
+    """True when ``client`` talks to Podman (``GET /version``). Blocking."""
+    with engine_errors("ask the engine its version"):
+        components = client.version().get("Components") or []
+    return any(c.get("Name") == ENGINE_NAME for c in components)
+
+
+def refuse_ignored(backend: Any) -> None:
+    """Refuse, in one message, every option of ``backend`` that Podman would ignore.
+
+    Raises:
+        ConfigError: ``runtime`` or ``gpus`` is set.
+    """
+    if given := [name for name in IGNORED if getattr(backend, name)]:
+        options = " and ".join(f"{name}={getattr(backend, name)!r}" for name in given)
+        what = " or ".join(IGNORED[name] for name in given)
+        raise ConfigError(f"The docker backend cannot use {options} on Podman: Podman's Docker-compatible API "
+                          f"accepts {'them' if len(given) > 1 else 'it'} and runs the sandbox without {what}. "
+                          f"Fix: leave {' and '.join(given)} empty, or point DOCKER_HOST at a Docker engine.")
+
+
+def workspace_size(size: int) -> dict[str, str]:
+    """``driver_opts`` of a workspace volume limited to ``size`` bytes: Podman's ``size`` in
+    ``o`` (a project quota where its volumes directory has one; refused elsewhere, with
+    "Project Quota" in the message). Docker's plain ``size`` option makes Podman's mount fail."""
+    return {"o": f"size={size}"}
+
+
+START_FAILURES = {
+    "container-init binary not found": "Podman has no init binary where it looks for one (init=True). Fix: install "
+                                       "catatonit and set init_path = \"/usr/bin/catatonit\" under [containers] in "
+                                       "containers.conf (Debian's package installs it there, not where podman 4.3 "
+                                       "looks), or --DockerBackend.init=False.",
+    "error setting rlimit": "runc could not set the open-file and process limits Podman gives every container "
+                            "(about a million; it lacks CAP_SYS_RESOURCE, as in a container or a VM sandbox). "
+                            "Fix: set default_ulimits = [\"nofile=N:N\", \"nproc=N:N\"] under [containers] in "
+                            "containers.conf, with N no higher than podman's own limits (/proc/PID/limits).",
+}
+"""Podman's messages for a container that could not start, by a part of them, with the fix."""
+
+
+def start_failure(explanation: str) -> str | None:
+    """The reason and fix for a container Podman could not start, when it is a known one."""
+    return next((fix for part, fix in START_FAILURES.items() if part in explanation), None)

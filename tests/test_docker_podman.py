@@ -1,0 +1,73 @@
+"""What the docker backend does differently on Podman's Docker-compatible API (tests/targets/podman.py
+starts the service), beyond the contract suite, which runs there too: the options it would
+ignore are refused, and the limits and deaths it reports differently are still said right."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+
+import pytest
+
+from sandbox_kernel.errors import ConfigError, SandboxDied
+from tests.support.backends import backends, prepared
+from tests.support.hostile import run
+from tests.targets import env_vars
+from tests.targets.docker import NOTHING, held_by
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A docker-py client of the session's Podman service (skips, or fails in CI, without it)."""
+    import docker
+
+    with env_vars(prepared("podman").kernel_env), contextlib.closing(docker.from_env()) as client:
+        yield client
+
+
+@pytest.fixture
+async def make(client):
+    """``make(**traits)`` → an unstarted DockerBackend on Podman; nothing of it is left afterwards."""
+    async with backends("podman") as factory:
+        yield factory
+    assert held_by(client, os.getpid()) == NOTHING
+
+
+async def test_options_podman_would_ignore_are_refused_before_anything_starts(make, client):
+    before = len(client.api.containers(all=True))
+    backend = make(runtime="runsc")
+    with pytest.raises(ConfigError, match=r"cannot use runtime='runsc' on Podman: .* runs the sandbox without an "
+                                          r"OCI runtime\. Fix: leave runtime empty"):
+        await backend.execute("1", lambda event: None)
+    assert len(client.api.containers(all=True)) == before
+
+
+async def test_workdir_has_a_size_limit(make):
+    async with make(workdir_size="8m") as backend:
+        outcome, _ = await run(backend, "open('big', 'wb').write(b'x' * 16 * 1024**2)")
+        assert outcome.status == "error" and "No space left" in outcome.error.evalue
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+
+
+async def test_memory_bomb_says_it_was_most_likely_out_of_memory(make):
+    async with make(memory_limit="256m") as backend:
+        started = time.monotonic()
+        with pytest.raises(SandboxDied, match=r"killed by SIGKILL, most likely for running out of memory \(limit 256 MiB; "
+                                              r"Podman does not report"):
+            await run(backend, "hog = []\nwhile True: hog.append(bytearray(16 * 1024**2))")
+        assert time.monotonic() - started < 10
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+
+
+async def test_container_killed_from_outside(make, client):
+    async with make() as backend:
+        await run(backend, "kept = 1")
+        running = asyncio.ensure_future(run(backend, "import time\nwhile True: time.sleep(0.1)"))
+        await asyncio.sleep(1)
+        client.api.kill(backend._container.id)
+        with pytest.raises(SandboxDied, match=r"stopped from outside the notebook \(podman kill, stop or rm\)"):
+            await running
