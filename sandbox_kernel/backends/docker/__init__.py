@@ -335,14 +335,16 @@ class DockerBackend(KernelClientBackend):
         bridge, self._bridge = self._bridge, None
         if watch is not None:
             await watch.await_farewell()  # before the host directory (the kernel's ipc sockets) goes
-        if bridge is not None:  # the stream closes: the relay stops the kernel
+        # The container goes first, running (as with ipc): closing the stream first would have it
+        # stop by itself meanwhile, and Podman then ignored the removal of a container stopping.
+        if self._docker is not None:
+            await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
+        if bridge is not None:  # if the engine could not remove it, the relay stops the kernel
             await _run_blocking(bridge.close)
         attached, self._attached = self._attached, None
         if attached is not None:
             with contextlib.suppress(Exception):
                 attached.close()
-        if self._docker is not None:
-            await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
         engine.remove_hostdir(hostdir)
 
     # -- running code ------------------------------------------------------------------------------
