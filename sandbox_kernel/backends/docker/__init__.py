@@ -245,13 +245,10 @@ class DockerBackend(KernelClientBackend):
             self._transport = await _run_blocking(engine.choose_transport, client, self.transport)
         relayed = self._transport == "api"
         uid, _ = self._uid_gid()
-        self._hostdir = Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-", dir=engine.HOSTDIR_ROOT))
+        self._hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-",
+                                                                   dir=engine.HOSTDIR_ROOT))
         try:
-            if relayed:  # the bridge's endpoints: private to this user, never mounted
-                self._hostdir.chmod(0o700)
-                self._info = {}
-            else:
-                self._info = prepare_hostdir(self._hostdir, uid)
+            self._info = {} if relayed else prepare_hostdir(self._hostdir, uid)
             labels = engine.labels(self.session, self._hostdir)
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = self.workdir_volume or f"{name}-work"
@@ -287,13 +284,22 @@ class DockerBackend(KernelClientBackend):
             loop.call_soon_threadsafe(lambda end: end.done() or end.set_result(None), self._bridge_end)
 
         argv = kernel_argv(self._kernelspec) if self._kernelspec else relayed_argv()
-        self._bridge = AttachBridge(self._attached, self._hostdir, argv=argv,
+        self._bridge = AttachBridge(self._attached, argv=argv,
                                     launcher=None if self._kernelspec else LAUNCHER,
                                     max_frame=self.message_bound[0], on_drop=on_drop, on_end=on_end)
         self._attached = None
         self._bridge.start()
         await _run_blocking(self._bridge.hello.wait, self.ready_timeout)
         return dict(self._bridge.connection)
+
+    def _client_context(self) -> Any:
+        # The api transport's client shares the bridge's ZMQ context: its endpoints are inproc
+        # (no socket file, no I/O thread hop), in this process only.
+        if self._bridge is None:
+            return None
+        import zmq.asyncio
+
+        return zmq.asyncio.Context.shadow(self._bridge.context.underlying)
 
     def _unreachable_hint(self) -> str:
         if self._transport != "ipc":

@@ -2,10 +2,10 @@
 
 The container runs :mod:`.inside` as its command, attached to the engine's stream
 (``POST /containers/{id}/attach`` with stdin, stdout and stderr, hijacked as the ``docker``
-CLI does; docker-py's ``attach_socket``). :class:`AttachBridge` binds ZMQ sockets in a private
-directory of this host that look like a kernel's (a DEALER per shell, control and stdin
-channel, an XPUB for IOPub), so ``jupyter_client`` connects to them as to any kernel, and
-carries each message over the stream in :mod:`.inside`'s records. Nothing of the host's
+CLI does; docker-py's ``attach_socket``). :class:`AttachBridge` binds ``inproc`` ZMQ sockets in
+this process that look like a kernel's (a DEALER per shell, control and stdin channel, an XPUB
+for IOPub), so ``jupyter_client`` connects to them as to any kernel (sharing the bridge's ZMQ
+context), and carries each message over the stream in :mod:`.inside`'s records. Nothing of the host's
 filesystem enters the container, and the container keeps ``network=none``: this works with any
 engine docker-py reaches (a VM's, as with Docker Desktop, Colima or Podman machine; a remote one
 over ``tcp://`` with TLS or ``ssh://``).
@@ -29,7 +29,6 @@ import contextlib
 import errno
 import json
 import logging
-import os
 import secrets
 import socket
 import ssl
@@ -37,7 +36,6 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import zmq
@@ -89,7 +87,6 @@ class AttachBridge:
     Args:
         attached: docker-py's ``attach_socket`` of the container (stdin, stdout, stderr, stream),
             made before the container starts.
-        directory: a private host directory (mode 0700) for the ipc endpoints.
         argv: the kernel's command in the container (``{connection_file}`` is filled in).
         launcher: Python source the relay writes as ``/tmp/.sandbox-kernel/launch.py``, or None.
         max_frame: bytes; a longer frame from the sandbox is dropped (0: no bound).
@@ -97,20 +94,23 @@ class AttachBridge:
         on_end: called (from the bridge's thread) once the stream ended, unless :meth:`close` ended it.
     """
 
-    def __init__(self, attached: Any, directory: Path, *, argv: list[str], launcher: str | None,
+    def __init__(self, attached: Any, *, argv: list[str], launcher: str | None,
                  max_frame: int, on_drop: Callable[[str], None], on_end: Callable[[], None]) -> None:
         self._attached, self._raw = attached, raw_socket(attached)
         self._on_drop, self._on_end = on_drop, on_end
         self.key = secrets.token_hex(32)
-        self.connection = {"transport": "ipc", "ip": str(directory / "b"), "signature_scheme": "hmac-sha256",
+        name = f"sandbox-kernel-{secrets.token_hex(8)}"
+        self.connection = {"transport": "inproc", "ip": name, "signature_scheme": "hmac-sha256",
                            "key": self.key, "kernel_name": "", **PORTS}
-        self._context = zmq.Context()
+        """The endpoints' connection info: ``inproc``, so only a client made with :attr:`context`
+        (in this process) reaches them."""
+        self.context = zmq.Context()
         self._sockets: dict[int, zmq.Socket] = {}
-        for index, name in enumerate(CHANNELS):
-            sock = self._context.socket(zmq.XPUB if name == "iopub" else zmq.DEALER)
+        for index, channel in enumerate(CHANNELS):
+            sock = self.context.socket(zmq.XPUB if channel == "iopub" else zmq.DEALER)
             sock.linger = 0
             sock.sndhwm = 0  # held here rather than dropped: the wrapper's readers always drain
-            sock.bind(f"ipc://{directory}/b-{PORTS[name + '_port']}")
+            sock.bind(f"inproc://{name}-{PORTS[channel + '_port']}")
             self._sockets[index] = sock
         self._iopub = CHANNELS.index("iopub")
         self._subscribed = False  # until the client's SUB subscribed, IOPub waits here
@@ -144,7 +144,7 @@ class AttachBridge:
     def _shut(self) -> None:
         for sock in self._sockets.values():
             sock.close(linger=0)
-        self._context.term()
+        self.context.term()
         with contextlib.suppress(OSError):
             self._raw.close()
         with contextlib.suppress(Exception):
@@ -252,12 +252,3 @@ class AttachBridge:
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError, socket.timeout):
             return
         del self._out[:sent]
-
-
-def private_directory(root: Path, prefix: str) -> Path:
-    """A new directory only this user may enter, for the bridge's ipc endpoints."""
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
-    os.chmod(path, 0o700)
-    return path

@@ -102,10 +102,10 @@ def owner_is_gone(label: str) -> bool:
     return _start_time(int(pid)) != started
 
 
-def labels(session: str, hostdir: Path) -> dict[str, str]:
-    """The labels of a session's container and volume."""
-    return {OWNER_LABEL: owner(), SESSION_LABEL: session, CREATED_LABEL: str(int(time.time())),
-            HOSTDIR_LABEL: str(hostdir)}
+def labels(session: str, hostdir: Path | None) -> dict[str, str]:
+    """The labels of a session's container and volume (``hostdir``: the ipc transport's)."""
+    made = {OWNER_LABEL: owner(), SESSION_LABEL: session, CREATED_LABEL: str(int(time.time()))}
+    return {**made, HOSTDIR_LABEL: str(hostdir)} if hostdir is not None else made
 
 
 def remove_hostdir(path: str | Path | None) -> None:

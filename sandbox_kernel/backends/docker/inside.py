@@ -127,7 +127,6 @@ class Decoder:
 def main() -> None:  # pragma: no cover - runs in the container (tests run it there)
     import signal
     import subprocess
-    import threading
     import time
 
     try:
@@ -179,31 +178,15 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
         sockets[index] = sock
     by_socket = {sock: index for index, sock in sockets.items()}
 
-    # The host's bytes arrive through a thread's blocking reads: a pipe's end shows as POLLHUP
-    # alone, which zmq_poll does not report as readable, so polling fd 0 would miss it.
-    host = context.socket(zmq.PULL)
-    host.bind("inproc://host")
-    reader = context.socket(zmq.PUSH)
-    reader.connect("inproc://host")
-
-    def read_host() -> None:
-        while True:
-            try:
-                data = os.read(stdin, 1 << 20)
-            except OSError:
-                data = b""
-            reader.send(data)
-            if not data:
-                return
-
+    # fd 0 is polled directly: its end (POLLHUP) shows as ZMQ_POLLERR, a non-zero event too.
+    os.set_blocking(stdin, False)
     os.set_blocking(stdout, False)
     outgoing = bytearray()
     greeted, started, watching_out = False, time.monotonic(), False
     poller = zmq.Poller()
     for sock in sockets.values():
         poller.register(sock, zmq.POLLIN)
-    poller.register(host, zmq.POLLIN)
-    threading.Thread(target=read_host, daemon=True).start()
+    poller.register(stdin, zmq.POLLIN)
 
     def stop(code: int) -> None:
         if kernel.poll() is None:
@@ -246,14 +229,14 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                             greeted = True
                             outgoing += encode(HELLO, [b"{}"])
                         outgoing += encode(index, frames)
-            if events.get(host):
-                while True:
-                    try:
-                        data = host.recv(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    if not data:  # the host is gone
-                        stop(0)
+            if events.get(stdin):  # bytes from the host, or the end of its stream
+                try:
+                    data = os.read(stdin, 1 << 20)
+                except BlockingIOError:
+                    data = None
+                if data == b"":  # the host is gone
+                    stop(0)
+                if data:
                     decoder.feed(data)
             for index, frames in inbox:
                 sockets[index].send_multipart(frames)

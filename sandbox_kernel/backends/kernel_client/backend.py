@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jupyter_client.asynchronous import AsyncKernelClient
-from traitlets import Float
+from traitlets import CaselessStrEnum, Float
 
 from ...errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
 from ...events import Emit, Event, Outcome, Stream
@@ -36,6 +36,13 @@ from .message_bound import (
 from .message_bound import Request as _Request
 from .messages import event_from_iopub, receive
 from .relay import relay_outputs, relay_reply
+
+
+class InprocKernelClient(AsyncKernelClient):
+    """jupyter_client's async client, also for ``inproc`` endpoints (``inproc://IP-PORT``, in
+    this process, on a shared ZMQ context), which its ``transport`` trait does not list."""
+
+    transport = CaselessStrEnum(["tcp", "ipc", "inproc"], default_value="tcp")
 
 
 class KernelClientBackend(Backend):
@@ -122,7 +129,8 @@ class KernelClientBackend(Backend):
 
     async def _open_client(self, info: dict[str, Any]) -> AsyncKernelClient:
         """A client with started channels for the kernel :meth:`_launch` described."""
-        client = AsyncKernelClient()
+        context = self._client_context()
+        client = InprocKernelClient(context=context) if context is not None else AsyncKernelClient()
         bound_client(client, self.message_bound[0])
         client.load_connection_info(info)
         # No heartbeat: death is known from the process or the engine (_wait_dead), and a
@@ -148,6 +156,11 @@ class KernelClientBackend(Backend):
             ) from ready.exception()
         self._watch_drops(client)
         return client
+
+    def _client_context(self) -> Any:
+        """The ZMQ context for the client's sockets (a ``zmq.asyncio.Context``), or None for a
+        context of the client's own; a subclass whose endpoints are ``inproc`` shares its own."""
+        return None
 
     def _unreachable_hint(self) -> str:
         """A sentence appended to the "did not become ready" message when this backend knows a
