@@ -9,6 +9,7 @@ Engine API: https://docs.docker.com/engine/api/v1.41/
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -39,9 +40,32 @@ def connect() -> Any:
         BackendUnavailable: docker-py is missing, or no engine answers.
     """
     with engine_errors("connect"):
-        client = load_docker().from_env(timeout=30)
+        client = _client_class().from_env(timeout=30)
         client.ping()
     return client
+
+
+@functools.cache
+def _client_class() -> type:
+    """``docker.DockerClient``, whose engine's CA (``DOCKER_CERT_PATH/ca.pem``) wins over
+    REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE. requests lets these variables replace a session's own
+    ``verify`` at each request (psf/requests#3829), so where they are set (for a proxy's CA) a TLS
+    engine with its own CA fails with "certificate verify failed". Only ``verify`` changes:
+    proxies and everything else still come from the environment. The fix is in place before the
+    constructor's first request, the API version probe."""
+    docker = load_docker()
+
+    class APIClient(docker.APIClient):
+        def merge_environment_settings(self, url, proxies, stream, verify, cert):  # requests.Session's
+            if verify is None and self.verify is not True:  # docker-py set a CA path, or False (no TLS check)
+                verify = self.verify
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+
+    class DockerClient(docker.DockerClient):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.api = APIClient(*args, **kwargs)  # all docker.DockerClient.__init__ does (docker-py 7)
+
+    return DockerClient
 
 
 def choose_transport(client: Any, requested: str) -> str:
