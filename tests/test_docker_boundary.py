@@ -40,6 +40,14 @@ def test_an_ssh_engine_that_does_not_answer_is_not_blamed_on_paramiko():
     assert f"The Docker engine is not answering at {host}." in done.stderr and "paramiko" not in done.stderr
 
 
+def test_the_image_builder_reaches_the_engine_as_the_backend_does():
+    host = f"tcp://127.0.0.1:{closed_port()}"
+    done = subprocess.run([sys.executable, "-m", "sandbox_kernel.backends.docker.images", "check", "any:image"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "DOCKER_HOST": host})
+    assert done.returncode == 1
+    assert f"error: The Docker engine is not answering at {host}. Fix: start the Docker engine" in done.stderr
+
+
 def test_the_engines_own_ca_wins_over_requests_ca_bundle_and_proxies_still_come_from_the_environment(
         monkeypatch, tmp_path):
     """requests lets REQUESTS_CA_BUNDLE replace a session's own ``verify`` (psf/requests#3829);
