@@ -72,3 +72,15 @@ def test_the_engines_own_ca_wins_over_requests_ca_bundle_and_proxies_still_come_
     assert plain.api.merge_environment_settings("https://127.0.0.1:9/", {}, None, None, None)["verify"] == \
         "/etc/ssl/certs/ca-certificates.crt"  # requests' behaviour, which the fix is for
     assert set(vars(ours)) == set(vars(plain)) == {"api"}
+
+
+def test_without_proc_a_live_owner_is_not_judged_gone(monkeypatch, tmp_path):
+    """On macOS (no /proc) a live kernel's sandbox must survive another sandbox's leftover sweep."""
+    from sandbox_kernel.backends.docker import engine
+
+    monkeypatch.setattr(engine, "PROC", tmp_path)  # a machine without /proc
+    me = engine.owner()
+    assert me.endswith(f"/{os.getpid()}/alive")
+    assert not engine.owner_is_gone(me)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert engine.owner_is_gone(f"{socket.gethostname()}/{done.stdout.strip()}/alive")

@@ -88,14 +88,34 @@ def choose_transport(client: Any, requested: str) -> str:
 
 
 # -- ownership: labels, and leftovers of owners that are gone ---------------------------------
+PROC = Path("/proc")
+
+
 def _start_time(pid: int) -> str | None:
     """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22),
-    which tells a live owner from a new process that reuses its pid."""
+    which tells a live owner from a new process that reuses its pid; None when it does not run.
+    Without /proc (macOS, Windows) a running process is ``"alive"``: a reused pid goes unnoticed."""
+    if not (PROC / "self").exists():
+        return _alive(pid)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(pid: int) -> str | None:
+    """``"alive"`` when process ``pid`` runs, else None, without /proc. On Windows every pid is
+    taken as alive (its ``os.kill`` would end the process, not probe it)."""
+    if os.name == "nt":
+        return "alive"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # runs, as another user
+        pass
+    return "alive"
 
 
 def owner() -> str:
