@@ -33,8 +33,10 @@ HOSTDIR_PREFIX = "skd-"  # HOSTDIR_ROOT/skd-PID-XXXXXXXX
 
 
 def connect() -> Any:
-    """A ``docker.DockerClient`` for the engine named by the environment (DOCKER_HOST, or the
-    local socket), checked with a ping. Blocking: run it in a thread.
+    """A ``docker.DockerClient`` for the engine named by the environment (DOCKER_HOST with
+    DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, else the current docker context, else the local
+    socket), checked with a ping; a TLS engine's own CA is kept (:func:`_client_class`).
+    Blocking: run it in a thread.
 
     Raises:
         BackendUnavailable: docker-py is missing, or no engine answers.
