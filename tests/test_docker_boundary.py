@@ -38,3 +38,49 @@ def test_an_ssh_engine_that_does_not_answer_is_not_blamed_on_paramiko():
     done = gc(GC, host)
     assert done.returncode != 0
     assert f"The Docker engine is not answering at {host}." in done.stderr and "paramiko" not in done.stderr
+
+
+def test_the_image_builder_reaches_the_engine_as_the_backend_does():
+    host = f"tcp://127.0.0.1:{closed_port()}"
+    done = subprocess.run([sys.executable, "-m", "sandbox_kernel.backends.docker.images", "check", "any:image"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "DOCKER_HOST": host})
+    assert done.returncode == 1
+    assert f"error: The Docker engine is not answering at {host}. Fix: start the Docker engine" in done.stderr
+
+
+def test_the_engines_own_ca_wins_over_requests_ca_bundle_and_proxies_still_come_from_the_environment(
+        monkeypatch, tmp_path):
+    """requests lets REQUESTS_CA_BUNDLE replace a session's own ``verify`` (psf/requests#3829);
+    engine.connect's client keeps docker-py's CA, and changes nothing else (docker-py 7's
+    DockerClient, whose constructor it repeats, still holds only ``api``)."""
+    import docker
+
+    from sandbox_kernel.backends.docker import engine
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text("the engine's CA")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    tls = docker.tls.TLSConfig(ca_cert=str(ca), verify=True)
+    ours = engine._client_class()(base_url="tcp://127.0.0.1:9", version="1.41", tls=tls)
+    settings = ours.api.merge_environment_settings("https://127.0.0.1:9/v1.41/_ping", {}, None, None, None)
+    assert settings["verify"] == str(ca)
+    assert settings["proxies"]["https"] == "http://proxy.invalid:3128"
+    plain = docker.DockerClient(base_url="tcp://127.0.0.1:9", version="1.41", tls=tls)
+    assert plain.api.merge_environment_settings("https://127.0.0.1:9/", {}, None, None, None)["verify"] == \
+        "/etc/ssl/certs/ca-certificates.crt"  # requests' behaviour, which the fix is for
+    assert set(vars(ours)) == set(vars(plain)) == {"api"}
+
+
+def test_without_proc_a_live_owner_is_not_judged_gone(monkeypatch, tmp_path):
+    """On macOS (no /proc) a live kernel's sandbox must survive another sandbox's leftover sweep."""
+    from sandbox_kernel.backends.docker import engine
+
+    monkeypatch.setattr(engine, "PROC", tmp_path)  # a machine without /proc
+    me = engine.owner()
+    assert me.endswith(f"/{os.getpid()}/alive")
+    assert not engine.owner_is_gone(me)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert engine.owner_is_gone(f"{socket.gethostname()}/{done.stdout.strip()}/alive")

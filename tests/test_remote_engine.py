@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -140,11 +141,24 @@ def test_an_ssh_engine_whose_host_key_is_unknown_says_so_with_the_fix(rig, tmp_p
            f"{rig.ssh_port}' not found in known_hosts. Fix: make `ssh USER@HOST` work without a prompt" in gc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="requests lets REQUESTS_CA_BUNDLE (set on these machines) replace the CA "
-                                       "docker-py gives its session (psf/requests#3829), so engine.connect() cannot "
-                                       "verify a TLS engine with its own CA and says it is not answering")
 def test_a_tls_engine_is_reached_where_requests_ca_bundle_is_set(rig):
-    env = {**os.environ, **rig.tcp_env, "REQUESTS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"}
-    gc = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc"], capture_output=True, text=True, env=env,
-                        timeout=60)
+    """requests lets REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE (set on these machines) replace the CA
+    docker-py gives its session (psf/requests#3829); engine.connect keeps the engine's own CA."""
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    env = {**os.environ, **rig.tcp_env, "REQUESTS_CA_BUNDLE": bundle, "CURL_CA_BUNDLE": bundle}
+    gc = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc", "--dry-run"], capture_output=True, text=True,
+                        env=env, timeout=60)
     assert gc.returncode == 0, gc.stderr
+
+
+def test_a_tls_engine_whose_certificate_another_ca_signed_is_refused_by_name(rig, tmp_path):
+    """The engine's CA still decides: keeping it did not turn verification off."""
+    for name in ("cert.pem", "key.pem"):
+        (tmp_path / name).write_bytes((rig.root / "client" / name).read_bytes())
+    (tmp_path / "ca.pem").write_bytes(Path("/etc/ssl/certs/ca-certificates.crt").read_bytes())
+    env = {**os.environ, **rig.tcp_env, "DOCKER_CERT_PATH": str(tmp_path)}
+    gc = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc", "--dry-run"], capture_output=True, text=True,
+                        env=env, timeout=60)
+    assert gc.returncode != 0
+    assert (f"The TLS handshake with the Docker engine at {rig.tcp_env['DOCKER_HOST']} failed: certificate verify "
+            "failed") in gc.stderr, gc.stderr

@@ -44,8 +44,10 @@ LABEL = "org.sandbox-kernel.remote-engine-test"
 READY_TIMEOUT = 60.0
 NO_CA_BUNDLE = {"REQUESTS_CA_BUNDLE": "", "CURL_CA_BUNDLE": ""}
 """requests lets these variables (set on these machines for their TLS interception) replace the CA
-that docker-py gives its session (``DOCKER_CERT_PATH/ca.pem``; psf/requests#3829): with them, no
-TLS engine with its own CA can be reached ("certificate verify failed"). Empty, requests ignores them."""
+that docker-py gives its session (``DOCKER_CERT_PATH/ca.pem``; psf/requests#3829): with them, a
+plain docker-py client cannot reach a TLS engine with its own CA ("certificate verify failed").
+Empty, requests ignores them. The tests' own clients (:meth:`Rig.client`) empty them; the backend
+needs nothing (``engine.connect`` keeps the engine's CA), so :attr:`Rig.tcp_env` leaves them set."""
 
 # Linux capabilities by bit (linux/capability.h): the rig gets "ALL" minus those this host's
 # bounding set lacks (asked for, they stop the container from starting). Not the list of those
@@ -140,9 +142,10 @@ class Rig:
 
     @property
     def tcp_env(self) -> dict[str, str]:
-        """The environment that sends docker-py (and the docker CLI) to the rig over TCP and TLS."""
+        """The environment that sends the backend (and the docker CLI) to the rig over TCP and TLS.
+        REQUESTS_CA_BUNDLE stays as this machine sets it: the backend must cope (see NO_CA_BUNDLE)."""
         return {"DOCKER_HOST": f"tcp://127.0.0.1:{self.tcp_port}", "DOCKER_TLS_VERIFY": "1",
-                "DOCKER_CERT_PATH": str(self.root / "client"), **NO_CA_BUNDLE}
+                "DOCKER_CERT_PATH": str(self.root / "client")}
 
     @property
     def ssh_env(self) -> dict[str, str]:
@@ -155,7 +158,7 @@ class Rig:
         """A docker-py client of the rig's engine (over TCP by default, or with ``env``)."""
         import docker
 
-        with env_vars(env or self.tcp_env):  # paramiko reads HOME when the client is made
+        with env_vars({**(env or self.tcp_env), **NO_CA_BUNDLE}):  # paramiko reads HOME when the client is made
             client = docker.from_env(environment=env or self.tcp_env, timeout=timeout)
         client.api.trust_env = False  # see NO_CA_BUNDLE: requests reads it at every request
         return client

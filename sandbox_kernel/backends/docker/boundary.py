@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,8 @@ ENGINE_FIX = ("start the Docker engine (`sudo systemctl start docker`, or `sudo 
               "or point DOCKER_HOST at one")
 PERMISSION_FIX = "add your user to the 'docker' group (`sudo usermod -aG docker $USER`, then log in again)"
 SSH_INSTALL_FIX = "pip install 'sandbox-kernel[docker]' (it brings paramiko), or pip install paramiko"
+TLS_FIX = ("DOCKER_CERT_PATH must hold the engine's CA (ca.pem) and a client certificate it trusts (cert.pem, "
+           "key.pem); `docker --tlsverify version` checks the same files")
 SSH_FIX = ("make `ssh USER@HOST` work without a prompt: the engine host's key in ~/.ssh/known_hosts "
            "(`ssh-keyscan -p PORT HOST >> ~/.ssh/known_hosts`) and a key it accepts (~/.ssh/config IdentityFile)")
 
@@ -105,10 +108,22 @@ def engine_errors(doing: str) -> Iterator[None]:
         if host().startswith("ssh://") and not _has_paramiko():
             raise BackendUnavailable(f"The Docker engine at {host()} is reached over ssh, which docker-py does with "
                                      "the Python package 'paramiko'; it is not installed.", fix=SSH_INSTALL_FIX) from exc
+        if reason := _tls_failure(exc):
+            raise BackendUnavailable(f"The TLS handshake with the Docker engine at {host()} failed: {reason}.",
+                                     fix=TLS_FIX) from exc
         if isinstance(exc, PermissionError) or "Permission denied" in str(exc):
             raise BackendUnavailable(f"No permission to use the Docker engine's socket ({host()}).",
                                      fix=PERMISSION_FIX) from exc
         raise BackendUnavailable(f"The Docker engine is not answering at {host()}.", fix=ENGINE_FIX) from exc
+
+
+def _tls_failure(exc: BaseException) -> str | None:
+    """OpenSSL's reason when ``exc`` (docker-py wraps the version probe's error in its own) is a
+    failed TLS handshake, e.g. "certificate verify failed: self-signed certificate in certificate
+    chain" or "sslv3 alert bad certificate" (the engine refused our client certificate)."""
+    if match := re.search(r"\[SSL: [A-Z0-9_]+\] ([^(')\]]+)", str(exc)):
+        return match.group(1).strip()
+    return None
 
 
 def _has_paramiko() -> bool:

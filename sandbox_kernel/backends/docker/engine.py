@@ -9,6 +9,7 @@ Engine API: https://docs.docker.com/engine/api/v1.41/
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -33,16 +34,41 @@ HOSTDIR_PREFIX = "skd-"  # HOSTDIR_ROOT/skd-PID-XXXXXXXX
 
 
 def connect() -> Any:
-    """A ``docker.DockerClient`` for the engine named by the environment (DOCKER_HOST, or the
-    local socket), checked with a ping. Blocking: run it in a thread.
+    """A ``docker.DockerClient`` for the engine named by the environment (DOCKER_HOST with
+    DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, else the current docker context, else the local
+    socket), checked with a ping; a TLS engine's own CA is kept (:func:`_client_class`).
+    Blocking: run it in a thread.
 
     Raises:
         BackendUnavailable: docker-py is missing, or no engine answers.
     """
     with engine_errors("connect"):
-        client = load_docker().from_env(timeout=30)
+        client = _client_class().from_env(timeout=30)
         client.ping()
     return client
+
+
+@functools.cache
+def _client_class() -> type:
+    """``docker.DockerClient``, whose engine's CA (``DOCKER_CERT_PATH/ca.pem``) wins over
+    REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE. requests lets these variables replace a session's own
+    ``verify`` at each request (psf/requests#3829), so where they are set (for a proxy's CA) a TLS
+    engine with its own CA fails with "certificate verify failed". Only ``verify`` changes:
+    proxies and everything else still come from the environment. The fix is in place before the
+    constructor's first request, the API version probe."""
+    docker = load_docker()
+
+    class APIClient(docker.APIClient):
+        def merge_environment_settings(self, url, proxies, stream, verify, cert):  # requests.Session's
+            if verify is None and self.verify is not True:  # docker-py set a CA path, or False (no TLS check)
+                verify = self.verify
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+
+    class DockerClient(docker.DockerClient):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.api = APIClient(*args, **kwargs)  # all docker.DockerClient.__init__ does (docker-py 7)
+
+    return DockerClient
 
 
 def choose_transport(client: Any, requested: str) -> str:
@@ -71,14 +97,34 @@ def choose_transport(client: Any, requested: str) -> str:
 
 
 # -- ownership: labels, and leftovers of owners that are gone ---------------------------------
+PROC = Path("/proc")
+
+
 def _start_time(pid: int) -> str | None:
     """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22),
-    which tells a live owner from a new process that reuses its pid."""
+    which tells a live owner from a new process that reuses its pid; None when it does not run.
+    Without /proc (macOS, Windows) a running process is ``"alive"``: a reused pid goes unnoticed."""
+    if not (PROC / "self").exists():
+        return _alive(pid)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(pid: int) -> str | None:
+    """``"alive"`` when process ``pid`` runs, else None, without /proc. On Windows every pid is
+    taken as alive (its ``os.kill`` would end the process, not probe it)."""
+    if os.name == "nt":
+        return "alive"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # runs, as another user
+        pass
+    return "alive"
 
 
 def owner() -> str:

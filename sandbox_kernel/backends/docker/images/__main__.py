@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from ....errors import SandboxError
 from .build import (
     DEFAULT_BASE,
     DEFAULT_TAG,
@@ -78,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
             download_wheelhouse(args.wheelhouse, args.requirements, platform=platform)
             print(f"wheelhouse complete for {platform}: {args.wheelhouse}")
             return 0
-        import docker
+        from ..engine import connect
 
-        client = docker.from_env()
+        client = connect()  # the backend's client: DOCKER_HOST, a docker context, a TLS engine's own CA
         if args.image_command == "check":
             ok = image_has_ipykernel(client, args.image)
             print(f"{args.image}: ipykernel {'found' if ok else 'missing'}")
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"built {args.tag} for {platform} ({image_id[:19]}, {size / 1e6:.0f} MB) "
               f"in {time.monotonic() - started:.0f} s")
         return 0
-    except ImageBuildError as exc:
+    except (ImageBuildError, SandboxError) as exc:  # SandboxError: connect's BackendUnavailable, with its fix
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except docker_errors() as exc:
