@@ -222,8 +222,9 @@ async def test_a_kernel_name_missing_from_the_image_names_the_fix(make):
         await make(kernel_name="ir").start()
 
 
-async def test_bash_kernel_from_a_dockerfile_runs_hardened(make, bash_dockerfile, bash_image):
-    backend = make(dockerfile=str(bash_dockerfile), build_args=[GREETING], kernel_name="bash")
+@pytest.mark.parametrize("transport", ["ipc", "api"])
+async def test_bash_kernel_from_a_dockerfile_runs_hardened(make, bash_dockerfile, bash_image, transport):
+    backend = make(dockerfile=str(bash_dockerfile), build_args=[GREETING], kernel_name="bash", transport=transport)
     rec = Recorder()
     started = time.monotonic()
     outcome = await backend.execute("echo $((6 * 7)); cat /etc/greeting; id -u; touch /x 2>&1 || echo refused; "
