@@ -73,6 +73,22 @@ async def test_transport_ipc_on_a_remote_engine_is_one_message_naming_the_option
         await backend.execute("1", Recorder())
 
 
+async def test_mounts_name_paths_on_the_engines_host(make_backend, tmp_path):
+    """A path of the engine's host (the rig's sshd config, absent from this machine's checks)
+    mounts; a path that exists only on this machine is refused by the engine, in one message."""
+    from sandbox_kernel.errors import SandboxStartError
+
+    async with make_backend(mounts=["/etc/ssh:/home/sandbox/ssh"]) as backend:
+        rec = Recorder()
+        await backend.execute("import os\nprint('sshd_config' in os.listdir('/home/sandbox/ssh'))", rec)
+    assert rec.text() == "True\n"
+    (tmp_path / "only-here").mkdir()
+    backend = make_backend(mounts=[f"{tmp_path}/only-here:/home/sandbox/data"])
+    with pytest.raises(SandboxStartError, match=rf"host path {tmp_path}/only-here does not exist on the Docker "
+                                                r"engine's host\. `mounts` name paths on the engine's host"):
+        await backend.execute("1", Recorder())
+
+
 @pytest.fixture(scope="module")
 def remote_kernel(backend_name):
     """The installed ``sandbox-docker`` kernelspec started as a notebook starts it, on the rig."""

@@ -164,6 +164,7 @@ class DockerBackend(KernelClientBackend):
         self._kernelspec: dict[str, Any] | None = None  # kernel_name's kernel.json in that image
         self._prepared = False  # _run_image and _kernelspec were just looked up (by the first cell)
         self._transport = ""  # what transport="auto" chose for this engine
+        self._engine_here = True  # the engine shares this machine's filesystem (host paths mean the same)
         self._bridge: AttachBridge | None = None  # the api transport's, for the running container
         self._bridge_end: asyncio.Future | None = None  # done when its stream ended
         self._attached: Any = None  # the container's attach socket, until the bridge takes it
@@ -231,6 +232,10 @@ class DockerBackend(KernelClientBackend):
                                      "engine's host, or leave gpus empty.")
         if self._podman and (reason := podman.start_failure(exc.explanation)):
             return SandboxStartError(f"The sandbox could not start: {reason}")
+        if match := re.search(r"bind source path does not exist: (\S+)", exc.explanation):
+            where = "this machine" if self._engine_here else "the Docker engine's host"
+            return SandboxStartError(f"The sandbox could not start: the mount's host path {match.group(1)} does not "
+                                     f"exist on {where}. `mounts` name paths on the engine's host.")
         if "executable file not found" in exc.explanation:
             return SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.")
         return exc
@@ -242,7 +247,8 @@ class DockerBackend(KernelClientBackend):
             await self._ensure_image(self._progress_handler)
         self._prepared = False  # the next start looks again (a changed Dockerfile is rebuilt)
         if not self._transport:
-            self._transport = await _run_blocking(engine.choose_transport, client, self.transport)
+            self._engine_here = await _run_blocking(engine.engine_is_here, client)
+            self._transport = engine.choose_transport(client, self.transport, self._engine_here)
         relayed = self._transport == "api"
         uid, _ = self._uid_gid()
         self._hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-",
@@ -252,7 +258,8 @@ class DockerBackend(KernelClientBackend):
             labels = engine.labels(self.session, self._hostdir)
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = self.workdir_volume or f"{name}-work"
-            spec = use_image(container_spec(self, name, None if relayed else self._hostdir, self._volume, labels),
+            spec = use_image(container_spec(self, name, None if relayed else self._hostdir, self._volume, labels,
+                                            engine_here=self._engine_here),
                              self._run_image, self._kernelspec, relayed=relayed)
             self._created, self._ready = int(time.time()), False
             warning = await _run_blocking(self._create, client, spec, labels)

@@ -71,29 +71,36 @@ def _client_class() -> type:
     return DockerClient
 
 
-def choose_transport(client: Any, requested: str) -> str:
-    """The transport for ``requested`` ("auto", "ipc" or "api"): "auto" is "ipc" only where it
-    is known to work, an engine reached over a unix socket of this machine that runs on this
-    machine (its ``info()["Name"]``, the engine host's hostname, is ours; not Docker Desktop,
-    whose engine runs in a VM even on Linux), else "api". Blocking.
+def engine_is_here(client: Any) -> bool:
+    """Whether the engine runs on this machine and shares its filesystem: reached over a unix
+    socket of this machine, its ``info()["Name"]`` (the engine host's hostname) is ours, and it
+    is not Docker Desktop (whose engine runs in a VM, even on Linux). Then host paths (the ipc
+    transport's directory, ``mounts``) mean the same to it as to us. Blocking.
+
+    Raises:
+        BackendUnavailable: the engine stopped answering.
+    """
+    if not client.api.base_url.startswith("http+docker://localhost"):  # tcp, ssh, a Windows pipe
+        return False
+    with engine_errors("read the engine's description"):
+        info = client.info()
+    return info.get("Name") == socket.gethostname() and "docker desktop" not in str(info.get("OperatingSystem", "")).lower()
+
+
+def choose_transport(client: Any, requested: str, here: bool) -> str:
+    """The transport for ``requested`` ("auto", "ipc" or "api") on an engine that is ``here``
+    (:func:`engine_is_here`) or not: "auto" is "ipc" only where it is known to work.
 
     Raises:
         ConfigError: "ipc" was asked for an engine reached over tcp, ssh or a pipe.
-        BackendUnavailable: the engine stopped answering.
     """
-    local_socket = client.api.base_url.startswith("http+docker://localhost")
-    if requested == "ipc" and not local_socket:
+    if requested == "ipc" and not client.api.base_url.startswith("http+docker://localhost"):
         raise ConfigError(f"transport=ipc needs an engine on this machine, reached over its unix socket; this one "
                           f"is {os.environ.get('DOCKER_HOST') or client.api.base_url}. Fix: --DockerBackend.transport=api "
                           "(or auto).")
     if requested != "auto":
         return requested
-    if not local_socket:  # tcp, ssh, a Windows pipe
-        return "api"
-    with engine_errors("read the engine's description"):
-        info = client.info()
-    same_host = info.get("Name") == socket.gethostname()
-    return "ipc" if same_host and "docker desktop" not in str(info.get("OperatingSystem", "")).lower() else "api"
+    return "ipc" if here else "api"
 
 
 # -- ownership: labels, and leftovers of owners that are gone ---------------------------------

@@ -43,13 +43,15 @@ class BindMount:
         return mount
 
 
-def parse_mount(entry: str, *, workdir: str = "", kernel_dir: str = "/kernel") -> BindMount:
+def parse_mount(entry: str, *, workdir: str = "", kernel_dir: str = "/kernel", here: bool = True) -> BindMount:
     """``"~/data:/home/sandbox/data"`` → a :class:`BindMount` (read-only unless ``:rw``).
 
     Args:
         entry: ``HOST:CONTAINER[:ro|rw]``.
         workdir: the kernel's working directory (a mount may go inside it, not replace it).
         kernel_dir: where the kernel's connection and sockets are (nothing may go there).
+        here: the engine runs on this machine, so the host path is checked here (exists; not
+            the engine's socket); else it names a path on the engine's host, checked there.
 
     Raises:
         MountError: a malformed entry, a relative or missing host path, the engine's socket,
@@ -65,12 +67,12 @@ def parse_mount(entry: str, *, workdir: str = "", kernel_dir: str = "/kernel") -
     host, target = os.path.expanduser(parts[0]), parts[1]
     if not os.path.isabs(host):
         raise MountError(f"mount {entry!r}: the host path must be absolute (or start with ~), not {parts[0]!r}")
-    if not os.path.exists(host):
+    if here and not os.path.exists(host):
         raise MountError(f"mount {entry!r}: {host} does not exist on the host")
-    source = os.path.realpath(host)
+    source = os.path.realpath(host) if here else posixpath.normpath(host)
     sockets = [*ENGINE_SOCKETS, os.environ.get("DOCKER_HOST", "").removeprefix("unix://")]
     if any(os.path.realpath(sock) == source or os.path.realpath(sock).startswith(source.rstrip("/") + "/")
-           for sock in sockets if sock.startswith("/") and os.path.exists(sock)):
+           for sock in sockets if sock.startswith("/") and (os.path.exists(sock) or not here)):
         raise MountError(f"mount {entry!r}: {source} holds the Docker engine's socket, which never enters a sandbox")
     if not posixpath.isabs(target):
         raise MountError(f"mount {entry!r}: the container path must be absolute, e.g. {SANDBOX_HOME}/data")
@@ -84,13 +86,14 @@ def parse_mount(entry: str, *, workdir: str = "", kernel_dir: str = "/kernel") -
     return BindMount(source, target, read_only=mode == "ro")
 
 
-def parse_mounts(entries: list[str], *, workdir: str = "", kernel_dir: str = "/kernel") -> list[BindMount]:
+def parse_mounts(entries: list[str], *, workdir: str = "", kernel_dir: str = "/kernel",
+                 here: bool = True) -> list[BindMount]:
     """Every entry checked (see :func:`parse_mount`), and no two at the same container path.
 
     Raises:
         MountError: the first bad entry.
     """
-    mounts = [parse_mount(entry, workdir=workdir, kernel_dir=kernel_dir) for entry in entries]
+    mounts = [parse_mount(entry, workdir=workdir, kernel_dir=kernel_dir, here=here) for entry in entries]
     targets = [m.target for m in mounts]
     if dupes := sorted({t for t in targets if targets.count(t) > 1}):
         raise MountError(f"two mounts at {dupes[0]}")

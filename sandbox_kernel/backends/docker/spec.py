@@ -168,15 +168,19 @@ def volume_options(size: int, uid: int, gid: int, podman: bool = False) -> dict[
     return {"type": "tmpfs", "device": "tmpfs", "o": limit + f"uid={uid},gid={gid},mode=0755"}
 
 
-def host_mounts(backend: Any, uid: int, gid: int) -> list[dict[str, Any]]:
-    """The ``mounts`` option as the engine's mount entries (see :mod:`.mounts`).
+def host_mounts(backend: Any, uid: int, gid: int, engine_here: bool = True) -> list[dict[str, Any]]:
+    """The ``mounts`` option as the engine's mount entries (see :mod:`.mounts`). The host paths
+    are checked on this machine only when the engine runs here (``engine_here``); otherwise they
+    name paths on the engine's host, which the engine itself refuses if missing.
 
     Raises:
         ConfigError: a bad entry, or an ``rw`` one the kernel's uid cannot write.
     """
     try:
-        mounts = parse_mounts(list(backend.mounts), workdir=posixpath.normpath(backend.workdir), kernel_dir=KERNEL_DIR)
-        check_access(mounts, uid, gid)
+        mounts = parse_mounts(list(backend.mounts), workdir=posixpath.normpath(backend.workdir), kernel_dir=KERNEL_DIR,
+                              here=engine_here)
+        if engine_here:
+            check_access(mounts, uid, gid)
     except MountError as exc:
         raise ConfigError(f"Bad option for the docker backend: {exc}.") from None
     return [m.to_docker() for m in mounts]
@@ -188,7 +192,8 @@ def relayed_argv() -> list[str]:
     return ["python", f"{INSIDE_DIR}/launch.py", "-f", "{connection_file}", *KERNEL_ARGS]
 
 
-def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, labels: dict[str, str]) -> dict[str, Any]:
+def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, labels: dict[str, str],
+                   engine_here: bool = True) -> dict[str, Any]:
     """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options:
     for the ``ipc`` transport with ``hostdir`` mounted at :data:`KERNEL_DIR`; for the ``api``
     transport (``hostdir`` None) running the relay with its standard input open for the attach.
@@ -215,7 +220,7 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
         tmpfs={"/tmp": "mode=1777" + (f",size={backend.tmp_size}" if backend.tmp_size else "")},
         mounts=[*kernel_mounts,
                 docker.types.Mount(backend.workdir, volume, type="volume", no_copy=True),
-                *host_mounts(backend, uid, gid)],
+                *host_mounts(backend, uid, gid, engine_here)],
         cap_drop=list(backend.cap_drop), security_opt=["no-new-privileges"] if backend.no_new_privileges else [],
         log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
     )
