@@ -123,8 +123,11 @@ the kernel reaps its children (zombies hold pids too)."""
 
 def uid_gid(user: str) -> tuple[int, int]:
     """The numeric ``uid:gid`` of the kernel: ``user``, else 1000:1000 when this process runs as
-    root, else this process's own (so it can reach the sockets the kernel creates)."""
-    user = user or ("1000:1000" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}")
+    root or on Windows (no uids), else this process's own (so it can reach the sockets the kernel
+    creates, with the ipc transport)."""
+    if not user:
+        own = (os.getuid(), os.getgid()) if hasattr(os, "geteuid") and os.geteuid() != 0 else (1000, 1000)
+        user = "%d:%d" % own
     uid, _, gid = user.partition(":")
     return int(uid), int(gid or uid)
 
