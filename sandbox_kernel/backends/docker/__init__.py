@@ -281,32 +281,21 @@ class DockerBackend(KernelClientBackend):
         """Relay the kernel's channels over the container's attach stream (the api transport);
         returns the connection info of the bridge's endpoints. Waits until the relay said its
         kernel's IOPub listens (or the container stopped: the death watch then says why)."""
-        loop = asyncio.get_running_loop()
-        self._bridge_end = loop.create_future()
-
-        def on_drop(channel: str) -> None:
-            loop.call_soon_threadsafe(self._bridge_dropped, channel)
-
-        def on_end() -> None:
-            loop.call_soon_threadsafe(lambda end: end.done() or end.set_result(None), self._bridge_end)
-
+        end = self._bridge_end = asyncio.get_running_loop().create_future()
         argv = kernel_argv(self._kernelspec) if self._kernelspec else relayed_argv()
-        self._bridge = AttachBridge(self._attached, argv=argv,
-                                    launcher=None if self._kernelspec else LAUNCHER,
-                                    max_frame=self.message_bound[0], on_drop=on_drop, on_end=on_end)
+        self._bridge = AttachBridge(self._attached, argv=argv, launcher=None if self._kernelspec else LAUNCHER,
+                                    max_frame=self.message_bound[0], on_drop=self._bridge_dropped,
+                                    on_end=lambda: end.done() or end.set_result(None))
         self._attached = None
         self._bridge.start()
-        await _run_blocking(self._bridge.hello.wait, self.ready_timeout)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._bridge.hello.wait(), self.ready_timeout)
         return dict(self._bridge.connection)
 
     def _client_context(self) -> Any:
         # The api transport's client shares the bridge's ZMQ context: its endpoints are inproc
         # (no socket file, no I/O thread hop), in this process only.
-        if self._bridge is None:
-            return None
-        import zmq.asyncio
-
-        return zmq.asyncio.Context.shadow(self._bridge.context.underlying)
+        return self._bridge.context if self._bridge is not None else None
 
     def _unreachable_hint(self) -> str:
         if self._transport != "ipc":
@@ -353,7 +342,7 @@ class DockerBackend(KernelClientBackend):
         if self._docker is not None:
             await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
         if bridge is not None:  # if the engine could not remove it, the relay stops the kernel
-            await _run_blocking(bridge.close)
+            bridge.close()
         attached, self._attached = self._attached, None
         if attached is not None:
             with contextlib.suppress(Exception):

@@ -10,8 +10,10 @@ filesystem enters the container, and the container keeps ``network=none``: this 
 engine docker-py reaches (a VM's, as with Docker Desktop, Colima or Podman machine; a remote one
 over ``tcp://`` with TLS or ``ssh://``).
 
-One thread per bridge owns its sockets and the stream, polling all of them without blocking
-(a TLS stream must never be read and written from two threads at once). What the engine sends
+The bridge runs on the backend's event loop, the one its ``jupyter_client`` client uses: the
+stream is read and written without blocking (``add_reader``/``add_writer``; a TLS stream is
+never touched from two threads), and a message crosses no thread on its way (measured: two
+thread handoffs of a bridge thread cost about 1 ms a round trip on a busy machine). What the engine sends
 is read as its multiplexed stream (8-byte headers: stream 1 stdout, 2 stderr; Engine API,
 "Attach to a container"); stdout carries the records, stderr the kernel's own log lines.
 
@@ -19,26 +21,28 @@ Each frame from the sandbox is bounded (``max_frame`` bytes): a longer one is sk
 arrives and ``on_drop(channel)`` is called, which the backend's drop recovery answers as it
 does libzmq's ``MAXMSGSIZE`` on the ``ipc`` transport (:mod:`..kernel_client.message_bound`).
 When the stream ends (the container stopped, the engine is gone, or the sandbox broke the
-wire), ``ended`` is set. When this process ends, the engine closes the container's stdin, and
+wire), ``on_end`` is called. When this process ends, the engine closes the container's stdin, and
 the relay stops the kernel: the container ends with its wrapper, on every engine.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
+import os
 import logging
 import secrets
 import socket
 import ssl
 import struct
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import zmq
+import zmq.asyncio
 
 from .inside import CHANNELS, HELLO, PORTS, Decoder, encode, preamble
 
@@ -82,7 +86,8 @@ class _Demux:
 
 
 class AttachBridge:
-    """Carries one kernel's channels between ``jupyter_client`` and the container's relay.
+    """Carries one kernel's channels between ``jupyter_client`` and the container's relay, on
+    the event loop of the backend (the same loop as its client: no thread handoff per message).
 
     Args:
         attached: docker-py's ``attach_socket`` of the container (stdin, stdout, stderr, stream),
@@ -90,8 +95,8 @@ class AttachBridge:
         argv: the kernel's command in the container (``{connection_file}`` is filled in).
         launcher: Python source the relay writes as ``/tmp/.sandbox-kernel/launch.py``, or None.
         max_frame: bytes; a longer frame from the sandbox is dropped (0: no bound).
-        on_drop: called (from the bridge's thread) with the channel name of a dropped message.
-        on_end: called (from the bridge's thread) once the stream ended, unless :meth:`close` ended it.
+        on_drop: called with the channel name of a dropped message.
+        on_end: called once the stream ended, unless :meth:`close` ended it.
     """
 
     def __init__(self, attached: Any, *, argv: list[str], launcher: str | None,
@@ -103,9 +108,9 @@ class AttachBridge:
         self.connection = {"transport": "inproc", "ip": name, "signature_scheme": "hmac-sha256",
                            "key": self.key, "kernel_name": "", **PORTS}
         """The endpoints' connection info: ``inproc``, so only a client made with :attr:`context`
-        (in this process) reaches them."""
-        self.context = zmq.Context()
-        self._sockets: dict[int, zmq.Socket] = {}
+        (this process's bridge context) reaches them."""
+        self.context = _context()
+        self._sockets: dict[int, zmq.asyncio.Socket] = {}
         for index, channel in enumerate(CHANNELS):
             sock = self.context.socket(zmq.XPUB if channel == "iopub" else zmq.DEALER)
             sock.linger = 0
@@ -114,101 +119,79 @@ class AttachBridge:
             self._sockets[index] = sock
         self._iopub = CHANNELS.index("iopub")
         self._subscribed = False  # until the client's SUB subscribed, IOPub waits here
-        self._pending: dict[int, deque] = {index: deque() for index in self._sockets}
+        self._held: deque = deque()  # IOPub messages before the subscription
         self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
                                                                    "launcher": launcher}).encode()]))
         self._decoder = Decoder(self._record, self._dropped, max_frame)
         self._demux = _Demux(self._decoder.feed, self._stderr)
         self.stderr = bytearray()
         """The last :data:`STDERR_KEEP` bytes of the container's stderr (the kernel's log)."""
-        self.hello = threading.Event()
+        self.hello = asyncio.Event()
         """Set when the relay said HELLO (the kernel's IOPub listens), or the stream ended."""
-        self.ended = threading.Event()
-        """Set when the stream ended (container stopped, engine gone, broken wire) or on close."""
+        self.ended = False
+        """True once the stream ended (container stopped, engine gone, broken wire) or on close."""
         self.error: str | None = None
         """Why the bridge stopped, when the sandbox broke the wire."""
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name="sandbox-kernel-attach", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._fd = -1
+        self._writing = False
+        self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
+        """Start relaying, on the running event loop."""
+        self._loop = asyncio.get_running_loop()
         self._raw.setblocking(False)
-        self._thread.start()
+        self._fd = self._raw.fileno()
+        self._loop.add_reader(self._fd, self._on_readable)
+        self._tasks = [self._loop.create_task(self._from_client(index, sock)) for index, sock in self._sockets.items()]
+        self._flush()
 
     def close(self) -> None:
-        """Stop relaying and close the stream (the relay then stops the kernel). Idempotent."""
-        self._closing = True
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(5)
-        self._shut()
+        """Stop relaying and close the stream (the relay then stops the kernel). Idempotent;
+        on the bridge's event loop."""
+        self._stop()
 
-    def _shut(self) -> None:
+    def _stop(self) -> bool:
+        """Undo :meth:`start`; False if it was already undone."""
+        if self.ended:
+            return False
+        self.ended = True
+        self.hello.set()
+        if self._loop is not None and self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+            if self._writing:
+                self._loop.remove_writer(self._fd)
+        for task in self._tasks:
+            task.cancel()
         for sock in self._sockets.values():
             sock.close(linger=0)
-        self.context.term()
         with contextlib.suppress(OSError):
             self._raw.close()
         with contextlib.suppress(Exception):
             self._attached.close()
-        self.ended.set()
-        self.hello.set()
+        return True
+
+    def _end(self) -> None:
+        """The stream ended by itself: say so (once)."""
+        if self._stop():
+            self._on_end()
 
     # -- from the sandbox ------------------------------------------------------------------------
-    def _record(self, channel: int, frames: list[bytes]) -> None:
-        if channel == HELLO:
-            self.hello.set()
-            return
-        self._pending[channel].append(frames)
-
-    def _dropped(self, channel: int) -> None:
-        if channel < len(CHANNELS):
-            self._on_drop(CHANNELS[channel])
-
-    def _stderr(self, data: bytes) -> None:
-        self.stderr += data
-        del self.stderr[:-STDERR_KEEP]
-        for line in data.decode("utf-8", "replace").splitlines():
-            if line.strip():
-                _log.debug("sandbox kernel: %s", line)
-
-    # -- the thread --------------------------------------------------------------------------------
-    def _run(self) -> None:
-        poller = zmq.Poller()
-        for sock in self._sockets.values():
-            poller.register(sock, zmq.POLLIN)
-        fd = self._raw.fileno()
+    def _on_readable(self) -> None:
         try:
-            while not self._closing:
-                wants = zmq.POLLIN | (zmq.POLLOUT if self._out else 0)
-                poller.register(fd, wants)
-                events = dict(poller.poll(100))
-                if events.get(fd) and not self._read():  # readable, or its end (POLLHUP, POLLERR)
-                    break
-                for index, sock in self._sockets.items():
-                    if events.get(sock):
-                        self._from_client(index, sock)
-                self._to_client()
-                if self._out:
-                    self._write()
+            if not self._read():
+                self._end()
         except ValueError as exc:  # the sandbox broke the wire
             self.error = f"the sandbox broke the transport's wire ({exc})"
             _log.warning("%s", self.error)
+            self._end()
         except OSError as exc:
             _log.info("the attach stream failed: %s", exc)
-        except zmq.ZMQError as exc:
-            if not self._closing:
-                _log.warning("the attach bridge stopped: %s", exc)
-        finally:
-            closing = self._closing
-            if not closing:
-                self._shut()
-            self.ended.set()
-            self.hello.set()
-            if not closing:
-                self._on_end()
+            self._end()
 
     def _read(self) -> bool:
         """Read what the stream has; False when it ended."""
-        while True:
+        while not self.ended:
             try:
                 data = self._raw.recv(READ_SIZE)
             except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError, socket.timeout):
@@ -222,33 +205,82 @@ class AttachBridge:
             self._demux.feed(data)
             if not (isinstance(self._raw, ssl.SSLSocket) and self._raw.pending()) and len(data) < READ_SIZE:
                 return True
+        return True
 
-    def _from_client(self, index: int, sock: zmq.Socket) -> None:
-        while True:
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            if index == self._iopub:  # a subscription message from the client's SUB
-                self._subscribed |= bool(frames and frames[0][:1] == b"\x01")
-                continue
-            self._out += encode(index, frames)
+    def _record(self, channel: int, frames: list[bytes]) -> None:
+        if channel == HELLO:
+            self.hello.set()
+        elif channel == self._iopub and not self._subscribed:
+            self._held.append(frames)
+        elif not self.ended:
+            self._send(channel, frames)
 
-    def _to_client(self) -> None:
-        for index, queue in self._pending.items():
-            if index == self._iopub and not self._subscribed:
-                continue
-            sock = self._sockets[index]
-            while queue:
-                try:
-                    sock.send_multipart(queue[0], zmq.NOBLOCK)
-                except zmq.Again:  # no peer yet (a DEALER): kept until the client connects
-                    break
-                queue.popleft()
+    def _send(self, channel: int, frames: list[bytes]) -> None:
+        """To the client; queued by pyzmq in order while a DEALER has no peer yet."""
+        sent = self._sockets[channel].send_multipart(frames)
+        if not sent.done():
+            sent.add_done_callback(_log_failure)
 
-    def _write(self) -> None:
-        try:
-            sent = self._raw.send(bytes(self._out[:READ_SIZE]))
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError, socket.timeout):
+    def _dropped(self, channel: int) -> None:
+        if channel < len(CHANNELS):
+            self._on_drop(CHANNELS[channel])
+
+    def _stderr(self, data: bytes) -> None:
+        self.stderr += data
+        del self.stderr[:-STDERR_KEEP]
+        for line in data.decode("utf-8", "replace").splitlines():
+            if line.strip():
+                _log.debug("sandbox kernel: %s", line)
+
+    # -- to the sandbox ----------------------------------------------------------------------------
+    async def _from_client(self, index: int, sock: zmq.asyncio.Socket) -> None:
+        with contextlib.suppress(zmq.ZMQError):  # closed
+            while True:
+                frames = await sock.recv_multipart()
+                if index == self._iopub:  # a subscription message from the client's SUB
+                    if frames and frames[0][:1] == b"\x01" and not self._subscribed:
+                        self._subscribed = True
+                        while self._held:
+                            self._send(self._iopub, self._held.popleft())
+                    continue
+                self._out += encode(index, frames)
+                self._flush()
+
+    def _flush(self) -> None:
+        """Write what can be written now; wait for room for the rest."""
+        if self.ended:
             return
-        del self._out[:sent]
+        while self._out:
+            try:
+                sent = self._raw.send(bytes(self._out[:READ_SIZE]))
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError, socket.timeout):
+                break
+            except OSError as exc:
+                _log.info("the attach stream failed: %s", exc)
+                self._end()
+                return
+            del self._out[:sent]
+        if bool(self._out) != self._writing:
+            self._writing = bool(self._out)
+            if self._writing:
+                self._loop.add_writer(self._fd, self._flush)
+            else:
+                self._loop.remove_writer(self._fd)
+
+
+_CONTEXTS: dict[int, zmq.asyncio.Context] = {}
+
+
+def _context() -> zmq.asyncio.Context:
+    """The bridges' ZMQ context, one per process, shared with their clients (``inproc`` needs
+    one context) and never terminated: terminating it waits for every socket in it, a client's
+    included, which may still be open when a stream ends."""
+    pid = os.getpid()  # a forked child needs its own
+    if pid not in _CONTEXTS:
+        _CONTEXTS[pid] = zmq.asyncio.Context()
+    return _CONTEXTS[pid]
+
+
+def _log_failure(future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        _log.info("a message to the client was not sent: %s", future.exception())
