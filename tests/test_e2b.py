@@ -22,7 +22,6 @@ import pytest
 from sandbox_kernel.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
 from sandbox_kernel.events import Display, Error, Stream
 from tests.kernels import kernel, kinds, run, stdout
-from tests.targets import e2b as target
 from tests.support.contract import Recorder
 from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
 

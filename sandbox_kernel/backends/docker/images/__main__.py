@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from ....errors import SandboxError
+from ..boundary import engine_errors, load_docker
 from .build import (
     DEFAULT_BASE,
     DEFAULT_TAG,
@@ -78,9 +80,8 @@ def run(args: argparse.Namespace) -> int:
             download_wheelhouse(args.wheelhouse, args.requirements, platform=platform)
             print(f"wheelhouse complete for {platform}: {args.wheelhouse}")
             return 0
-        import docker
-
-        client = docker.from_env()
+        with engine_errors("connect to the Docker engine"):
+            client = load_docker().from_env()
         if args.image_command == "check":
             ok = image_has_ipykernel(client, args.image)
             print(f"{args.image}: ipykernel {'found' if ok else 'missing'}")
@@ -101,19 +102,9 @@ def run(args: argparse.Namespace) -> int:
     except ImageBuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except docker_errors() as exc:
-        print(f"error: the Docker engine failed: {exc} (is it running? see .ci/docker-setup.sh)",
-              file=sys.stderr)
+    except SandboxError as exc:  # the engine's errors, mapped at the boundary; with their fix
+        print(f"error: {exc} (see .ci/docker-setup.sh)", file=sys.stderr)
         return 1
-
-
-def docker_errors() -> tuple[type[BaseException], ...]:
-    """docker-py's root exception, or nothing to catch when docker-py is missing."""
-    try:
-        import docker.errors
-    except ImportError:
-        return ()
-    return (docker.errors.DockerException,)
 
 
 if __name__ == "__main__":
