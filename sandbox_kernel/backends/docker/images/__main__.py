@@ -20,19 +20,8 @@ from pathlib import Path
 
 from ....errors import SandboxError
 from ..boundary import engine_errors, load_docker
-from .build import (
-    DEFAULT_BASE,
-    DEFAULT_TAG,
-    PLATFORMS,
-    ImageBuildError,
-    build_image,
-    download_wheelhouse,
-    engine_platform,
-    image_has_ipykernel,
-    image_is_current,
-    image_platform,
-    platform_of,
-)
+from .build import (DEFAULT_BASE, DEFAULT_TAG, PLATFORMS, ImageBuildError, build_image, download_wheelhouse,
+                    engine_platform, image_has_ipykernel, image_is_current, image_platform, platform_of)
 
 _PLATFORM_HELP = f"build for this platform: {' or '.join(p.docker for p in PLATFORMS.values())}"
 
