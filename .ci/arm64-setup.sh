@@ -17,15 +17,15 @@ BINFMT=/proc/sys/fs/binfmt_misc
 # shellcheck source=../sandbox_kernel/backends/docker/images/make-base-image.sh
 source sandbox_kernel/backends/docker/images/make-base-image.sh   # build_base_image (debootstrap)
 
+# shellcheck source=apt.sh
+source .ci/apt.sh   # apt_install
+
 install_packages() {
     local missing=()
     for package in qemu-user-static binfmt-support debootstrap; do
         dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing+=("$package")
     done
-    ((${#missing[@]} == 0)) && return 0
-    echo "installing ${missing[*]}"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -q "${missing[@]}"
+    apt_install "${missing[@]}"
 }
 
 # The kernel runs aarch64 binaries through qemu once qemu-aarch64 is registered. Its flags must

@@ -4,10 +4,8 @@
 # Never `playwright install`: it downloads browsers, and only the package indexes are reachable.
 # Idempotent; runs as root on Debian 12.
 set -euo pipefail
+# shellcheck source=apt.sh
+source "$(dirname "$0")/apt.sh"   # apt_install
 
-if ! command -v chromium >/dev/null; then
-    echo "installing chromium"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -q chromium
-fi
+command -v chromium >/dev/null || apt_install chromium
 chromium --version 2>/dev/null

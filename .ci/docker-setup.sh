@@ -13,15 +13,15 @@ DOCKERD_LOG=${DOCKERD_LOG:-/tmp/dockerd.log}
 # shellcheck source=../sandbox_kernel/backends/docker/images/make-base-image.sh
 source sandbox_kernel/backends/docker/images/make-base-image.sh   # apt_mirror, build_base_image (debootstrap)
 
+# shellcheck source=apt.sh
+source .ci/apt.sh   # apt_install
+
 install_packages() {
     local missing=()
     command -v dockerd >/dev/null || missing+=(docker.io)
     command -v debootstrap >/dev/null || missing+=(debootstrap)
     command -v runsc >/dev/null || missing+=(runsc)
-    ((${#missing[@]} == 0)) && return 0
-    echo "installing ${missing[*]}"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -q "${missing[@]}"
+    apt_install "${missing[@]}"
 }
 
 engine_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }

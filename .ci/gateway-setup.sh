@@ -2,7 +2,7 @@
 # Give CI what the gateway tests need beyond `make install` (which brings Jupyter Kernel Gateway,
 # a test extra): Jupyter Enterprise Gateway in a venv of its own (it pins jupyter_client<7,
 # jupyter_server<2 and pyzmq<25, which cannot live beside this project's), and the
-# pycryptodomex wheel that its kernel launcher needs inside the kernel image (the tests build
+# pycryptodomex wheel that our kernel launcher (tests/gateway_eg/kernel_launcher.py) needs inside the kernel image (the tests build
 # sandbox-kernel-eg:test from sandbox-kernel:latest with it; no registry is needed).
 # Idempotent. env: PYTHON_BIN (python3), EG_VENV (build/eg-venv), EG_WHEELS (build/eg-wheels)
 set -euo pipefail

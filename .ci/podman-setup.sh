@@ -9,16 +9,16 @@ cd "$(dirname "$0")/.."
 
 SANDBOX_IMAGE=${SANDBOX_IMAGE:-sandbox-kernel:latest}
 
+# shellcheck source=apt.sh
+source .ci/apt.sh   # apt_install
+
 install_packages() {
     local missing=()
     command -v podman >/dev/null || missing+=(podman)
     # podman's init for --init (the backend's init=True); Debian installs it at /usr/bin/catatonit,
     # which the test's containers.conf names (podman 4.3 looks in /usr/libexec/podman/)
     command -v catatonit >/dev/null || missing+=(catatonit)
-    ((${#missing[@]} == 0)) && return 0
-    echo "installing ${missing[*]}"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -q "${missing[@]}"
+    apt_install "${missing[@]}"
 }
 
 image_id() { "$@" image inspect --format '{{.Id}}' "$SANDBOX_IMAGE" 2>/dev/null | sed 's/^sha256://'; }

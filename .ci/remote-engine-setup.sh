@@ -10,15 +10,13 @@ cd "$(dirname "$0")/.."
 
 BASE_IMAGE=${BASE_IMAGE:-sandbox-kernel-base:bookworm}
 RIG_IMAGE=${RIG_IMAGE:-sandbox-kernel-remote-engine:latest}
+# shellcheck source=apt.sh
+source .ci/apt.sh   # apt_install
 
 missing=()
 command -v openssl >/dev/null || missing+=(openssl)
 command -v ssh-keygen >/dev/null || missing+=(openssh-client)
-if ((${#missing[@]})); then
-    echo "installing ${missing[*]}"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -q "${missing[@]}"
-fi
+apt_install "${missing[@]}"
 
 # No BuildKit here (ENVIRONMENT.md); apt in the build reaches the mirror the base image names.
 start=$SECONDS

@@ -37,31 +37,23 @@ JUPYTER_PORT = "49999"
 ENVD_PORT = "49983"
 T = TypeVar("T")
 
-# (method, path pattern, handler method name)
-API_ROUTES = [
-    ("POST", r"/v2/sandboxes", "api_create"),
-    ("GET", r"/v2/sandboxes|/sandboxes", "api_list"),
-    ("GET", r"/sandboxes/([^/]+)", "api_get"),
-    ("DELETE", r"/sandboxes/([^/]+)", "api_kill"),
-    ("POST", r"/sandboxes/([^/]+)/timeout", "api_set_timeout"),
-    ("POST", r"(?:/v2)?/sandboxes/([^/]+)/connect", "api_connect"),
-    ("POST", r"/sandboxes/([^/]+)/pause", "api_pause"),
-]
-SANDBOX_ROUTES = {
-    JUPYTER_PORT: [
-        ("POST", r"/execute", "ci_execute"),
-        ("GET", r"/contexts", "ci_list_contexts"),
-        ("POST", r"/contexts", "ci_create_context"),
-        ("DELETE", r"/contexts/([^/]+)", "ci_remove_context"),
-        ("POST", r"/contexts/([^/]+)/restart", "ci_restart_context"),
-        ("GET", r"/health", "envd_health"),
-    ],
-    ENVD_PORT: [
-        ("GET", r"/health", "envd_health"),
-        ("GET", r"/files", "envd_read"),
-        ("POST", r"/files", "envd_write"),
-    ],
-}
+API = None
+"""The plane of the E2B REST API (no ``E2b-Sandbox-Port``); the sandbox's are its ports."""
+ROUTES: dict[str | None, list[tuple[str, str, str]]] = {}
+"""Plane → ``(method, path pattern, handler method name)``, filled by :func:`endpoint`."""
+F = TypeVar("F", bound=Callable)
+
+
+def endpoint(plane: str | None, method: str, pattern: str) -> Callable[[F], F]:
+    """Route ``method`` requests whose path matches ``pattern`` on ``plane`` to the handler below."""
+
+    def register(handler: F) -> F:
+        ROUTES.setdefault(plane, []).append((method, pattern, handler.__name__))
+        return handler
+
+    return register
+
+
 _HOST = re.compile(r"^(\d+)-([^.]+)\.")  # {port}-{sandbox id}.{domain}
 
 
@@ -97,16 +89,16 @@ class Handler(HandlerBase):
             key = self.headers.get("X-API-KEY")
             if not key or key in self.app.invalid_keys:
                 raise HTTPError(401, "Invalid API key, please check your credentials")
-            return self.dispatch(API_ROUTES, method, path)
+            return self.dispatch(ROUTES[API], method, path)
         sandbox = self.app.get(sandbox_id or "")
         if sandbox is not None and sandbox.paused and sandbox.auto_resume:
             sandbox.resume()  # E2B's proxy resumes a paused sandbox created with auto_resume
         if sandbox is None or sandbox.paused:  # what E2B's proxy answers for a sandbox not running
             raise HTTPError(502, f"The sandbox {sandbox_id} was not found", sandboxId=sandbox_id)
-        if port not in SANDBOX_ROUTES:
+        if port not in ROUTES:
             raise HTTPError(502, "The sandbox is running but port is not open", sandboxId=sandbox_id)
         self.sandbox = sandbox
-        return self.dispatch(SANDBOX_ROUTES[port], method, path)
+        return self.dispatch(ROUTES[port], method, path)
 
     def check_access_token(self) -> None:
         """envd and ``/execute`` want the ``envdAccessToken`` of create/connect (``X-Access-Token``)."""
@@ -114,6 +106,7 @@ class Handler(HandlerBase):
             raise HTTPError(401, "invalid access token")
 
     # -- control plane (E2B REST API) ------------------------------------------------------
+    @endpoint(API, "POST", r"/v2/sandboxes")
     def api_create(self) -> None:
         """``POST /v2/sandboxes`` (NewSandboxV2) → 201 ``Sandbox``."""
         body = self.json_body()
@@ -123,6 +116,7 @@ class Handler(HandlerBase):
                                           auto_resume=bool((body.get("autoResume") or {}).get("enabled")))
         self.send_json(201, sandbox_model(sandbox, self.app.envd_version))
 
+    @endpoint(API, "GET", r"/v2/sandboxes|/sandboxes")
     def api_list(self) -> None:
         """``GET /v2/sandboxes[?state=running|paused][&metadata=k%3Dv...]`` → 200 ``[ListedSandbox]``,
         one page (no ``x-next-token``)."""
@@ -132,16 +126,19 @@ class Handler(HandlerBase):
                      and all(s.metadata.get(k) == v for k, v in wanted.items())]
         self.send_json(200, [sandbox_model(s, self.app.envd_version, detail=True) for s in sandboxes])
 
+    @endpoint(API, "GET", r"/sandboxes/([^/]+)")
     def api_get(self, sandbox_id: str) -> None:
         """``GET /sandboxes/{id}`` (``get_info``) → 200 ``SandboxDetail``."""
         self.send_json(200, sandbox_model(self._live(sandbox_id), self.app.envd_version, detail=True))
 
+    @endpoint(API, "DELETE", r"/sandboxes/([^/]+)")
     def api_kill(self, sandbox_id: str) -> None:
         """``DELETE /sandboxes/{id}`` → 204; 404 when unknown or already killed."""
         self._live(sandbox_id)
         self.app.kill_sandbox(sandbox_id)
         self.send_bytes(204, b"")
 
+    @endpoint(API, "POST", r"/sandboxes/([^/]+)/timeout")
     def api_set_timeout(self, sandbox_id: str) -> None:
         """``POST /sandboxes/{id}/timeout`` ``{"timeout": seconds}`` → 204; 404 when paused."""
         sandbox = self._live(sandbox_id)
@@ -150,6 +147,7 @@ class Handler(HandlerBase):
         sandbox.end_at = time.time() + self.json_body()["timeout"]
         self.send_bytes(204, b"")
 
+    @endpoint(API, "POST", r"(?:/v2)?/sandboxes/([^/]+)/connect")
     def api_connect(self, sandbox_id: str) -> None:
         """``POST /v2/sandboxes/{id}/connect`` → 200 ``Sandbox``; a timeout only ever extends."""
         sandbox = self._live(sandbox_id)
@@ -157,6 +155,7 @@ class Handler(HandlerBase):
         sandbox.resume(timeout)  # a paused sandbox resumes; a running one's timeout only ever extends
         self.send_json(201 if resumed else 200, sandbox_model(sandbox, self.app.envd_version))
 
+    @endpoint(API, "POST", r"/sandboxes/([^/]+)/pause")
     def api_pause(self, sandbox_id: str) -> None:
         """``POST /sandboxes/{id}/pause`` ``{"memory"?}`` → 204; 409 when already paused."""
         self.json_body()  # {"memory": ...}: E2B's snapshot kind; here the kernels keep running
@@ -173,6 +172,7 @@ class Handler(HandlerBase):
         return sandbox
 
     # -- code interpreter (port 49999) -----------------------------------------------------
+    @endpoint(JUPYTER_PORT, "POST", r"/execute")
     def ci_execute(self) -> None:
         """``POST /execute`` ``{"code", "context_id", "language", "env_vars"}`` → NDJSON stream."""
         self.check_access_token()
@@ -184,22 +184,26 @@ class Handler(HandlerBase):
             return self.stream_execution(ctx, "", {}, execute=ctx.never_answer)
         self.stream_execution(ctx, body.get("code", ""), body.get("env_vars") or {})
 
+    @endpoint(JUPYTER_PORT, "GET", r"/contexts")
     def ci_list_contexts(self) -> None:
         """``GET /contexts`` → ``[{"id", "language", "cwd"}]``."""
         self.send_json(200, [c.to_json() for c in self.sandbox.contexts()])
 
+    @endpoint(JUPYTER_PORT, "POST", r"/contexts")
     def ci_create_context(self) -> None:
         """``POST /contexts`` ``{"language", "cwd"}`` → ``{"id", "language", "cwd"}``."""
         body = self.json_body()
         ctx = _context_call(lambda: self.sandbox.create_context(body.get("language"), body.get("cwd")))
         self.send_json(200, ctx.to_json())
 
+    @endpoint(JUPYTER_PORT, "DELETE", r"/contexts/([^/]+)")
     def ci_remove_context(self, context_id: str) -> None:
         """``DELETE /contexts/{id}`` → 200 ``null`` (E2B's FastAPI handler returns None); 404
         "Context {id} not found" as text/plain when unknown."""
         _context_call(lambda: self.sandbox.remove_context(context_id))
         self.send_json(200, None)
 
+    @endpoint(JUPYTER_PORT, "POST", r"/contexts/([^/]+)/restart")
     def ci_restart_context(self, context_id: str) -> None:
         """``POST /contexts/{id}/restart`` → 200 ``null`` once a fresh kernel runs under the same
         context id (it answers its first execution ``restart_warmup`` seconds later)."""
@@ -242,10 +246,13 @@ class Handler(HandlerBase):
             self.close_connection = True
 
     # -- envd (port 49983) -----------------------------------------------------------------
+    @endpoint(JUPYTER_PORT, "GET", r"/health")
+    @endpoint(ENVD_PORT, "GET", r"/health")
     def envd_health(self) -> None:
         """``GET /health`` → 204."""
         self.send_bytes(204, b"")
 
+    @endpoint(ENVD_PORT, "GET", r"/files")
     def envd_read(self) -> None:
         """``GET /files?path=P[&username=U]`` → the file's bytes; 404 when missing."""
         self.check_access_token()
@@ -256,6 +263,7 @@ class Handler(HandlerBase):
             raise HTTPError(404, f"path '{path}' does not exist")
         self.send_bytes(200, path.read_bytes(), "application/octet-stream")
 
+    @endpoint(ENVD_PORT, "POST", r"/files")
     def envd_write(self) -> None:
         """``POST /files?path=P`` (multipart ``file`` fields or octet-stream) → ``[{"name","type","path"}]``.
 

@@ -19,7 +19,8 @@ from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.errors import SandboxDied
 from tests.support.backends import backends
 from tests.support.hostile import (run, test_memory_bomb_is_reported_as_out_of_memory,  # noqa: F401 - collected here
-                                   test_network_connect_and_dns_fail, test_root_is_read_only_tmp_and_workdir_are_writable)
+                                   test_network_connect_and_dns_fail, test_root_is_read_only_tmp_and_workdir_are_writable,
+                                   test_workdir_has_a_size_limit)
 from tests.targets.docker import client, NOTHING, Recorder, SocketProxy, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
@@ -69,13 +70,6 @@ async def test_network_option_opts_in(make):
     async with make(network="bridge") as backend:
         _, rec = await run(backend, "import os\nprint(sorted(os.listdir('/sys/class/net')))")
     assert rec.text().strip() == "['eth0', 'lo']"
-
-
-async def test_workdir_has_a_size_limit(make):
-    async with make(workdir_size="8m") as backend:
-        outcome, _ = await run(backend, "open('big', 'wb').write(b'x' * 16 * 1024**2)")
-        assert outcome.status == "error" and "No space left" in outcome.error.evalue
-        assert (await run(backend, "1 + 1"))[1].result() == "2"
 
 
 # -- hostile cells -----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from sandbox_kernel.errors import ConfigError, SandboxDied
 from tests.support.backends import backends, prepared
-from tests.support.hostile import run
+from tests.support.hostile import run, test_workdir_has_a_size_limit  # noqa: F401 - collected here
 from tests.targets import env_vars
 from tests.targets.docker import NOTHING, held_by
 
@@ -44,13 +44,6 @@ async def test_options_podman_would_ignore_are_refused_before_anything_starts(ma
                                           r"OCI runtime\. Fix: leave runtime empty"):
         await backend.execute("1", lambda event: None)
     assert len(client.api.containers(all=True)) == before
-
-
-async def test_workdir_has_a_size_limit(make):
-    async with make(workdir_size="8m") as backend:
-        outcome, _ = await run(backend, "open('big', 'wb').write(b'x' * 16 * 1024**2)")
-        assert outcome.status == "error" and "No space left" in outcome.error.evalue
-        assert (await run(backend, "1 + 1"))[1].result() == "2"
 
 
 async def test_memory_bomb_says_it_was_most_likely_out_of_memory(make):

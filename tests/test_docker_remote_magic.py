@@ -1,4 +1,4 @@
-"""The ``%%sandbox`` magic (tests/test_magic.py's notebook scenario and its jupyter_client tests)
+"""The ``%%sandbox`` magic (the notebook scenario of tests/support/magic.py and its jupyter_client tests)
 and the Python API on the docker backend on an engine that does not share this host's filesystem:
 the rig of tests/targets/remote_engine.py over TCP with TLS, transport=api. (The kernel's own
 features on the rig, over TCP and ssh: tests/test_docker_remote.py.)"""
@@ -10,7 +10,7 @@ import pytest
 from sandbox_kernel.api import Sandbox
 from tests.support.backends import prepared
 from tests.targets import env_vars
-from tests.test_magic import (  # noqa: F401 - fixtures and tests, collected here for the rig
+from tests.support.magic import (  # noqa: F401 - fixtures and tests, collected here for the rig
     cells, replies, test_clear_output_and_display_updates, test_error_fails_the_cell_with_the_sandbox_traceback,
     test_input_reaches_the_notebook_user, test_interrupt_reaches_the_sandbox_and_the_session_survives,
     test_list_and_status, test_matplotlib_figure_is_a_png, test_restart_and_stop,

@@ -19,47 +19,14 @@ import time
 
 import pytest
 
-from sandbox_kernel.backends.e2b import E2BBackend
 from sandbox_kernel.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
 from sandbox_kernel.events import Display, Error, Stream
-from tests.support.backends import prepared
 from tests.kernels import kernel, kinds, run, stdout
-from tests.targets import e2b as target
 from tests.support.contract import Recorder
+from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(120)]
 CANARY = "e2b_canary_key_7f3a9c"  # a key the test server accepts; must never show anywhere
-
-
-@pytest.fixture
-def srv():
-    prepared("e2b")
-    return target.server()
-
-
-@pytest.fixture
-async def make(srv, monkeypatch):
-    """``make(env={...}, drop=(...), **traits)``: an E2BBackend made with the server's environment
-    (plus ``env``, minus ``drop``); shut down after the test."""
-    made = []
-
-    def make(env=None, drop=(), **traits):
-        with monkeypatch.context() as patch:
-            for key, value in {**srv.env(), **(env or {})}.items():
-                patch.setenv(key, value)
-            for key in drop:
-                patch.delenv(key, raising=False)
-            backend = E2BBackend(**traits)
-        made.append(backend)
-        return backend
-
-    yield make
-    for backend in made:
-        await backend.shutdown()
-
-
-def result(rec: Recorder) -> str:
-    return next(d.data["text/plain"] for d in rec.of(Display) if d.execution_count is not None)
 
 
 # -- configuration and errors ---------------------------------------------------------------------

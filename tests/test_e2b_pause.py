@@ -11,7 +11,7 @@ import pytest
 
 from tests.kernels import kernel, run, stdout
 from tests.support.contract import Recorder
-from tests.test_e2b import make, result, srv  # noqa: F401 - fixtures
+from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]
 

@@ -22,7 +22,7 @@ from sandbox_kernel.errors import ExecutionTimeout, SandboxDied, SandboxError
 from sandbox_kernel.events import Display
 from tests.kernels import kernel, run, stdout
 from tests.support.contract import Recorder
-from tests.test_e2b import make, result, srv  # noqa: F401 - fixtures
+from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]
 REPEAT = 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sandbox_kernel.backends.docker.boundary import Missing
 from sandbox_kernel.backends.docker.images import image_has_ipykernel
 
 docker = pytest.importorskip("docker", reason="docker-py missing: pip install docker")
@@ -41,5 +42,5 @@ def test_base_image_without_ipykernel_is_reported(client):
 
 
 def test_missing_image_is_not_pulled(client):
-    with pytest.raises(docker.errors.ImageNotFound):
+    with pytest.raises(Missing):
         image_has_ipykernel(client, "sandbox-kernel-test:does-not-exist")

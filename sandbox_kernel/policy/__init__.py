@@ -8,9 +8,9 @@
 - :mod:`.options`: the traitlets options every front door shares.
 """
 
-from .core import ISOLATE_LEAK, OutputPolicy, Policed
+from .core import ISOLATE_LEAK, POLICIES, STANDARD_WIDGET_MODULES, OutputPolicy, Policed, kernel_hint
 from .frame import FRAME_HEIGHT, FRAME_HEIGHT_STATIC, frame_height
-from .options import POLICIES, STANDARD_WIDGET_MODULES, OutputOptions, kernel_hint
+from .options import OutputOptions
 from .renderers import RENDERERS, SCRIPT_MIME
 
 __all__ = ["OutputPolicy", "OutputOptions", "Policed", "POLICIES", "STANDARD_WIDGET_MODULES", "kernel_hint",

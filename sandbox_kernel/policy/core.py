@@ -24,6 +24,7 @@ the MIME types of the closed list in :mod:`.renderers`:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,7 +34,6 @@ from .charts import plotly_figure, vega_spec
 from .frame import frame, is_frame
 from .markup import Sanitizer, render_markdown
 from .mermaid import mermaid
-from .options import POLICIES, STANDARD_WIDGET_MODULES, Hint, kernel_hint
 from .tex import police_tex, typeset
 
 ISOLATE_LEAK = ("its scripts can still send what they show to any website, by navigating their own frame or over "
@@ -41,6 +41,16 @@ ISOLATE_LEAK = ("its scripts can still send what they show to any website, by na
 """What ``isolate`` cannot stop, said in its note, its option's help and docs/security.md."""
 
 PLOTLY = "application/vnd.plotly.v1+json"
+POLICIES = ("sanitize", "isolate", "trust")
+STANDARD_WIDGET_MODULES = ("@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output")
+
+Hint = Callable[[str, str], str] | None
+"""``hint(option, value)``: how the user sets an option at one front door (for notes)."""
+
+
+def kernel_hint(option: str, value: str) -> str:
+    """How a kernel user sets an option: ``--SandboxKernel.output_policy=isolate``."""
+    return f"--SandboxKernel.{option}={value}"
 
 
 @dataclass

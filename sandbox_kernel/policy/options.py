@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
 from traitlets import CaselessStrEnum, HasTraits, List, Unicode
 
-if TYPE_CHECKING:
-    from .core import OutputPolicy
-
-POLICIES = ("sanitize", "isolate", "trust")
-STANDARD_WIDGET_MODULES = ("@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output")
-
-Hint = Callable[[str, str], str] | None
-
-
-def kernel_hint(option: str, value: str) -> str:
-    """How a kernel user sets an option: ``--SandboxKernel.output_policy=isolate``."""
-    return f"--SandboxKernel.{option}={value}"
+from .core import POLICIES, STANDARD_WIDGET_MODULES, Hint, OutputPolicy
 
 
 class OutputOptions(HasTraits):
@@ -50,8 +36,6 @@ class OutputOptions(HasTraits):
     def make_policy(self, hint: Hint = None) -> OutputPolicy:
         """The :class:`OutputPolicy` these options describe; ``hint(option, value)`` says how
         the user sets an option at this front door."""
-        from .core import OutputPolicy
-
         return OutputPolicy(self.output_policy, self.allowed_origins, hint=hint,
                             widget_modules=self.allowed_widget_modules, comm_targets=self.allowed_comm_targets,
                             mime_types=self.allowed_mime_types)

@@ -1,5 +1,5 @@
 """Hostile cells in a docker sandbox, the backend answering the next cell: imported by
-tests/test_docker.py (runc) and tests/test_docker_runsc.py (gVisor), whose ``make`` fixture
+tests/test_docker.py (runc), tests/test_docker_runsc.py (gVisor) and tests/test_docker_podman.py, whose ``make`` fixture
 gives ``make(**traits)`` (an unstarted DockerBackend) and checks nothing is left behind."""
 
 from __future__ import annotations
@@ -59,6 +59,13 @@ open('/tmp/t', 'w').write('ok'); open('w', 'w').write('ok'); print('tmp and work
     assert all(line.split()[1] in ("EROFS", "EACCES") for line in lines[:-1]), lines
     assert lines[-1] == "tmp and workdir ok"
     assert not any(os.path.exists(p) for p in ("/probe", "/etc/probe", "/opt/probe"))  # the host's
+
+
+async def test_workdir_has_a_size_limit(make):
+    async with make(workdir_size="8m") as backend:
+        outcome, _ = await run(backend, "open('big', 'wb').write(b'x' * 16 * 1024**2)")
+        assert outcome.status == "error" and "No space left" in outcome.error.evalue
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
 
 
 async def test_memory_bomb_is_reported_as_out_of_memory(make, client):

@@ -45,10 +45,18 @@ def unavailable() -> str | None:
         client.ping()
     except Exception as exc:  # any failure to reach the engine
         return f"no Docker engine answers ({type(exc).__name__}); run `bash .ci/docker-setup.sh` as root"
+    return missing_image(client, IMAGE, "docker-setup.sh")
+
+
+def missing_image(client, image: str, setup: str) -> str | None:
+    """Why ``image`` cannot be used (it is not on the engine; ``.ci/SETUP`` makes it), or None.
+    Closes ``client``."""
+    import docker
+
     try:
-        client.images.get(IMAGE)
+        client.images.get(image)
     except docker.errors.ImageNotFound:
-        return f"the image {IMAGE} is missing; run `bash .ci/docker-setup.sh` as root"
+        return f"the image {image} is missing; run `bash .ci/{setup}` as root"
     finally:
         client.close()
     return None

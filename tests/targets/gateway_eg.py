@@ -1,8 +1,9 @@
 """A real Jupyter Enterprise Gateway (3.3, in its own venv: it pins jupyter_client<7 and
 jupyter_server<2) on 127.0.0.1 that launches each kernel as a Docker container through its
 ``DockerProcessProxy`` on the real engine: the same remote-kernel path as its Kubernetes one
-(a launcher script starts the container; the kernel in it sends its connection info back,
-encrypted, to the gateway's response address; the gateway then speaks ZMQ to the container).
+(tests/gateway_eg/start_container.py starts the container; kernel_launcher.py in it sends the
+kernel's connection info back, encrypted, to the gateway's response address; the gateway then
+speaks ZMQ to the container).
 
 Networking: EG's DockerProcessProxy reads the kernel's address from the container's entry in
 ``EG_DOCKER_NETWORK``, which host networking does not have, so the session creates its own
@@ -78,15 +79,15 @@ def ensure_image(client) -> None:
 def _kernelspec(share: Path) -> None:
     spec = share / "kernels" / KERNEL_NAME
     (spec / "scripts").mkdir(parents=True)
-    shutil.copy(RECIPE / "launch_docker.py", spec / "scripts" / "launch_docker.py")
+    shutil.copy(RECIPE / "start_container.py", spec / "scripts" / "start_container.py")
     (spec / "kernel.json").write_text(json.dumps({
         "language": "python", "display_name": "Python in a Docker container (sandbox-kernel tests)",
         "metadata": {"process_proxy": {
             "class_name": "enterprise_gateway.services.processproxies.docker_swarm.DockerProcessProxy",
             "config": {"image_name": IMAGE}}},
-        # The launcher drops PATH (the image's own applies) and names the container KERNEL_USERNAME-id.
+        # start_container.py drops PATH (the image's own applies) and names the container KERNEL_USERNAME-id.
         "env": {"PATH": "/usr/bin:/bin", "KERNEL_UID": "1000", "KERNEL_GID": "1000", "KERNEL_USERNAME": "sandbox"},
-        "argv": [str(EG_VENV / "bin" / "python"), str(spec / "scripts" / "launch_docker.py"),
+        "argv": [str(EG_VENV / "bin" / "python"), str(spec / "scripts" / "start_container.py"),
                  "--RemoteProcessProxy.kernel-id", "{kernel_id}", "--RemoteProcessProxy.port-range", "{port_range}",
                  "--RemoteProcessProxy.response-address", "{response_address}",
                  "--RemoteProcessProxy.public-key", "{public_key}"]}, indent=1))
@@ -109,7 +110,7 @@ class EnterpriseGateway:
 
     def start(self) -> EnterpriseGateway:
         _kernelspec(self.workdir / "share")
-        # A minimal environment: EG's launcher copies its own environment into each container.
+        # A minimal environment: start_container.py copies its own environment into each container.
         env = {"PATH": f"{EG_VENV / 'bin'}:/usr/bin:/bin", "LANG": "C.UTF-8",
                "JUPYTER_PATH": str(self.workdir / "share"), "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-eg-runtime",
                "EG_DOCKER_NETWORK": self.network.name, "EG_RESPONSE_IP": self.gateway_ip,

@@ -64,7 +64,7 @@ CAPABILITIES = (
 def unavailable(ssh: bool = False) -> str | None:
     """Why the rig cannot run here, or None. Asked once a session: the tests ask again while
     DOCKER_HOST names the rig's engine, and the answer is about the local one."""
-    from .docker import unavailable as docker_unavailable
+    from .docker import missing_image, unavailable as docker_unavailable
 
     if (reason := docker_unavailable()) is not None:
         return reason
@@ -78,14 +78,7 @@ def unavailable(ssh: bool = False) -> str | None:
             return "paramiko is not installed (pip install 'sandbox-kernel[docker]')"
     import docker
 
-    client = docker.from_env(timeout=10)
-    try:
-        client.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        return f"the rig image {IMAGE} is missing; run `bash .ci/remote-engine-setup.sh` as root"
-    finally:
-        client.close()
-    return None
+    return missing_image(docker.from_env(timeout=10), IMAGE, "remote-engine-setup.sh")
 
 
 def _run(*argv: str | Path) -> None:

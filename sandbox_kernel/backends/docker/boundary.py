@@ -148,6 +148,55 @@ def _refusal(docker: Any, exc: Any, doing: str) -> Refused:
     return kind(f"The Docker engine refused to {doing}: {explanation}.", exc.status_code, explanation)
 
 
+def local_image(client: Any, name: str) -> dict[str, Any] | None:
+    """The engine's inspection of the local image ``name`` (``GET /images/{name}/json``), or
+    None when it is not present locally (never pulled). Blocking.
+
+    Raises:
+        SandboxError: the engine failed (mapped by :func:`engine_errors`).
+    """
+    try:
+        with engine_errors(f"inspect the image {name}"):
+            return client.api.inspect_image(name)
+    except Missing:
+        return None
+
+
+def remove_image_if_unused(client: Any, image: str) -> bool:
+    """Remove ``image`` (``DELETE /images/{id}``) unless the engine refuses: a container or
+    another tag uses it, or a build running now. Blocking.
+
+    Returns:
+        True when it was removed.
+
+    Raises:
+        BackendUnavailable: the engine is not answering.
+    """
+    try:
+        with engine_errors(f"remove the image {image}"):
+            client.api.remove_image(image)
+    except Refused:
+        return False
+    return True
+
+
+def wait_exited(container: Any, timeout: float) -> dict[str, Any] | None:
+    """The exit status of ``container`` (``POST /containers/{id}/wait``: ``{"StatusCode": N}``),
+    or None when it has not exited within ``timeout`` seconds. Blocking.
+
+    Raises:
+        SandboxError: the engine failed (mapped by :func:`engine_errors`).
+    """
+    import requests.exceptions
+
+    with engine_errors("wait for a container to exit"):
+        try:
+            return container.wait(timeout=timeout)
+        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
+            # docker-py 7.2 raises ConnectionError on timeout here, not the documented ReadTimeout
+            return None
+
+
 def stats(container: Any) -> dict[str, Any]:
     """The engine's one-shot stats of ``container`` (``GET /containers/{id}/stats``: ``memory_stats``,
     ``pids_stats``, ...). Blocking.

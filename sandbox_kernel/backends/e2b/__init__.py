@@ -27,10 +27,10 @@ from typing import Any
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
 
 from ...errors import SandboxError, SandboxStartError
-from ...events import Emit, Outcome
+from ...events import Emit, Outcome, Stream
 from ...traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler
-from .execution import ExecutionMixin
+from .execution import Cells, Limits
 from .boundary import ENV, Connection, SandboxGone, sdk, translate
 
 SESSION_KEY = "sandbox-kernel-session"
@@ -41,7 +41,7 @@ CONTEXT_RECORD = ".sandbox-kernel/context-{language}"
 re-attaches to, so the state survives ``keep_alive`` + ``sandbox_id``."""
 
 
-class E2BBackend(ExecutionMixin, Backend):
+class E2BBackend(Backend):
     """An E2B cloud sandbox (or one of an E2B-compatible service), driven by the async SDK."""
 
     name = "e2b"
@@ -98,11 +98,8 @@ class E2BBackend(ExecutionMixin, Backend):
         self._gone: str | None = None  # set when on_lost='fail' refused to replace a lost sandbox
         self._notices: list[str] = []
         self._renewed = 0.0
-        self._running: asyncio.Task | None = None
-        self._interrupted = False
+        self._cells: Cells | None = None  # the cell path of the started sandbox's context
         self._paused: list[str] = []  # of paused_sandboxes()
-        self._unsettled = False  # the context may not take code yet (after an interrupt, a timeout, a death)
-        self._closed_at = float("-inf")  # when we last closed an /execute stream (time.monotonic())
         self._lock = asyncio.Lock()
 
     # -- connection ----------------------------------------------------------------------------
@@ -156,8 +153,18 @@ class E2BBackend(ExecutionMixin, Backend):
                         await sandbox.kill()
                 raise
             self._sandbox, self._renewed = sandbox, asked  # its lifetime counts from the request
+            self._cells = Cells(sandbox, self._context, self._connection, self._limits())
             self.log.info("e2b: %s sandbox %s at %s", "attached to" if self._attached else "created",
                           sandbox.sandbox_id, self._connection.service)
+
+    def _limits(self) -> Limits:
+        return Limits(language=self.language, start_timeout=self.start_timeout,
+                      settle_timeout=self.settle_timeout, interrupt_grace=self.interrupt_grace,
+                      request_timeout=self.request_timeout, max_message_bytes=self.max_message_bytes)
+
+    def _drop(self) -> None:
+        """Forget the sandbox (gone, dead or shut down): the next cell starts a fresh one."""
+        self._sandbox = self._context = self._cells = None
 
     def _lifecycle(self) -> dict[str, Any] | None:
         """The SDK's ``lifecycle`` argument of ``create`` (None: E2B's default, kill on timeout)."""
@@ -207,7 +214,8 @@ class E2BBackend(ExecutionMixin, Backend):
         (``POST /sandboxes/{id}/pause``). Never raises."""
         async with self._lock:
             await self.interrupt()
-            sandbox, self._sandbox, self._context = self._sandbox, None, None
+            sandbox = self._sandbox
+            self._drop()
             if sandbox is None:
                 return
             try:
@@ -228,15 +236,7 @@ class E2BBackend(ExecutionMixin, Backend):
         if self._sandbox is None:
             await self.start()
         else:
-            await self._use(self._restart_context)
-
-    async def _restart_context(self) -> None:
-        """E2B answers once Jupyter restarted the kernel: the fresh one takes code (its first
-        answer comes 0.4-0.9 s later), so the context is settled, unless the restart failed."""
-        self._unsettled = True
-        with self._boundary():
-            await self._sandbox.restart_code_context(self._context)
-        self._unsettled = False
+            await self._use(lambda: self._cells.restart_context())
 
     async def _use(self, operation: Any) -> Any:
         """``await operation()`` on a started sandbox whose lifetime is renewed when due; if the
@@ -247,7 +247,8 @@ class E2BBackend(ExecutionMixin, Backend):
                 await self._renew()
             return await operation()
         except SandboxGone:
-            gone, self._sandbox, self._context = self._sandbox.sandbox_id, None, None
+            gone = self._sandbox.sandbox_id
+            self._drop()
             self._lost(f"The E2B sandbox {gone} is gone (unused for over {self.lifetime} s, or killed)")
             await self.start()
             return await operation()
@@ -284,15 +285,25 @@ class E2BBackend(ExecutionMixin, Backend):
         """
         return await self._use(lambda: self._run(code, emit, timeout))
 
+    async def _run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
+        while self._notices:
+            emit(Stream("stderr", self._notices.pop(0)))
+        cells = self._cells
+        renewal = asyncio.ensure_future(self._renew_while_running())  # a long cell keeps its sandbox
+        try:
+            return await cells.run(code, emit, timeout)
+        finally:
+            renewal.cancel()
+            if cells.sandbox_died and self._cells is cells:  # the next cell makes a new one
+                self._drop()
+
     async def interrupt(self) -> None:
         """Cancel the running execution: the SDK closes its ``/execute`` connection and the
         sandbox interrupts its kernel (best effort: E2B has no interrupt endpoint). The state
         survives; the next cell waits until the context takes code again. Does nothing when no
         cell runs."""
-        task = self._running
-        if task is not None and not task.done():
-            self._interrupted = True
-            task.cancel()
+        if self._cells is not None:
+            self._cells.interrupt()
 
     # -- files ---------------------------------------------------------------------------------
     async def upload(self, local: str | Path, remote: str) -> str:

@@ -11,13 +11,13 @@ README; reproduced by ``tests/e2b_server.py``):
   ``execute_input``, never answered; or, queued behind the cell being interrupted, aborted by
   ipykernel (``stop_on_error``), which replies ``"aborted"`` where the server ends an execution
   only on ``"abort"``: never answered. So nothing is sent within ``interrupt_grace`` seconds of
-  closing a stream (:meth:`ExecutionMixin._run_code`).
+  closing a stream (:meth:`Cells._run_code`).
 * After the kernel's death Jupyter restarts it; an execution sent meanwhile may be lost.
 * After ``POST /contexts/{id}/restart`` the fresh kernel answers its first execution only
   0.4-0.9 s later: slow, not lost.
 
 So after an interrupt, a timeout or a death the context is *unsettled*:
-:meth:`ExecutionMixin._settle` sends an empty execution until one runs cleanly (one answered by
+:meth:`Cells._settle` sends an empty execution until one runs cleanly (one answered by
 nothing but keepalives for a while is given up on and sent again), bounded by ``settle_timeout``.
 And a cell answered by nothing but keepalives for ``start_timeout`` seconds was never run: it is
 cancelled and sent once more after settling (:class:`Watch` tells, from the stream that
@@ -30,6 +30,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from contextvars import ContextVar
 from typing import Any
 
@@ -37,10 +38,10 @@ from ...errors import ExecutionTimeout, SandboxDied, SandboxError
 from ...events import Emit, Outcome, Stream
 from ...traits import format_bytes
 from .results import Relay
-from .boundary import SandboxGone
+from .boundary import Connection, SandboxGone
 
 SETTLE_BOUND = 1.0
-"""Seconds an empty execution of :meth:`ExecutionMixin._settle` may be answered by nothing but
+"""Seconds an empty execution of :meth:`Cells._settle` may be answered by nothing but
 keepalives at first: E2B's fresh kernel answers in 0.05-0.9 s (after a restart, the longest)."""
 KEEPALIVE = re.compile(rb'\s*\{\s*"type"\s*:\s*"keepalive"')
 END = re.compile(rb'\s*\{\s*"type"\s*:\s*"end_of_execution"')
@@ -71,28 +72,74 @@ current_watch: ContextVar[Watch | None] = ContextVar("sandbox_kernel_e2b_watch",
 """The :class:`Watch` of the ``run_code`` call the current task makes (set inside its task)."""
 
 
-class ExecutionMixin:
-    """The cell path of :class:`~.e2b.E2BBackend` (its traits and sandbox are used here)."""
+@dataclass(frozen=True)
+class Limits:
+    """The e2b backend's options that the cell path uses (seconds, bytes), see :class:`~.E2BBackend`."""
 
-    _sandbox: Any
-    _context: Any
-    _running: asyncio.Future | None
-    _interrupted: bool
-    _unsettled: bool
-    _closed_at: float  # time.monotonic() when we last closed an /execute stream
+    language: str
+    start_timeout: float
+    settle_timeout: float
+    interrupt_grace: float
+    request_timeout: float
+    max_message_bytes: int
 
-    async def _run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
-        while self._notices:
-            emit(Stream("stderr", self._notices.pop(0)))
+
+class Cells:
+    """The cell path of one code context in one E2B sandbox.
+
+    Made by :class:`~.E2BBackend` when its sandbox starts, and given everything it uses: the
+    SDK's sandbox and code context, the :class:`Connection` (for the SDK-exception boundary)
+    and the :class:`Limits`. It owns what only the cell path needs: the running request,
+    whether it was interrupted, whether the context is settled, and when a stream was last
+    closed.
+
+    Attributes:
+        unsettled: the context may not take code yet (after an interrupt, a timeout, a death).
+        sandbox_died: set when the sandbox itself died during a cell (not only its kernel):
+            the backend then drops it, and the next cell gets a fresh one.
+    """
+
+    def __init__(self, sandbox: Any, context: Any, connection: Connection, limits: Limits) -> None:
+        self.sandbox, self.context, self.connection, self.limits = sandbox, context, connection, limits
+        self.unsettled = False
+        self.sandbox_died = False
+        self._running: asyncio.Future | None = None
+        self._interrupted = False
+        self._closed_at = float("-inf")  # time.monotonic() when we last closed an /execute stream
+
+    def _boundary(self):
+        return self.connection.boundary(self.sandbox.sandbox_id)
+
+    async def run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
+        """Run ``code`` (``POST /execute``), settling the context first if needed.
+
+        Raises:
+            ExecutionTimeout: ``timeout`` seconds passed.
+            SandboxDied: the kernel or the sandbox died during the cell.
+            SandboxError: the context did not take the cell (the message says what to do).
+        """
         deadline = time.monotonic() + timeout if timeout else None
         self._interrupted = False
-        renewal = asyncio.ensure_future(self._renew_while_running())  # a long cell keeps its sandbox
-        try:
-            if self._unsettled and not await self._settle(timeout, deadline):
-                return Relay(emit).interrupted()
-            return await self._attempts(code, emit, timeout, deadline)
-        finally:
-            renewal.cancel()
+        if self.unsettled and not await self._settle(timeout, deadline):
+            return Relay(emit).interrupted()
+        return await self._attempts(code, emit, timeout, deadline)
+
+    def interrupt(self) -> None:
+        """Cancel the running request (the SDK closes its stream; the sandbox interrupts its
+        kernel). Does nothing when none runs."""
+        task = self._running
+        if task is not None and not task.done():
+            self._interrupted = True
+            task.cancel()
+
+    async def restart_context(self) -> None:
+        """``POST /contexts/{id}/restart``. E2B answers once Jupyter restarted the kernel: the
+        fresh one takes code (its first answer comes 0.4-0.9 s later), so the context is settled,
+        unless the restart failed."""
+        self.unsettled = True
+        with self._boundary():
+            await self.sandbox.restart_code_context(self.context)
+        self.unsettled = False
 
     async def _attempts(self, code: str, emit: Emit, timeout: float | None, deadline: float | None) -> Outcome:
         """Send the cell; once more if the kernel never took it (see the module's docstring)."""
@@ -109,8 +156,8 @@ class ExecutionMixin:
                     task.cancel()
             # never taken (lost, or aborted behind an interrupted cell): nothing of it ran
             if attempt == 2:
-                raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did not "
-                                   f"take the cell within {self.start_timeout:g} s, twice; nothing ran. Run it "
+                raise SandboxError(f"The {self.limits.language} kernel of E2B sandbox {self.sandbox.sandbox_id} did not "
+                                   f"take the cell within {self.limits.start_timeout:g} s, twice; nothing ran. Run it "
                                    "again, or restart the kernel.")
             if not await self._settle(timeout, deadline):
                 return Relay(emit).interrupted()
@@ -126,22 +173,22 @@ class ExecutionMixin:
         current_watch.set(watch)  # this task's own context: the transport finds it there
         callbacks = relay.callbacks() if relay is not None else {}
         try:
-            return await self._sandbox.run_code(code, context=self._context, timeout=0,
-                                                request_timeout=self.request_timeout, **callbacks)
+            return await self.sandbox.run_code(code, context=self.context, timeout=0,
+                                                request_timeout=self.limits.request_timeout, **callbacks)
         except BaseException:  # the stream is closed: the server interrupts the kernel, in its own time
             self._closed_at = time.monotonic()
             raise
 
     def _quiet_for(self) -> float:
         """Seconds until an execution may be sent (see :meth:`_run_code`)."""
-        return max(self._closed_at + self.interrupt_grace - time.monotonic(), 0.0)
+        return max(self._closed_at + self.limits.interrupt_grace - time.monotonic(), 0.0)
 
     async def _wait_accepted(self, task: asyncio.Future, watch: Watch, deadline: float | None,
                              bound: float | None = None) -> bool:
         """Wait until the kernel took the request, the request ended, or the cell's deadline
         passed (True); False, with the request cancelled, after ``bound`` (default
         ``start_timeout``) seconds of nothing but keepalives."""
-        bound = self.start_timeout if bound is None else bound
+        bound = self.limits.start_timeout if bound is None else bound
         if not bound:
             return True
         bound += self._quiet_for()  # counted from when the request is sent
@@ -155,7 +202,7 @@ class ExecutionMixin:
             return True
         task.cancel()  # the SDK closes the connection; the sandbox interrupts its (idle) kernel
         await asyncio.wait({task})
-        self._unsettled = True
+        self.unsettled = True
         return False
 
     async def _finish(self, task: asyncio.Future, relay: Relay, timeout: float | None,
@@ -164,23 +211,23 @@ class ExecutionMixin:
         if not task.done():
             task.cancel()  # the SDK closes the connection; the sandbox interrupts its kernel
             await asyncio.wait({task})
-            self._unsettled = True
+            self.unsettled = True
             relay.flush()
             raise ExecutionTimeout(timeout)
         if task.cancelled() and self._interrupted:
-            self._unsettled = True
+            self.unsettled = True
             return relay.interrupted()
         try:
             with self._boundary():
                 execution = task.result()
         except SandboxDied as exc:
             if not isinstance(exc, SandboxGone):  # it died during the cell: the next one makes a new one
-                self._sandbox = self._context = None
+                self.sandbox_died = True
             raise
         if relay.died is not None:  # E2B starts a new kernel in the same sandbox
-            self._unsettled = True
+            self.unsettled = True
             relay.flush()
-            raise SandboxDied(f"the {self.language} kernel in E2B sandbox {self._sandbox.sandbox_id} died "
+            raise SandboxDied(f"the {self.limits.language} kernel in E2B sandbox {self.sandbox.sandbox_id} died "
                               f"({relay.died.value.strip().rstrip('.') or relay.died.name}: out of memory, "
                               "or its process was killed or exited)")
         return relay.outcome(execution)
@@ -199,7 +246,7 @@ class ExecutionMixin:
             SandboxError: the context did not take code within ``settle_timeout`` seconds.
             ExecutionTimeout: the cell's own ``timeout`` (ending at ``cell_deadline``) passed first.
         """
-        deadline, bound = time.monotonic() + self.settle_timeout, SETTLE_BOUND
+        deadline, bound = time.monotonic() + self.limits.settle_timeout, SETTLE_BOUND
         if cell_deadline is not None and cell_deadline < deadline:
             deadline = cell_deadline
         while True:
@@ -220,13 +267,13 @@ class ExecutionMixin:
             if self._interrupted:
                 return False
             if not failed:
-                self._unsettled = False
+                self.unsettled = False
                 return True
             if time.monotonic() > deadline:
                 if deadline == cell_deadline:
                     raise ExecutionTimeout(timeout)
-                raise SandboxError(f"The {self.language} kernel of E2B sandbox {self._sandbox.sandbox_id} did not "
-                                   f"take code within {self.settle_timeout:g} s after it was interrupted "
+                raise SandboxError(f"The {self.limits.language} kernel of E2B sandbox {self.sandbox.sandbox_id} did not "
+                                   f"take code within {self.limits.settle_timeout:g} s after it was interrupted "
                                    "or died; nothing ran. Run the cell again, or restart the kernel.")
             if failed == "never taken":
                 bound = min(bound * 2, 2 * SETTLE_BOUND)  # a lost one costs its bound: keep it short
@@ -235,5 +282,5 @@ class ExecutionMixin:
 
     def _dropped_note(self, size: int) -> str:
         return (f"[a message of {format_bytes(size)} from the sandbox was dropped: over the "
-                f"{format_bytes(self.max_message_bytes)} of E2BBackend.max_message_bytes]\n")
+                f"{format_bytes(self.limits.max_message_bytes)} of E2BBackend.max_message_bytes]\n")
 

@@ -19,19 +19,8 @@ import time
 from pathlib import Path
 
 from ....errors import SandboxError
-from .build import (
-    DEFAULT_BASE,
-    DEFAULT_TAG,
-    PLATFORMS,
-    ImageBuildError,
-    build_image,
-    download_wheelhouse,
-    engine_platform,
-    image_has_ipykernel,
-    image_is_current,
-    image_platform,
-    platform_of,
-)
+from .build import (DEFAULT_BASE, DEFAULT_TAG, PLATFORMS, ImageBuildError, build_image, download_wheelhouse,
+                    engine_platform, image_has_ipykernel, image_is_current, image_platform, platform_of)
 
 _PLATFORM_HELP = f"build for this platform: {' or '.join(p.docker for p in PLATFORMS.values())}"
 
@@ -102,19 +91,9 @@ def run(args: argparse.Namespace) -> int:
     except (ImageBuildError, SandboxError) as exc:  # SandboxError: connect's BackendUnavailable, with its fix
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except docker_errors() as exc:
-        print(f"error: the Docker engine failed: {exc} (is it running? see .ci/docker-setup.sh)",
-              file=sys.stderr)
+    except SandboxError as exc:  # the engine's errors, mapped at the boundary; with their fix
+        print(f"error: {exc} (see .ci/docker-setup.sh)", file=sys.stderr)
         return 1
-
-
-def docker_errors() -> tuple[type[BaseException], ...]:
-    """docker-py's root exception, or nothing to catch when docker-py is missing."""
-    try:
-        import docker.errors
-    except ImportError:
-        return ()
-    return (docker.errors.DockerException,)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from ..boundary import Refused, engine_errors, local_image, remove_image_if_unused, wait_exited
+
 if TYPE_CHECKING:
     import docker
 
@@ -107,9 +109,10 @@ def engine_platform(client: docker.DockerClient) -> Platform:
 
     Raises:
         ImageBuildError: the engine's architecture is not one images are built for.
-        docker.errors.APIError: the engine failed.
+        SandboxError: the engine failed (mapped by :func:`~..boundary.engine_errors`).
     """
-    architecture = client.info().get("Architecture") or "unknown"
+    with engine_errors("ask the Docker engine for its architecture"):
+        architecture = client.info().get("Architecture") or "unknown"
     try:
         return platform_of(architecture)
     except ImageBuildError:
@@ -122,9 +125,10 @@ def image_platform(client: docker.DockerClient, image: str) -> Platform:
 
     Raises:
         ImageBuildError: the image is for an architecture images are not built for.
-        docker.errors.ImageNotFound: ``image`` is not present locally.
+        Missing: ``image`` is not present locally.
     """
-    architecture = client.api.inspect_image(image).get("Architecture") or "unknown"
+    with engine_errors(f"inspect the image {image}"):
+        architecture = client.api.inspect_image(image).get("Architecture") or "unknown"
     try:
         return platform_of(architecture)
     except ImageBuildError:
@@ -319,21 +323,14 @@ def build_image(
         ImageBuildError: The engine's architecture is not supported (without ``platform``), the
             local ``base`` is for another architecture, the wheels could not be downloaded, or
             the engine refused or failed the build; carries the last build log lines.
+        SandboxError: the engine failed otherwise (mapped by :func:`~..boundary.engine_errors`).
     """
-    import docker.errors
-
     platform = platform or engine_platform(client)
-    try:
-        base_is_local = bool(client.images.get(base))
-    except docker.errors.ImageNotFound:
-        base_is_local = False  # the engine will try to pull it
+    base_is_local = local_image(client, base) is not None  # else the engine will try to pull it
     if base_is_local and (base_platform := image_platform(client, base)) != platform:
         raise ImageBuildError(f"the base image {base} is for {base_platform}, not {platform}: give a base of that "
                               "architecture (make-base-image.sh TAG '' ARCH makes one from Debian packages)")
-    try:
-        previous = client.api.inspect_image(tag)["Id"]
-    except docker.errors.ImageNotFound:
-        previous = None
+    previous = (local_image(client, tag) or {}).get("Id")
     with tempfile.TemporaryDirectory() as scratch:
         wheels = download_wheelhouse(wheelhouse or Path(scratch), requirements, platform=platform)
         try:
@@ -351,10 +348,7 @@ def build_image(
             raise ImageBuildError(f"building {tag} from {base} failed: {exc.engine_error}{hint}",
                                   exc.log_tail) from exc
     if previous not in (None, image_id):  # a rebuild: drop the replaced image unless still in use
-        try:
-            client.api.remove_image(previous)
-        except docker.errors.APIError:
-            pass
+        remove_image_if_unused(client, previous)
     return image_id
 
 
@@ -377,24 +371,24 @@ def run_build(client: docker.DockerClient, context: IO[bytes] | None, tag: str, 
         ImageBuildError: the engine refused or failed the build; ``engine_error`` holds the
             engine's own error when it failed a step; carries the last build log lines.
     """
-    import docker.errors
-
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
     source = {"path": path, "dockerfile": dockerfile} if path else {"fileobj": context, "custom_context": True,
                                                                      "encoding": None}
     if platform is not None:
         source["platform"] = platform.docker
     try:
-        chunks = client.api.build(**source, tag=tag, buildargs=buildargs, labels=labels, rm=True, forcerm=True,
-                                  decode=True)
-        error = _follow(chunks, tail, progress)
-    except docker.errors.APIError as exc:
-        raise ImageBuildError(f"the Docker engine refused to build {tag}: {exc}", tail) from exc
+        with engine_errors(f"build {tag}"):
+            chunks = client.api.build(**source, tag=tag, buildargs=buildargs, labels=labels, rm=True, forcerm=True,
+                                      decode=True)
+            error = _follow(chunks, tail, progress)
+    except Refused as exc:
+        raise ImageBuildError(f"the Docker engine refused to build {tag}: {exc.explanation}", tail) from exc
     if error is not None:
         failure = ImageBuildError(f"building {tag} failed: {error}", tail)
         failure.engine_error = error
         raise failure
-    return client.api.inspect_image(tag)["Id"]
+    with engine_errors(f"inspect the image {tag}"):
+        return client.api.inspect_image(tag)["Id"]
 
 
 def _follow(chunks: Iterable[dict], tail: collections.deque[str],
@@ -430,15 +424,12 @@ def image_is_current(client: docker.DockerClient, tag: str = DEFAULT_TAG,
         (or by hand, without the label); True otherwise.
 
     Raises:
-        docker.errors.APIError: The engine failed.
+        SandboxError: the engine failed (mapped by :func:`~..boundary.engine_errors`).
     """
-    import docker.errors
-
-    try:
-        labels = client.api.inspect_image(tag)["Config"].get("Labels") or {}
-    except docker.errors.ImageNotFound:
+    inspected = local_image(client, tag)
+    if inspected is None:
         return None
-    return labels.get(RECIPE_LABEL) == recipe_digest(requirements)
+    return (inspected["Config"].get("Labels") or {}).get(RECIPE_LABEL) == recipe_digest(requirements)
 
 
 def image_has_ipykernel(client: docker.DockerClient, image: str, timeout: float = 60.0) -> bool:
@@ -458,29 +449,26 @@ def image_has_ipykernel(client: docker.DockerClient, image: str, timeout: float 
         True when the import exits 0 within ``timeout``.
 
     Raises:
-        docker.errors.ImageNotFound: ``image`` is not present locally.
-        docker.errors.APIError: The engine failed otherwise.
+        Missing: ``image`` is not present locally.
+        SandboxError: the engine failed otherwise (mapped by :func:`~..boundary.engine_errors`).
     """
-    import docker.errors
-    import requests.exceptions
-
-    client.images.get(image)  # raises ImageNotFound instead of pulling
-    container = client.containers.create(
-        image, entrypoint=["python", "-c", "import ipykernel"], command=[],
-        network_mode="none", detach=True,
-    )
+    with engine_errors(f"inspect the image {image}"):
+        client.images.get(image)  # raises instead of pulling
+        container = client.containers.create(
+            image, entrypoint=["python", "-c", "import ipykernel"], command=[],
+            network_mode="none", detach=True,
+        )
     try:
         try:
-            container.start()
-        except docker.errors.APIError as exc:
-            if "executable file not found" in str(exc) or "no such file" in str(exc).lower():
+            with engine_errors(f"start a container of {image}"):
+                container.start()
+        except Refused as exc:
+            if "executable file not found" in exc.explanation or "no such file" in exc.explanation.lower():
                 return False
             raise
-        try:
-            status = container.wait(timeout=timeout)
-        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
-            # docker-py 7.2 raises ConnectionError on timeout here, not the documented ReadTimeout
-            return False  # an image whose import takes longer cannot start a kernel usefully
-        return status.get("StatusCode") == 0
+        status = wait_exited(container, timeout)
+        # None: an image whose import takes longer cannot start a kernel usefully
+        return status is not None and status.get("StatusCode") == 0
     finally:
-        container.remove(force=True)
+        with engine_errors(f"remove the container of {image}"):
+            container.remove(force=True)

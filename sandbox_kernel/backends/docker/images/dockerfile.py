@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..boundary import engine_errors, local_image, remove_image_if_unused
 from .build import ImageBuildError, run_build
 
 if TYPE_CHECKING:
@@ -99,33 +100,29 @@ def build_dockerfile_image(client: docker.DockerClient, dockerfile: Path, build_
     Raises:
         ImageBuildError: ``dockerfile`` or its folder cannot be read, or the engine refused or
             failed the build (carries the log tail).
+        SandboxError: the engine failed otherwise (mapped by :func:`~..boundary.engine_errors`).
     """
-    import docker.errors
-
     dockerfile = Path(dockerfile).expanduser().absolute()
     try:
         tag = dockerfile_tag(dockerfile, build_args)
     except OSError as exc:  # not an engine error: the Dockerfile or its folder cannot be read
         raise ImageBuildError(f"{exc} (the dockerfile option: the path of a Dockerfile, whose folder is "
                               "the build context)") from exc
-    try:
-        return client.api.inspect_image(tag) and tag
-    except docker.errors.ImageNotFound:
-        pass
+    if local_image(client, tag) is not None:
+        return tag
     try:
         image_id = run_build(client, None, tag, buildargs=build_args, progress=progress, path=str(dockerfile.parent),
                              dockerfile=dockerfile.name, labels={DOCKERFILE_LABEL: str(dockerfile)})
     except ImageBuildError as exc:
         if exc.engine_error is None:
             raise
-        missing = [image for image in from_images(dockerfile) if not client.api.images(name=image, quiet=True)]
+        missing = [image for image in from_images(dockerfile) if local_image(client, image) is None]
         hint = (f" (its FROM image {', '.join(missing)} is not present locally, and the engine could not pull it: "
                 "`docker load` or build it first; FROM sandbox-kernel:latest works offline)") if missing else ""
         raise ImageBuildError(f"building {dockerfile} failed: {exc.engine_error}{hint}", exc.log_tail) from exc
-    for old in client.api.images(filters={"label": f"{DOCKERFILE_LABEL}={dockerfile}"}):
+    with engine_errors("list the images built from the Dockerfile"):
+        built = client.api.images(filters={"label": f"{DOCKERFILE_LABEL}={dockerfile}"})
+    for old in built:
         if old["Id"] != image_id:
-            try:
-                client.api.remove_image(old["Id"])
-            except docker.errors.APIError:  # in use by a container, or tagged elsewhere
-                pass
+            remove_image_if_unused(client, old["Id"])  # kept when in use by a container, or tagged elsewhere
     return tag

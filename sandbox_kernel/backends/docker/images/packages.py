@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from ..boundary import engine_errors, local_image, remove_image_if_unused
 from .build import (
     BASE_LABEL,
     ImageBuildError,
@@ -64,9 +65,10 @@ def packages_tag(client: docker.DockerClient, base: str, packages: list[str]) ->
     """The tag of ``base`` plus ``packages``: ``sandbox-kernel-packages:DIGEST``.
 
     Raises:
-        docker.errors.ImageNotFound: ``base`` is not present locally.
+        Missing: ``base`` is not present locally.
     """
-    return f"{REPOSITORY}:{packages_digest(client.api.inspect_image(base)['Id'], packages)}"
+    with engine_errors(f"inspect the image {base}"):
+        return f"{REPOSITORY}:{packages_digest(client.api.inspect_image(base)['Id'], packages)}"
 
 
 def _context(requirements: Path, wheels: list[Path]) -> IO[bytes]:
@@ -109,16 +111,12 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
         RequirementNotFound: no wheel of a requirement exists for the sandbox's Python.
         ImageBuildError: ``base`` is for an architecture wheels are not fetched for, or the
             download or the build failed otherwise (carries the log tail).
-        docker.errors.ImageNotFound: ``base`` is not present locally.
+        Missing: ``base`` is not present locally.
+        SandboxError: the engine failed otherwise (mapped by :func:`~..boundary.engine_errors`).
     """
-    import docker.errors
-
     tag = packages_tag(client, base, packages)
-    try:
-        client.api.inspect_image(tag)
+    if local_image(client, tag) is not None:
         return tag
-    except docker.errors.ImageNotFound:
-        pass
     platform = image_platform(client, base)
     with tempfile.TemporaryDirectory() as scratch:
         requirements = Path(scratch) / "requirements.txt"
@@ -134,7 +132,8 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
                                           not _UNREACHABLE.search(log)) from exc
             raise
         wheels = needed_wheels(wheelhouse, requirements, platform=platform)  # not the rest of a shared wheelhouse
-        user = client.api.inspect_image(base)["Config"].get("User") or "root"
+        with engine_errors(f"inspect the image {base}"):
+            user = client.api.inspect_image(base)["Config"].get("User") or "root"
         with _context(requirements, wheels) as context:
             run_build(client, context, tag, buildargs={"BASE": base, "BASE_USER": user},
                       labels={BASE_LABEL: base, PACKAGES_LABEL: "\n".join(packages)}, progress=progress,
@@ -146,10 +145,7 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
 def _remove_builders(client: docker.DockerClient) -> None:
     """Remove the builder stages of packages images (untagged, labelled in packages.Dockerfile):
     they hold the wheels and a second copy of what was installed."""
-    import docker.errors
-
-    for image in client.api.images(filters={"label": BUILDER_LABEL, "dangling": True}):
-        try:
-            client.api.remove_image(image["Id"])
-        except docker.errors.APIError:  # used by a build running now
-            pass
+    with engine_errors("list the builder stages of packages images"):
+        builders = client.api.images(filters={"label": BUILDER_LABEL, "dangling": True})
+    for image in builders:
+        remove_image_if_unused(client, image["Id"])  # kept when used by a build running now
