@@ -8,6 +8,7 @@ in the host's config applies too (the line's options take precedence).
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import sys
@@ -26,6 +27,7 @@ from sandbox_kernel.policy import OutputOptions, OutputPolicy
 from sandbox_kernel.traits import ByteSize
 
 from . import session as sessions
+from .comms import CommRelay, host_kernel
 from .display import SandboxResult, cell_error, infrastructure_error
 from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
 from .run import run_cell, wait
@@ -126,7 +128,12 @@ class SandboxMagics(Magics, OutputOptions):
             raise
         finally:
             backend.set_progress_handler(None)
-        session = Session(name, backend, pipeline=magic_pipeline(self._policy()))
+        kernel = host_kernel()
+        pipeline = magic_pipeline(self._policy(), backend, host_comms=kernel is not None)
+        session = Session(name, backend, pipeline=pipeline)
+        if pipeline.comms:
+            session.comms = CommRelay(kernel, backend, pipeline, functools.partial(wait, self.registry.loop),
+                                      lambda: self.max_output_bytes)
         self.registry.add(session)
         return session
 
@@ -196,6 +203,8 @@ class SandboxMagics(Magics, OutputOptions):
     def _stop(self, name: str) -> str:
         session = self._existing(name)
         self.registry.remove(name)
+        if session.comms is not None:
+            session.comms.detach()
         wait(self.registry.loop, session.backend.shutdown())
         return f"Stopped session {name!r} ({session.backend.name})."
 
