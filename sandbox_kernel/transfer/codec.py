@@ -173,11 +173,17 @@ def _read_arrow(data: bytes, kind: str) -> Any:
     if kind == "series":
         series = frame["__series__"]
         raw = (table.schema.metadata or {}).get(b"sandbox_kernel.series_name", b"null")
-        series.name = json.loads(raw)
-        if not _is_json(series.name):
+        name = json.loads(raw)
+        if not _is_json(name):
             raise ValueError("a Series name that is not a plain value")
+        series.name = _hashable(name)
         return series
     return frame
+
+
+def _hashable(value: Any) -> Any:
+    """A JSON value with its lists as tuples (a Series name must be hashable)."""
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
 def _refuse_extensions(field: Any, name: str) -> None:
@@ -187,8 +193,8 @@ def _refuse_extensions(field: Any, name: str) -> None:
     pa = _pyarrow()
     kind = field.type
     tagged = (field.metadata or {}).get(b"ARROW:extension:name")
-    if isinstance(kind, pa.ExtensionType) or tagged is not None:
-        label = kind if isinstance(kind, pa.ExtensionType) else tagged.decode("utf-8", "replace")
+    if isinstance(kind, pa.BaseExtensionType) or tagged is not None:
+        label = kind if isinstance(kind, pa.BaseExtensionType) else tagged.decode("utf-8", "replace")
         raise TransferError(f"column {name!r} from the sandbox has the Arrow extension type {label!r}, which is "
                             "refused; nothing was set.")
     for i in range(getattr(kind, "num_fields", 0)):
