@@ -39,9 +39,9 @@ def _sandbox_transfer(name, path, kind, mode, marker):
             if kind == "series":
                 meta = table.schema.metadata or {}
                 value = value["__series__"]
-                name = json.loads(meta.get(b"sandbox_kernel.series_name", b"null"))
+                label = json.loads(meta.get(b"sandbox_kernel.series_name", b"null"))
                 hashable = lambda v: tuple(hashable(x) for x in v) if isinstance(v, list) else v
-                value.name = hashable(name)
+                value.name = hashable(label)
         ns[name] = value
         return say(kind=kind, size=len(data))
     if name not in ns:
