@@ -114,3 +114,20 @@ def test_restart_closes_the_sessions_comms(host):
     _, outputs = host.execute("%sandbox restart w")
     assert text in [m["content"]["comm_id"] for m in outputs if m["header"]["msg_type"] == "comm_close"]
     assert text not in host.kc.comm_info(reply=True)["content"]["comms"]
+
+
+def test_e2b_says_once_that_widgets_cannot_work():
+    from tests.support.host import host_kernel
+
+    prepared("e2b")
+    with host_kernel("e2b") as (_, kc):
+        frontend = WidgetFrontend(kc)
+        notes = []
+        for _ in range(2):
+            reply, outputs = frontend.execute("%%sandbox --backend e2b --name e\nimport ipywidgets as widgets\n"
+                                              "widgets.IntSlider(value=3)")
+            assert reply["status"] == "ok"
+            assert result(outputs) == {"text/plain": "IntSlider(value=3)"}
+            notes.append(stdout(outputs, "stderr"))
+        assert "ipywidgets cannot work with the e2b backend" in notes[0] and notes[1] == ""
+        assert not [s for s in frontend.models.values() if s.get("_model_name") == "IntSliderModel"]
