@@ -93,7 +93,9 @@ def notebooks(origin: str) -> dict[str, Notebook]:
 
     for tag, option in (("magic-sanitize", ""), ("magic-trust", " --output-policy trust")):
         cells, found = with_attacks(tag, origin, prefix=f"{MAGIC}{option}\n")
-        books[tag] = Notebook("python3", {"load": "%load_ext magics", **cells}, found)
+        # widgets follow the session's policy (they outlive their cell), not a cell's --output-policy
+        load = "%load_ext magics" + ("\n%config SandboxMagics.output_policy = 'trust'" if option else "")
+        books[tag] = Notebook("python3", {"load": load, **cells}, found)
     isolate = f"{MAGIC} --output-policy isolate\n"
     cells, found = with_attacks("magic-isolate", origin, prefix=isolate)
     books["magic-isolate"] = Notebook("python3", {}, found)  # its cells live in magic-sanitize
