@@ -16,9 +16,11 @@ event                          shown with
 ``ClearOutput``                ``IPython.display.clear_output``
 ``Error``                      raised at the end as :class:`SandboxCellError`, whose
                                ``_render_traceback_`` gives the sandbox's traceback
-``Comm`` (ipywidgets)          not forwarded yet: the session's pipeline drops them and a
-                               widget's view (``application/vnd.jupyter.widget-view+json``),
-                               as the host has no model for it, and says so once
+``Comm`` (ipywidgets)          published on the host's IOPub by the session's
+                               :class:`~magics.comms.CommRelay` (which makes the host's comm
+                               manager route the page's answers into the sandbox); without one
+                               (e2b, no host kernel) the pipeline drops comms and widget views
+                               and says so once
 =============================  ==============================================================
 
 Events reach :class:`CellOutputs` through the session's cell pipeline
@@ -33,7 +35,7 @@ from typing import Any
 from IPython import get_ipython
 from IPython.display import clear_output, publish_display_data
 
-from sandbox_kernel.events import ClearOutput, Display, Error, Event, Outcome, Stream
+from sandbox_kernel.events import ClearOutput, Comm, Display, Error, Event, Outcome, Stream
 from sandbox_kernel.outputs import error_event
 
 
@@ -109,12 +111,16 @@ class CellOutputs:
         errors: the ``Error`` events, in order (shown at the end, once).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, comms: Any = None) -> None:
         self.result: SandboxResult | None = None
         self.errors: list[Error] = []
+        self.comms = comms  # the session's CommRelay, or None
 
     def take(self, event: Event) -> None:
-        if isinstance(event, Display) and event.execution_count is not None and not event.update:
+        if isinstance(event, Comm):
+            if self.comms is not None:
+                self.comms.publish(event)
+        elif isinstance(event, Display) and event.execution_count is not None and not event.update:
             self.result = SandboxResult(event.data, event.metadata)
         elif isinstance(event, Error):
             self.errors.append(event)

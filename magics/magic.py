@@ -8,6 +8,7 @@ in the host's config applies too (the line's options take precedence).
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import sys
@@ -26,7 +27,9 @@ from sandbox_kernel.policy import OutputOptions, OutputPolicy
 from sandbox_kernel.traits import ByteSize
 
 from . import session as sessions
-from .display import SandboxResult, cell_error, infrastructure_error
+from .comms import CommRelay, host_kernel
+from . import variables
+from .display import SandboxCellError, SandboxResult, cell_error, infrastructure_error
 from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
 from .run import run_cell, wait
 from .session import Session, magic_hint, magic_pipeline
@@ -48,6 +51,9 @@ class SandboxMagics(Magics, OutputOptions):
                             ).tag(config=True)
     max_output_bytes = ByteSize(10 * 1024**2, help="Output one sandboxed cell may show, e.g. '10m'; the rest "
                                                    "is dropped with a marker. 0: no limit.").tag(config=True)
+    max_transfer_bytes = ByteSize(256 * 1024**2, help="Encoded size of one variable moved by -i/-o, push or pull, "
+                                                      "e.g. '1g'; a larger one is refused before it is read. 0: no "
+                                                      "limit.").tag(config=True)
 
     def __init__(self, shell: Any = None, registry: sessions.Registry | None = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -76,6 +82,13 @@ class SandboxMagics(Magics, OutputOptions):
             %sandbox stop SESSION | --all       shut sandboxes down
             %sandbox upload LOCAL [REMOTE] [--name SESSION]
             %sandbox download REMOTE [LOCAL] [--name SESSION]
+            %sandbox push NAME ... [--name SESSION]     host variables into the sandbox
+            %sandbox pull NAME ... [--name SESSION]     sandbox variables onto the host
+
+        ``-i NAME`` / ``-o NAME`` on the cell's line (repeatable, or comma lists) copy host
+        variables in before the cell, and sandbox variables back after it succeeded, as data
+        only (JSON, bytes, ``.npy``, Arrow IPC: see docs/magic.md); at most
+        ``max_transfer_bytes`` each.
 
         Files move between the notebook's directory and the sandbox's working directory.
         """
@@ -94,8 +107,16 @@ class SandboxMagics(Magics, OutputOptions):
         args = parse_cell_line(line)
         session = self._open(args.name, args.backend, args.options)
         timeout = args.timeout if args.timeout is not None else self.default_timeout
-        return run_cell(self.registry.loop, session, cell, timeout=timeout, max_output_bytes=self.max_output_bytes,
-                        policy=self._policy(args.output_policy))
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        variables.push(self.registry.loop, session, args.inputs, namespace, self.max_transfer_bytes)
+        try:
+            result = run_cell(self.registry.loop, session, cell, timeout=timeout,
+                              max_output_bytes=self.max_output_bytes, policy=self._policy(args.output_policy))
+        except SandboxCellError:
+            variables.say_nothing_came_back(args.outputs)
+            raise
+        variables.pull(self.registry.loop, session, args.outputs, namespace, self.max_transfer_bytes)
+        return result
 
     def _policy(self, mode: str | None = None) -> OutputPolicy:
         """The output policy of the magic's options now, with ``mode`` (the line's) if given."""
@@ -126,7 +147,12 @@ class SandboxMagics(Magics, OutputOptions):
             raise
         finally:
             backend.set_progress_handler(None)
-        session = Session(name, backend, pipeline=magic_pipeline(self._policy()))
+        kernel = host_kernel()
+        pipeline = magic_pipeline(self._policy(), backend, host_comms=kernel is not None)
+        session = Session(name, backend, pipeline=pipeline)
+        if pipeline.comms:
+            session.comms = CommRelay(kernel, backend, pipeline, functools.partial(wait, self.registry.loop),
+                                      lambda: self.max_output_bytes)
         self.registry.add(session)
         return session
 
@@ -196,6 +222,8 @@ class SandboxMagics(Magics, OutputOptions):
     def _stop(self, name: str) -> str:
         session = self._existing(name)
         self.registry.remove(name)
+        if session.comms is not None:
+            session.comms.detach()
         wait(self.registry.loop, session.backend.shutdown())
         return f"Stopped session {name!r} ({session.backend.name})."
 
@@ -223,6 +251,26 @@ class SandboxMagics(Magics, OutputOptions):
         session.backend.require("files", "file upload")
         wait(self.registry.loop, session.backend.upload(local, remote))
         print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
+
+    def _cmd_push(self, args: list[str]) -> None:
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        names = self._variable_names("push", rest)
+        session = self._open(found.get("name", "default"))
+        variables.push(self.registry.loop, session, names, self.shell.user_ns, self.max_transfer_bytes)
+        print(f"Pushed {', '.join(names)} to session {session.name!r}.")
+
+    def _cmd_pull(self, args: list[str]) -> None:
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        names = self._variable_names("pull", rest)
+        session = self._existing(found.get("name", "default"))
+        variables.pull(self.registry.loop, session, names, self.shell.user_ns, self.max_transfer_bytes)
+        print(f"Pulled {', '.join(names)} from session {session.name!r}.")
+
+    def _variable_names(self, command: str, args: list[str]) -> list[str]:
+        names = [n.strip() for arg in self._positional(command, args, 1, 10_000) for n in arg.split(",") if n.strip()]
+        if not names:
+            raise usage(f"{command} needs variable names", LINE_USAGE)
+        return names
 
     def _cmd_download(self, args: list[str]) -> None:
         found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)

@@ -22,9 +22,10 @@ from sandbox_kernel.config_check import closest
 from sandbox_kernel.policy import POLICIES
 
 CELL_USAGE = ("%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--output-policy sanitize|isolate|trust] "
-              "[--backend-option VALUE ...]")
+              "[-i NAME[,NAME...] ...] [-o NAME[,NAME...] ...] [--backend-option VALUE ...]")
 LINE_USAGE = ("%sandbox list | status [SESSION] | restart SESSION | stop SESSION|--all | "
-              "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--name SESSION]")
+              "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--name SESSION] | "
+              "push NAME ... [--name SESSION] | pull NAME ... [--name SESSION]")
 
 _OWN = {"--backend": "backend", "-b": "backend", "--name": "name", "-n": "name", "--timeout": "timeout",
         "-t": "timeout", "--output-policy": "output_policy"}
@@ -72,13 +73,40 @@ class CellArgs:
     """This cell's output policy (``--output-policy``), or None for the magic's default."""
     options: list[str] = field(default_factory=list)
     """The backend options, as tokens (``["--memory-limit", "1g"]``)."""
+    inputs: list[str] = field(default_factory=list)
+    """Host variables copied into the sandbox before the cell (``-i``)."""
+    outputs: list[str] = field(default_factory=list)
+    """Sandbox variables copied back to the host after the cell succeeded (``-o``)."""
+
+
+_NAMES = {"-i": "inputs", "--input": "inputs", "-o": "outputs", "--output": "outputs"}
+
+
+def take_names(tokens: list[str], usage_line: str) -> tuple[dict[str, list[str]], list[str]]:
+    """Split the repeatable ``-i``/``-o`` options (comma lists too) from ``tokens``."""
+    found: dict[str, list[str]] = {"inputs": [], "outputs": []}
+    rest: list[str] = []
+    i = 0
+    while i < len(tokens):
+        flag, sep, value = tokens[i].partition("=")
+        if flag in _NAMES:
+            if not sep:
+                if i + 1 >= len(tokens):
+                    raise usage(f"{flag} needs a variable name", usage_line)
+                i, value = i + 1, tokens[i + 1]
+            found[_NAMES[flag]] += [n.strip() for n in value.split(",") if n.strip()]
+        else:
+            rest.append(tokens[i])
+        i += 1
+    return found, rest
 
 
 def parse_cell_line(line: str) -> CellArgs:
     """Parse the ``%%sandbox`` line (see the module's docstring)."""
-    found, rest = take_options(split(line, CELL_USAGE), _OWN, CELL_USAGE)
+    names, tokens = take_names(split(line, CELL_USAGE), CELL_USAGE)
+    found, rest = take_options(tokens, _OWN, CELL_USAGE)
     args = CellArgs(name=found.get("name", "default"), backend=found.get("backend"),
-                    output_policy=found.get("output_policy"), options=rest)
+                    output_policy=found.get("output_policy"), options=rest, **names)
     if args.output_policy is not None and args.output_policy.lower() not in POLICIES:
         raise usage(f"--output-policy is one of {', '.join(POLICIES)}, not {args.output_policy!r}", CELL_USAGE)
     if not args.name:

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox_kernel import sigint
-from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.backends.base import Backend, request_msg_id
 from sandbox_kernel.errors import SandboxError
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.sigint import on_sigint
 
+from .comms import host_parent
 from .display import CellOutputs, SandboxResult, infrastructure_error, show
 from .session import LoopThread, Session
 
@@ -169,8 +170,12 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
     """
     backend: Backend = session.backend
     inbox: queue.Queue = queue.Queue()
-    outputs = CellOutputs()
+    outputs = CellOutputs(session.comms)
     cell = session.pipeline.cell(inbox.put, max_output_bytes, policy)  # its sink runs on the loop thread
+    session.pipeline.renew_outside_budget(max_output_bytes)
+    parent = host_parent()
+    if session.comms is not None:
+        session.comms.serving(parent)
 
     async def ask(prompt: str, password: bool) -> str:  # on the loop thread
         answer: concurrent.futures.Future = concurrent.futures.Future()
@@ -178,7 +183,9 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
         return await asyncio.wrap_future(answer)
 
     stdin = ask if host_allows_stdin() else None
-    work = cell.run(lambda emit: backend.execute(code, emit, timeout=timeout, stdin=stdin))
+    # the sandbox's request gets the host cell's msg_id: an Output widget captures by it
+    work = cell.run(lambda emit: _as_request(parent.get("header", {}).get("msg_id"),
+                                             backend.execute(code, emit, timeout=timeout, stdin=stdin)))
     try:
         outcome = wait(loop, work, inbox=inbox, handle=outputs.take, on_interrupt=backend.interrupt,
                        session=session.name)
@@ -191,6 +198,16 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
     if failure is not None:
         raise failure
     return outputs.result
+
+
+async def _as_request(msg_id: str | None, coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await ``coro`` (on the loop thread) as the host request ``msg_id``
+    (:data:`~sandbox_kernel.backends.base.request_msg_id`)."""
+    token = request_msg_id.set(msg_id)
+    try:
+        return await coro
+    finally:
+        request_msg_id.reset(token)
 
 
 def _drain(inbox: queue.Queue, outputs: CellOutputs) -> None:

@@ -45,6 +45,7 @@ class Session:
     pipeline: OutputPipeline | None = None
     started_at: float = field(default_factory=time.time)
     cells: int = 0
+    comms: Any = None  # its CommRelay (magics.comms) when widgets reach the host's page
     _sandbox_id: Any = None
 
     def __post_init__(self) -> None:
@@ -58,6 +59,8 @@ class Session:
     def reset(self) -> None:
         """The sandbox was replaced (restart): its uptime and cell count start again."""
         self.started_at, self.cells, self._sandbox_id = time.time(), 0, self.sandbox_id()
+        if self.comms is not None:  # the old sandbox's widgets are gone: close them in the page
+            self.comms.close_all()
 
     def after_cell(self) -> None:
         """Count a cell; notice when the backend replaced a sandbox that had died."""
@@ -77,14 +80,20 @@ def magic_hint(option: str, value: str) -> str:
     return f"%config SandboxMagics.{option} = [{value!r}]"
 
 
-COMMS_NOTE = ("[ipywidgets and other comms inside %%sandbox are not supported yet: widgets will not work; "
-              "use the sandbox kernel (sandbox-kernel install) for them]\n")
+COMMS_NOTE = ("[ipywidgets inside %%sandbox need a Jupyter kernel as host (here there is none): widgets are "
+              "shown as text]\n")
 
 
-def magic_pipeline(policy: OutputPolicy) -> OutputPipeline:
-    """The output pipeline of a magic session: comms do not reach the host's page yet."""
-    return OutputPipeline(policy, comms=False, no_comms_note=COMMS_NOTE,
-                          budget_setting="SandboxMagics.max_output_bytes")
+def magic_pipeline(policy: OutputPolicy, backend: Backend | None = None, host_comms: bool = False) -> OutputPipeline:
+    """The output pipeline of a magic session. Comms reach the host's page when the host is a
+    Jupyter kernel (``host_comms``) and ``backend`` carries them; a backend that cannot (e2b)
+    gets the sandbox kernel's one-line note naming it, a host without a kernel :data:`COMMS_NOTE`."""
+    budget = "SandboxMagics.max_output_bytes"
+    if backend is None or not host_comms:
+        return OutputPipeline(policy, comms=False, no_comms_note=COMMS_NOTE, budget_setting=budget)
+    pipeline = OutputPipeline(policy, comms=backend.capabilities.comms, budget_setting=budget)
+    pipeline.backend = backend.name
+    return pipeline
 
 
 class Registry:

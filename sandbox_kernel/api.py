@@ -35,6 +35,7 @@ from .backends.base import Backend, Capabilities
 from .config_check import closest
 from .errors import ConfigError, SandboxError
 from .events import Emit, Event, Outcome
+from . import transfer
 from .loop_thread import at_exit, shared_loop
 from .pipeline import OutputPipeline
 from .policy import OutputOptions
@@ -76,6 +77,9 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
                                                 "(None: no limit); run(timeout=...) overrides it.").tag(config=True)
     max_output_bytes = ByteSize(10 * 1024**2, help="Output one execution may return, e.g. '10m'; the rest is "
                                                    "dropped with a note. 0: no limit.").tag(config=True)
+    max_transfer_bytes = ByteSize(256 * 1024**2, help="Encoded size one value moved by put/get may have, e.g. "
+                                                      "'1g'; a larger one is refused before it is read. 0: no "
+                                                      "limit.").tag(config=True)
     allowed_commands = List(Unicode(), default_value=None, allow_none=True,
                             help="Regular expressions; run_command refuses a command line that fully matches "
                                  "none. None: any command. Limits the caller, not code in the sandbox."
@@ -218,6 +222,31 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
         self.backend.require("files", "file download")
         return await self.backend.download(remote, local)
+
+    # -- variables ---------------------------------------------------------------------------
+    async def put(self, name: str, value: Any, *, max_bytes: int | None = None) -> int:
+        """Set the sandbox's variable ``name`` to a copy of ``value``, as data only (JSON,
+        bytes, ``.npy``, Arrow IPC: the table in docs/api.md); returns the encoded size in bytes.
+
+        Raises:
+            TransferError: a bad name, a type that does not travel, a value over ``max_bytes``
+                (default :attr:`max_transfer_bytes`), a failure in the sandbox.
+            NotSupported: the backend cannot copy files.
+        """
+        limit = self.max_transfer_bytes if max_bytes is None else max_bytes
+        return await transfer.put(self.backend, name, value, max_bytes=limit, setting="max_transfer_bytes")
+
+    async def get(self, name: str, *, max_bytes: int | None = None) -> Any:
+        """A host copy of the sandbox's variable ``name``, built from data only (never pickle);
+        over ``max_bytes`` (default :attr:`max_transfer_bytes`) it is refused before it is read.
+
+        Raises:
+            TransferError: a bad or unknown name, a type that does not travel, a value over the
+                bound, data that is not what it claims.
+            NotSupported: the backend cannot copy files.
+        """
+        limit = self.max_transfer_bytes if max_bytes is None else max_bytes
+        return await transfer.get(self.backend, name, max_bytes=limit, setting="max_transfer_bytes")
 
     async def read_file(self, remote: str) -> bytes:
         """The bytes of the sandbox's file ``remote`` (through :meth:`download`)."""

@@ -15,8 +15,8 @@ starting at a time, then all at once):
 - ``kernel-isolate`` (``--SandboxKernel.output_policy=isolate``): the same attacks and a
   script-driven chart, which must draw inside its opaque-origin frame;
 - ``magic-sanitize`` and ``magic-trust``: a ``python3`` notebook whose cells are
-  ``%%sandbox --backend docker`` (and ``--output-policy trust``), the same attacks (not the
-  widget ones: the magic does not forward comms), ordinary outputs and controls; the chart and
+  ``%%sandbox --backend docker`` (and ``--output-policy trust``), the same attacks (the widget
+  ones too: the magic forwards comms through the same widget rules), ordinary outputs and controls; the chart and
   the attacks once more under ``--output-policy isolate`` (tag ``magic-isolate``).
 
 ``kernel-sanitize`` and ``kernel-trust`` also end with a cell that makes the sandbox answer
@@ -92,10 +92,12 @@ def notebooks(origin: str) -> dict[str, Notebook]:
         books[tag].cells.update(attacks.inspect_reply(f"{origin}/leak/{tag}/inspect-reply?d=secret"))
 
     for tag, option in (("magic-sanitize", ""), ("magic-trust", " --output-policy trust")):
-        cells, found = with_attacks(tag, origin, widgets=False, prefix=f"{MAGIC}{option}\n")
-        books[tag] = Notebook("python3", {"load": "%load_ext magics", **cells}, found)
+        cells, found = with_attacks(tag, origin, prefix=f"{MAGIC}{option}\n")
+        # widgets follow the session's policy (they outlive their cell), not a cell's --output-policy
+        load = "%load_ext magics" + ("\n%config SandboxMagics.output_policy = 'trust'" if option else "")
+        books[tag] = Notebook("python3", {"load": load, **cells}, found)
     isolate = f"{MAGIC} --output-policy isolate\n"
-    cells, found = with_attacks("magic-isolate", origin, widgets=False, prefix=isolate)
+    cells, found = with_attacks("magic-isolate", origin, prefix=isolate)
     books["magic-isolate"] = Notebook("python3", {}, found)  # its cells live in magic-sanitize
     plain = {k: v for k, v in {**controls.ORDINARY, **everyday}.items() if k != "widgets"}
     books["magic-sanitize"].cells.update({**{k: f"{MAGIC}\n{v}" for k, v in plain.items()},

@@ -94,7 +94,8 @@ def test_interrupt_at_an_input_prompt(backend_name):
         assert run(kc, "%%sandbox\nx + 1")[0]["status"] == "ok"
 
 
-def test_comms_are_not_forwarded_yet_and_say_so():
+def test_without_a_host_kernel_comms_are_dropped_and_said_once():
+    """Terminal IPython has no page: the magic's pipeline drops comms and says so once."""
     from magics.session import COMMS_NOTE, magic_pipeline
     from sandbox_kernel.events import Comm, Stream
     from sandbox_kernel.policy import OutputPolicy
