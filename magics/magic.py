@@ -253,18 +253,21 @@ class SandboxMagics(Magics, OutputOptions):
         print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
 
     def _cmd_push(self, args: list[str]) -> None:
-        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        names = self._variable_names("push", rest)
-        session = self._open(found.get("name", "default"))
-        variables.push(self.registry.loop, session, names, self.shell.user_ns, self.max_transfer_bytes)
-        print(f"Pushed {', '.join(names)} to session {session.name!r}.")
+        self._transfer("push", args)
 
     def _cmd_pull(self, args: list[str]) -> None:
+        self._transfer("pull", args)
+
+    def _transfer(self, command: str, args: list[str]) -> None:
+        """``%sandbox push NAMES`` (host variables into the session) or ``pull`` (back)."""
         found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        names = self._variable_names("pull", rest)
-        session = self._existing(found.get("name", "default"))
-        variables.pull(self.registry.loop, session, names, self.shell.user_ns, self.max_transfer_bytes)
-        print(f"Pulled {', '.join(names)} from session {session.name!r}.")
+        names = self._variable_names(command, rest)
+        name = found.get("name", "default")
+        push = command == "push"
+        session = self._open(name) if push else self._existing(name)
+        (variables.push if push else variables.pull)(self.registry.loop, session, names, self.shell.user_ns,
+                                                     self.max_transfer_bytes)
+        print(f"{'Pushed' if push else 'Pulled'} {', '.join(names)} {'to' if push else 'from'} session {session.name!r}.")
 
     def _variable_names(self, command: str, args: list[str]) -> list[str]:
         names = [n.strip() for arg in self._positional(command, args, 1, 10_000) for n in arg.split(",") if n.strip()]

@@ -42,24 +42,31 @@ def split(line: str, usage_line: str) -> list[str]:
         raise usage(f"cannot parse the line ({exc})", usage_line) from None
 
 
-def take_options(tokens: list[str], own: dict[str, str], usage_line: str) -> tuple[dict[str, str], list[str]]:
-    """Split ``tokens`` into the options named in ``own`` (``{flag: key}``; each takes a value,
-    as ``--flag VALUE`` or ``--flag=VALUE``) and the rest, in order."""
-    found: dict[str, str] = {}
+def _split(tokens: list[str], flags: dict[str, str], usage_line: str, needs: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """``[(flag, value), ...]`` for the tokens that are one of ``flags`` (each takes a value, as
+    ``--flag VALUE`` or ``--flag=VALUE``; ``needs`` names it in the error), and the rest, in order."""
+    pairs: list[tuple[str, str]] = []
     rest: list[str] = []
     i = 0
     while i < len(tokens):
         flag, sep, value = tokens[i].partition("=")
-        if flag in own:
+        if flag in flags:
             if not sep:
                 if i + 1 >= len(tokens):
-                    raise usage(f"{flag} needs a value", usage_line)
+                    raise usage(f"{flag} needs {needs}", usage_line)
                 i, value = i + 1, tokens[i + 1]
-            found[own[flag]] = value
+            pairs.append((flag, value))
         else:
             rest.append(tokens[i])
         i += 1
-    return found, rest
+    return pairs, rest
+
+
+def take_options(tokens: list[str], own: dict[str, str], usage_line: str) -> tuple[dict[str, str], list[str]]:
+    """Split ``tokens`` into the options named in ``own`` (``{flag: key}``; each takes a value,
+    as ``--flag VALUE`` or ``--flag=VALUE``) and the rest, in order."""
+    pairs, rest = _split(tokens, own, usage_line, "a value")
+    return {own[flag]: value for flag, value in pairs}, rest
 
 
 @dataclass
@@ -84,20 +91,10 @@ _NAMES = {"-i": "inputs", "--input": "inputs", "-o": "outputs", "--output": "out
 
 def take_names(tokens: list[str], usage_line: str) -> tuple[dict[str, list[str]], list[str]]:
     """Split the repeatable ``-i``/``-o`` options (comma lists too) from ``tokens``."""
+    pairs, rest = _split(tokens, _NAMES, usage_line, "a variable name")
     found: dict[str, list[str]] = {"inputs": [], "outputs": []}
-    rest: list[str] = []
-    i = 0
-    while i < len(tokens):
-        flag, sep, value = tokens[i].partition("=")
-        if flag in _NAMES:
-            if not sep:
-                if i + 1 >= len(tokens):
-                    raise usage(f"{flag} needs a variable name", usage_line)
-                i, value = i + 1, tokens[i + 1]
-            found[_NAMES[flag]] += [n.strip() for n in value.split(",") if n.strip()]
-        else:
-            rest.append(tokens[i])
-        i += 1
+    for flag, value in pairs:
+        found[_NAMES[flag]] += [n.strip() for n in value.split(",") if n.strip()]
     return found, rest
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.kernels import stdout
 from tests.support.backends import prepared
-from tests.test_widgets import WIDGET_VIEW, WidgetFrontend, comm_msgs, result
+from tests.support.widgets import INTERACT, WIDGET_VIEW, WidgetFrontend, check_interact, comm_msgs, e2b_widget_notes, result
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -52,18 +52,8 @@ def test_slider_moves_both_ways(host):
 
 
 def test_interact_output_lands_in_its_output_widget(host):
-    _, outputs = host.execute(cell("from ipywidgets import interact\ndef double(x):\n    print('double:', 2 * x)\n"
-                                   "shown = interact(double, x=3)"))
-    request = outputs[0]["parent_header"]["msg_id"]
-    slider, out = host.find("IntSliderModel", description="x"), host.find("OutputModel")
-    assert [m["content"]["data"]["state"]["msg_id"] for m in comm_msgs(outputs, out, "update")] == [request, ""]
-    assert stdout(outputs) == "double: 6\n"
-
-    caused = host.update(slider, {"value": 5})
-    event = caused[0]["parent_header"]["msg_id"]
-    assert [m["content"]["data"]["state"]["msg_id"] for m in comm_msgs(caused, out, "update")] == [event, ""]
-    assert stdout(caused) == "double: 10\n"
-    assert all(m["parent_header"]["msg_id"] == event for m in caused)
+    caused = check_interact(host, cell(INTERACT))
+    assert all(m["parent_header"]["msg_id"] == caused[0]["parent_header"]["msg_id"] for m in caused)
 
 
 def test_button_callback_runs_after_its_cell_ended(host):
@@ -122,12 +112,7 @@ def test_e2b_says_once_that_widgets_cannot_work():
     prepared("e2b")
     with host_kernel("e2b") as (_, kc):
         frontend = WidgetFrontend(kc)
-        notes = []
-        for _ in range(2):
-            reply, outputs = frontend.execute("%%sandbox --backend e2b --name e\nimport ipywidgets as widgets\n"
-                                              "widgets.IntSlider(value=3)")
-            assert reply["status"] == "ok"
-            assert result(outputs) == {"text/plain": "IntSlider(value=3)"}
-            notes.append(stdout(outputs, "stderr"))
+        notes = e2b_widget_notes(frontend, "%%sandbox --backend e2b --name e\nimport ipywidgets as widgets\n"
+                                           "widgets.IntSlider(value=3)")
         assert "ipywidgets cannot work with the e2b backend" in notes[0] and notes[1] == ""
         assert not [s for s in frontend.models.values() if s.get("_model_name") == "IntSliderModel"]

@@ -18,11 +18,11 @@ import pytest
 
 from tests.support.backends import prepared
 from tests.kernels import kernel, run, stdout
-from tests.support.widgets import WidgetFrontend, comm_msgs, put_buffers, result
+from tests.support.widgets import (INTERACT, WIDGET_VIEW, WidgetFrontend, check_interact, comm_msgs, e2b_widget_notes,
+                                   put_buffers, result)
 
 pytestmark = pytest.mark.timeout(300)
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 64  # binary state: travels as a buffer, never as JSON
 
 
@@ -89,19 +89,9 @@ def test_widget_manager_restores_state_on_reconnect(frontend):
 
 
 def test_interact_re_renders_into_its_output_widget(frontend):
-    _, outputs = frontend.execute("from ipywidgets import interact\ndef double(x):\n    print('double:', 2 * x)\n"
-                                  "shown = interact(double, x=3)")
-    cell = outputs[0]["parent_header"]["msg_id"]
-    slider, out = frontend.find("IntSliderModel", description="x"), frontend.find("OutputModel")
     # the Output widget captures what has its msg_id as parent: the frontend's own request
-    assert [m["content"]["data"]["state"]["msg_id"] for m in comm_msgs(outputs, out, "update")] == [cell, ""]
-    assert stdout(outputs) == "double: 6\n"
-
-    caused = frontend.update(slider, {"value": 5})
-    request = caused[0]["parent_header"]["msg_id"]
-    kinds = [m["header"]["msg_type"] for m in caused]
-    assert [m["content"]["data"]["state"]["msg_id"] for m in comm_msgs(caused, out, "update")] == [request, ""]
-    assert "clear_output" in kinds and stdout(caused) == "double: 10\n"
+    caused = check_interact(frontend, INTERACT)
+    assert "clear_output" in [m["header"]["msg_type"] for m in caused]
     assert result(frontend.execute("shown.widget.kwargs")[1])["text/plain"] == "{'x': 5}"
 
 
@@ -231,12 +221,7 @@ def test_e2b_says_once_that_widgets_cannot_work():
     prepared("e2b")
     with kernel("e2b") as (_, kc):
         frontend = WidgetFrontend(kc)
-        notes = []
-        for _ in range(2):
-            reply, outputs = frontend.execute("import ipywidgets as widgets\nwidgets.IntSlider(value=3)")
-            assert reply["status"] == "ok"
-            assert result(outputs) == {"text/plain": "IntSlider(value=3)"}  # no view of a model that cannot come
-            notes.append(stdout(outputs, "stderr"))
+        notes = e2b_widget_notes(frontend, "import ipywidgets as widgets\nwidgets.IntSlider(value=3)")
         assert "ipywidgets cannot work with the e2b backend" in notes[0] and notes[1] == ""
         caused = frontend.send("comm_open", {"comm_id": "c1", "target_name": "jupyter.widget.control", "data": {}})
         assert [m["header"]["msg_type"] for m in caused] == ["comm_close"]

@@ -69,7 +69,9 @@ def kind_of(value: Any) -> str | None:
     return None
 
 
-def _is_json(value: Any, depth: int = 0) -> bool:
+def _is_json(value, depth=0) -> bool:  # no annotation the sandbox lacks: it runs this source too
+    """Whether ``value`` is plain JSON data (None, bool, int, float, str, lists, tuples, dicts
+    with str keys), at most 100 deep."""
     if depth > 100:
         return False
     if value is None or type(value) in (bool, int, float, str):
@@ -101,16 +103,20 @@ def encode(value: Any, name: str) -> tuple[str, bytes]:
         buffer = io.BytesIO()
         np.save(buffer, value, allow_pickle=False)
         return kind, buffer.getvalue()
-    pa = _pyarrow()
-    frame = value.to_frame(name="__series__") if kind == "series" else value
-    table = pa.Table.from_pandas(frame)
+    return kind, _arrow_stream(_pyarrow(), value, kind)
+
+
+def _arrow_stream(pa, value, kind) -> bytes:  # no annotation the sandbox lacks: it runs this source too
+    """A DataFrame (``kind`` "arrow") or a Series ("series", as one column ``__series__`` whose
+    name is kept in the schema's metadata) as Arrow IPC stream bytes, with pyarrow ``pa``."""
+    table = pa.Table.from_pandas(value.to_frame(name="__series__") if kind == "series" else value)
     if kind == "series":
         table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                                b"sandbox_kernel.series_name": json.dumps(value.name).encode()})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return kind, sink.getvalue().to_pybytes()
+    return sink.getvalue().to_pybytes()
 
 
 def decode(kind: str, data: bytes, name: str) -> Any:

@@ -8,7 +8,11 @@ Each snippet prints one line, ``MARKER`` + JSON: ``{"kind", "size"}`` or ``{"err
 
 from __future__ import annotations
 
+import inspect
 import json
+import textwrap
+
+from .codec import _arrow_stream, _is_json
 
 MARKER = "@@sandbox-transfer@@ "
 
@@ -47,21 +51,12 @@ def _sandbox_transfer(name, path, kind, mode, marker):
     if name not in ns:
         return say(error="missing")
     value = ns[name]
-    def plain(v, depth=0):
-        if depth > 100:
-            return False
-        if v is None or type(v) in (bool, int, float, str):
-            return True
-        if type(v) in (list, tuple):
-            return all(plain(x, depth + 1) for x in v)
-        if type(v) is dict:
-            return all(type(k) is str and plain(x, depth + 1) for k, x in v.items())
-        return False
+    # HOST RULES: codec._is_json and codec._arrow_stream, the host's own code
     cls = type(value)
     module = cls.__module__.split(".")[0]
     if isinstance(value, (bytes, bytearray)):
         kind, data = "bytes", bytes(value)
-    elif plain(value):
+    elif _is_json(value):
         kind, data = "json", json.dumps(value).encode()
     elif module == "numpy" and cls.__name__ == "ndarray" and value.dtype.kind in "biufcUSMm" and not value.dtype.fields:
         import numpy as np
@@ -74,14 +69,7 @@ def _sandbox_transfer(name, path, kind, mode, marker):
         except ImportError:
             return say(error="pyarrow")
         kind = "arrow" if cls.__name__ == "DataFrame" else "series"
-        table = pa.Table.from_pandas(value if kind == "arrow" else value.to_frame(name="__series__"))
-        if kind == "series":
-            table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                                   b"sandbox_kernel.series_name": json.dumps(value.name).encode()})
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        data = sink.getvalue().to_pybytes()
+        data = _arrow_stream(pa, value, kind)
     else:
         name = cls.__name__ if cls.__module__ == "builtins" else cls.__module__ + "." + cls.__qualname__
         return say(error="type", type=name)
@@ -89,6 +77,10 @@ def _sandbox_transfer(name, path, kind, mode, marker):
         f.write(data)
     say(kind=kind, size=len(data))
 '''
+
+
+_COMMON = _COMMON.replace("    # HOST RULES: codec._is_json and codec._arrow_stream, the host's own code\n",
+                          "".join(textwrap.indent(inspect.getsource(f), "    ") for f in (_is_json, _arrow_stream)))
 
 
 def snippet(name: str, path: str, mode: str, kind: str = "") -> str:

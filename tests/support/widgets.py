@@ -11,7 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.kernels import run
+from tests.kernels import run, stdout
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+"""The MIME type of a widget's view in a display_data bundle."""
+
 
 def put_buffers(state: dict, paths: list, buffers: list) -> None:
     """ipywidgets' ``put_buffers``: the binary values back into the JSON state."""
@@ -90,3 +94,36 @@ def comm_msgs(msgs: list[dict], comm_id: str, method: str) -> list[dict]:
 
 def result(outputs: list[dict]) -> dict:
     return next(m["content"]["data"] for m in outputs if m["header"]["msg_type"] == "execute_result")
+
+
+def e2b_widget_notes(frontend: WidgetFrontend, code: str) -> list[str]:
+    """Run ``code`` (which shows an ``IntSlider(value=3)``) twice on e2b, where widgets cannot
+    work: each time the cell succeeds and shows only the slider's text; returns each run's
+    stderr (the one-line note, then nothing)."""
+    notes = []
+    for _ in range(2):
+        reply, outputs = frontend.execute(code)
+        assert reply["status"] == "ok"
+        assert result(outputs) == {"text/plain": "IntSlider(value=3)"}  # no view of a model that cannot come
+        notes.append(stdout(outputs, "stderr"))
+    return notes
+
+
+INTERACT = "from ipywidgets import interact\ndef double(x):\n    print('double:', 2 * x)\nshown = interact(double, x=3)"
+"""A cell that shows ``interact`` on a slider ``x``, printing ``double: 2x`` into its Output widget."""
+
+
+def check_interact(frontend: WidgetFrontend, code: str) -> list[dict]:
+    """Run ``code`` (:data:`INTERACT`, maybe behind a magic line), move the slider to 5, and
+    check that each time the Output widget captured what the request caused (its ``msg_id`` is
+    the request's: the cell's, then the frontend's update). Returns the update's messages."""
+    _, outputs = frontend.execute(code)
+    request = outputs[0]["parent_header"]["msg_id"]
+    slider, out = frontend.find("IntSliderModel", description="x"), frontend.find("OutputModel")
+    assert [m["content"]["data"]["state"]["msg_id"] for m in comm_msgs(outputs, out, "update")] == [request, ""]
+    assert stdout(outputs) == "double: 6\n"
+    caused = frontend.update(slider, {"value": 5})
+    event = caused[0]["parent_header"]["msg_id"]
+    assert [m["content"]["data"]["state"]["msg_id"] for m in comm_msgs(caused, out, "update")] == [event, ""]
+    assert stdout(caused) == "double: 10\n"
+    return caused
