@@ -19,7 +19,7 @@ done < <(grep -E ' cgroup2? ' /proc/self/mounts)
 install -d -m 0700 /root/.ssh /run/sshd
 install -m 0600 /rig/ssh/authorized_keys /root/.ssh/authorized_keys
 install -m 0600 /rig/ssh/host_key /etc/ssh/rig_host_key
-/usr/sbin/sshd -h /etc/ssh/rig_host_key -o PermitRootLogin=prohibit-password \
+/usr/sbin/sshd -h /etc/ssh/rig_host_key -o PermitRootLogin=prohibit-password -o MaxSessions=64 \
     -o PasswordAuthentication=no -o UsePAM=no -E /var/log/sshd.log
 
 exec dockerd --host unix:///var/run/docker.sock --host tcp://0.0.0.0:2376 \

@@ -340,6 +340,11 @@ def death_reason(client: Any, container_id: str, *, memory_limit: int, image: st
         return "the Docker engine stopped answering"
 
 
+OOM_SETTLE_TRIES, OOM_SETTLE_S = 5, 0.1
+"""How long :func:`death_reason` looks again for ``OOMKilled`` after a SIGKILL under a memory
+limit (5 × 0.1 s): the engine sets it from an event that can come after the exit."""
+
+
 def _reason(client: Any, container_id: str, *, memory_limit: int, image: str, created: int, starting: bool,
             runtime: str, pids_limit: int, podman: bool) -> str:
     """:func:`death_reason`, with the engine's errors unmapped."""
@@ -348,6 +353,11 @@ def _reason(client: Any, container_id: str, *, memory_limit: int, image: str, cr
     from ...traits import format_bytes
 
     state = client.api.inspect_container(container_id)["State"]
+    for _ in range(OOM_SETTLE_TRIES):  # a SIGKILL under a memory limit: the engine may learn of the
+        if state.get("OOMKilled") or state.get("ExitCode") != 137 or not memory_limit or podman:  # OOM after
+            break  # the exit (containerd's oom event, late on a busy machine, seen on an engine in a container)
+        time.sleep(OOM_SETTLE_S)
+        state = client.api.inspect_container(container_id)["State"]
     if state.get("OOMKilled"):
         return "it ran out of memory" + (f" (limit {format_bytes(memory_limit)})" if memory_limit else "")
     if signals := _outside_signals(client, container_id, created, podman):
