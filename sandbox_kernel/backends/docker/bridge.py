@@ -48,6 +48,14 @@ DOCKER_FRAME = struct.Struct(">BxxxI")
 """The header of each piece of a multiplexed attach stream: stream (0 stdin, 1 stdout, 2 stderr),
 three zero bytes, the piece's length (Engine API, "Attach to a container", stream format)."""
 READ_SIZE = 1 << 20
+HELD_BYTES = 8 * 1024**2
+"""Bytes of messages from the sandbox the bridge holds for the client at most (beyond one
+message): past it the bridge stops reading the stream until the client caught up, so a flood
+waits in the sandbox (whose IOPub has no high-water mark, under the container's memory limit)
+instead of in this process."""
+CLIENT_HWM = 64
+"""Messages per channel socket queued towards the client; the rest wait in the bridge's own
+queue, which :data:`HELD_BYTES` bounds in bytes."""
 STDERR_KEEP = 64 * 1024
 """Bytes of the kernel's own stderr kept for the reason of a start that failed."""
 
@@ -109,12 +117,15 @@ class AttachBridge:
         for index, name in enumerate(CHANNELS):
             sock = self._context.socket(zmq.XPUB if name == "iopub" else zmq.DEALER)
             sock.linger = 0
-            sock.sndhwm = 0  # held here rather than dropped: the wrapper's readers always drain
+            sock.sndhwm = CLIENT_HWM
+            if name == "iopub":
+                sock.setsockopt(zmq.XPUB_NODROP, 1)  # a full queue answers Again instead of dropping
             sock.bind(f"ipc://{directory}/b-{PORTS[name + '_port']}")
             self._sockets[index] = sock
         self._iopub = CHANNELS.index("iopub")
         self._subscribed = False  # until the client's SUB subscribed, IOPub waits here
         self._pending: dict[int, deque] = {index: deque() for index in self._sockets}
+        self._held = 0  # bytes in self._pending
         self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
                                                                    "launcher": launcher}).encode()]))
         self._decoder = Decoder(self._record, self._dropped, max_frame)
@@ -158,6 +169,7 @@ class AttachBridge:
             self.hello.set()
             return
         self._pending[channel].append(frames)
+        self._held += sum(map(len, frames))
 
     def _dropped(self, channel: int) -> None:
         if channel < len(CHANNELS):
@@ -178,8 +190,10 @@ class AttachBridge:
         fd = self._raw.fileno()
         try:
             while not self._closing:
-                wants = zmq.POLLIN | (zmq.POLLOUT if self._out else 0)
-                poller.register(fd, wants)
+                wants = (zmq.POLLIN if self._held < HELD_BYTES else 0) | (zmq.POLLOUT if self._out else 0)
+                poller.register(fd, wants or zmq.POLLERR)  # (flags 0 would unregister it)
+                for index, sock in self._sockets.items():  # a full queue: wait until it has room
+                    poller.register(sock, zmq.POLLIN | (zmq.POLLOUT if self._pending[index] else 0))
                 events = dict(poller.poll(100))
                 if events.get(fd) and not self._read():  # readable, or its end (POLLHUP, POLLERR)
                     break
@@ -242,9 +256,9 @@ class AttachBridge:
             while queue:
                 try:
                     sock.send_multipart(queue[0], zmq.NOBLOCK)
-                except zmq.Again:  # no peer yet (a DEALER): kept until the client connects
+                except zmq.Again:  # no peer yet (a DEALER), or its queue is full: kept here
                     break
-                queue.popleft()
+                self._held -= sum(map(len, queue.popleft()))
 
     def _write(self) -> None:
         try:
