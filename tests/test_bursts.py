@@ -16,6 +16,8 @@ import psutil
 import pytest
 
 from tests.kernels import kernel, run, stdout
+from tests.support.host import host_kernel
+from tests.targets import backend_of
 
 ROUNDS = 3
 DISPLAYS = "from IPython.display import display\nfor i in range(5000):\n    display(i)"
@@ -84,3 +86,15 @@ def test_a_flood_keeps_the_wrappers_memory_bounded_and_the_cell_ends(name):
         assert "output limit of 10 MiB reached" in stdout(outputs, "stderr")
         assert peak[0] - base < 80 * 1024**2  # measured: +27 to +41 MiB; +106 MiB when the api bridge held all
         assert stdout(run(kc, "print(i)")[1]) == "19999\n"
+
+
+@pytest.mark.parametrize("name", ["local", "docker"])
+def test_bursts_through_the_magic_arrive_whole(name):
+    with host_kernel(name) as (_, kc):
+        run(kc, f"%%sandbox --backend {backend_of(name)}\n1")  # (its start-up progress is a display)
+        for _ in range(2):
+            reply, outputs = run(kc, f"%%sandbox --backend {backend_of(name)}\n{DISPLAYS}", timeout=60)
+            assert reply["status"] == "ok" and shown(outputs, "display_data") == [str(i) for i in range(5000)]
+            reply, outputs = run(kc, f"%%sandbox --backend {backend_of(name)}\n{UPDATES}", timeout=60)
+            assert reply["status"] == "ok" and shown(outputs, "update_display_data") == [str(i) for i in range(5000)]
+        assert stdout(run(kc, f"%%sandbox --backend {backend_of(name)}\nprint(i)")[1]) == "4999\n"
