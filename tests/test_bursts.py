@@ -98,3 +98,17 @@ def test_bursts_through_the_magic_arrive_whole(name):
             reply, outputs = run(kc, f"%%sandbox --backend {backend_of(name)}\n{UPDATES}", timeout=60)
             assert reply["status"] == "ok" and shown(outputs, "update_display_data") == [str(i) for i in range(5000)]
         assert stdout(run(kc, f"%%sandbox --backend {backend_of(name)}\nprint(i)")[1]) == "4999\n"
+
+
+@pytest.mark.parametrize("name", ["local", "docker"])
+def test_a_burst_from_a_sandbox_thread_between_cells_arrives_whole(name):
+    with kernel(name) as (_, kc):
+        run(kc, "import threading, time\nfrom IPython.display import display\n"
+                "def burst():\n    time.sleep(0.5)\n    for i in range(5000):\n        display(i)\n"
+                "    print('end', flush=True)\nthreading.Thread(target=burst).start()")
+        outputs, ended = [], False
+        while not ended:  # the thread's output arrives outside any cell
+            outputs.append(kc.get_iopub_msg(timeout=30))
+            ended = stdout(outputs[-1:]) == "end\n"
+        assert shown(outputs, "display_data") == [str(i) for i in range(5000)]
+        assert stdout(run(kc, "print(burst.__name__)")[1]) == "burst\n"
