@@ -41,7 +41,9 @@ class SandboxKernelApp(IPKernelApp):
         ``status: idle`` included (measured: 6992 of 20000 displays, and the cell never ended
         for a client that read after 15 s; a plain ipykernel loses them too). What waits here
         is what the output budget let through (``max_output_bytes`` per cell and between
-        cells), so it stays bounded unless the budget is off."""
+        cells), so it stays bounded unless the budget is off. The sandbox's own ipykernel gets
+        the same from :data:`~sandbox_kernel.backends.kernel_client.launcher.IOPUB_APP` (source
+        that runs without this package)."""
         context.setsockopt(zmq.SNDHWM, 0)
         try:
             super().init_iopub(context)
