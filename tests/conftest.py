@@ -18,7 +18,7 @@ BACKEND_PARAMS = ("backend_name", "name", "kind")
 """Parameter names whose value is a backend's name."""
 
 UNIT_MODULES = {"test_capabilities", "test_docker_wire", "test_cli", "test_compat", "test_config_check", "test_docker_boundary",
-                "test_docker_spec", "test_options", "test_paths", "test_pipeline", "test_policy", "test_widget_policy",
+                "test_docker_spec", "test_held", "test_options", "test_paths", "test_pipeline", "test_policy", "test_widget_policy",
                 "test_widget_policy_props"}
 """Modules whose every test runs in process, with no kernel: all ``unit`` unless marked."""
 

@@ -26,6 +26,7 @@ from traitlets import Float, Integer, List, Unicode
 from ..errors import SandboxStartError
 from ..traits import ByteSize, format_bytes
 from .kernel_client import KERNEL_ARGS, KernelClientBackend
+from .kernel_client.launcher import IOPUB_APP
 
 ALLOWED_ENV = ("PATH", "LANG")
 
@@ -91,7 +92,8 @@ class LocalBackend(KernelClientBackend):
                   "fsize": self.max_file_size}
         wrapper = [sys.executable, "-m", "sandbox_kernel.backends._rlimits"]
         wrapper += [f"--{name}={value}" for name, value in limits.items() if value]
-        return [*wrapper, "--", self.python, "-m", "ipykernel_launcher", "-f", connection_file, *KERNEL_ARGS]
+        return [*wrapper, "--", self.python, str(self._runtime / "launch.py"), "-f", connection_file,
+                *KERNEL_ARGS]
 
     async def _launch(self) -> dict[str, Any]:
         remove_leftovers()
@@ -101,6 +103,8 @@ class LocalBackend(KernelClientBackend):
         connection_file, info = write_connection_file(
             str(self._runtime / "kernel.json"), transport="ipc", ip=str(self._runtime / "k")
         )
+        (self._runtime / "launch.py").write_text(f"import sys\nif sys.path and sys.path[0] == {str(self._runtime)!r}:\n"
+                                                 f"    del sys.path[0]\n{IOPUB_APP}")
         try:
             self._proc = launch_kernel(self._command(connection_file), env=self._environment(), cwd=str(self._scratch))
         except OSError as exc:

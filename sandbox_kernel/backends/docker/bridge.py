@@ -50,6 +50,21 @@ DOCKER_FRAME = struct.Struct(">BxxxI")
 """The header of each piece of a multiplexed attach stream: stream (0 stdin, 1 stdout, 2 stderr),
 three zero bytes, the piece's length (Engine API, "Attach to a container", stream format)."""
 READ_SIZE = 1 << 20
+HELD_BYTES = 8 * 1024**2
+"""Bytes of messages from the sandbox the bridge holds for the client at most (beyond one read):
+past it the bridge stops reading the stream until the client caught up, so a flood waits in the
+sandbox instead of in this process."""
+CLIENT_HWM = 64
+"""Messages per channel socket queued towards the client inside ZMQ; the rest wait in pyzmq's
+queue of sends, which :data:`HELD_BYTES` bounds in bytes."""
+HELD_BYTES = 8 * 1024**2
+"""Bytes of messages from the sandbox the bridge holds for the client at most (beyond one
+message): past it the bridge stops reading the stream until the client caught up, so a flood
+waits in the sandbox (whose IOPub has no high-water mark, under the container's memory limit)
+instead of in this process."""
+CLIENT_HWM = 64
+"""Messages per channel socket queued towards the client; the rest wait in the bridge's own
+queue, which :data:`HELD_BYTES` bounds in bytes."""
 STDERR_KEEP = 64 * 1024
 """Bytes of the kernel's own stderr kept for the reason of a start that failed."""
 
@@ -114,12 +129,16 @@ class AttachBridge:
         for index, channel in enumerate(CHANNELS):
             sock = self.context.socket(zmq.XPUB if channel == "iopub" else zmq.DEALER)
             sock.linger = 0
-            sock.sndhwm = 0  # held here rather than dropped: the wrapper's readers always drain
+            sock.sndhwm = CLIENT_HWM  # then pyzmq queues the sends, which HELD_BYTES bounds
+            if channel == "iopub":
+                sock.setsockopt(zmq.XPUB_NODROP, 1)  # a full queue answers Again instead of dropping
             sock.bind(f"inproc://{name}-{PORTS[channel + '_port']}")
             self._sockets[index] = sock
         self._iopub = CHANNELS.index("iopub")
         self._subscribed = False  # until the client's SUB subscribed, IOPub waits here
         self._held: deque = deque()  # IOPub messages before the subscription
+        self._held_bytes = 0  # of messages for the client not yet taken by ZMQ (and of self._held)
+        self._paused = False  # not reading the stream: the client is behind by HELD_BYTES
         self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
                                                                    "launcher": launcher}).encode()]))
         self._decoder = Decoder(self._record, self._dropped, max_frame)
@@ -190,8 +209,8 @@ class AttachBridge:
             self._end()
 
     def _read(self) -> bool:
-        """Read what the stream has; False when it ended."""
-        while not self.ended:
+        """Read what the stream has (until the client is too far behind); False when it ended."""
+        while not self.ended and not self._paused:
             try:
                 data = self._raw.recv(READ_SIZE)
             except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError, socket.timeout):
@@ -212,14 +231,35 @@ class AttachBridge:
             self.hello.set()
         elif channel == self._iopub and not self._subscribed:
             self._held.append(frames)
+            self._hold(sum(map(len, frames)))
         elif not self.ended:
             self._send(channel, frames)
 
-    def _send(self, channel: int, frames: list[bytes]) -> None:
-        """To the client; queued by pyzmq in order while a DEALER has no peer yet."""
+    def _send(self, channel: int, frames: list[bytes], held: bool = False) -> None:
+        """To the client, in order: pyzmq queues what ZMQ cannot take yet (a DEALER with no peer,
+        a full queue); those bytes count toward :data:`HELD_BYTES` until ZMQ takes them."""
+        size = sum(map(len, frames))
         sent = self._sockets[channel].send_multipart(frames)
-        if not sent.done():
-            sent.add_done_callback(_log_failure)
+        if sent.done():
+            if held:
+                self._hold(-size)
+            return
+        if not held:
+            self._hold(size)
+        sent.add_done_callback(lambda future: (_log_failure(future), self._hold(-size)))
+
+    def _hold(self, size: int) -> None:
+        """Count ``size`` bytes more (or fewer) held for the client; past :data:`HELD_BYTES` the
+        stream is not read (a flood waits in the sandbox, whose IOPub has no high-water mark,
+        under the container's memory limit), and is read again once the client caught up."""
+        self._held_bytes += size
+        paused = self._held_bytes >= HELD_BYTES
+        if paused != self._paused and not self.ended and self._loop is not None:
+            self._paused = paused
+            if paused:
+                self._loop.remove_reader(self._fd)
+            else:
+                self._loop.add_reader(self._fd, self._on_readable)
 
     def _dropped(self, channel: int) -> None:
         if channel < len(CHANNELS):
@@ -241,7 +281,7 @@ class AttachBridge:
                     if frames and frames[0][:1] == b"\x01" and not self._subscribed:
                         self._subscribed = True
                         while self._held:
-                            self._send(self._iopub, self._held.popleft())
+                            self._send(self._iopub, self._held.popleft(), held=True)
                     continue
                 self._out += encode(index, frames)
                 self._flush()

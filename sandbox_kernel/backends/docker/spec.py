@@ -22,6 +22,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..kernel_client import KERNEL_ARGS
+from ..kernel_client.launcher import IOPUB_APP
 from .boundary import load_docker
 from .inside import KERNEL_DIR as INSIDE_DIR
 from .inside import BOOTSTRAP
@@ -83,10 +84,7 @@ def _end_with_the_host():
 
 if stat.S_ISFIFO(os.fstat(0).st_mode):
     threading.Thread(target=_end_with_the_host, daemon=True).start()
-from ipykernel.kernelapp import launch_new_instance
-
-launch_new_instance()
-"""
+""" + IOPUB_APP
 
 PIDS_HEADROOM = 4
 """The container is at its pids limit when this close to it: the kernel cannot start threads."""

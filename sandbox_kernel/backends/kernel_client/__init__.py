@@ -4,7 +4,9 @@
 async client (:mod:`.backend`); a subclass only launches, stops and watches its kernel. IOPub
 messages become events in :mod:`.messages`; :mod:`.message_bound` bounds the size of each
 message from the sandbox and recovers the requests a dropped one belonged to; :mod:`.relay`
-turns what comes back for one request into events and its Outcome.
+turns what comes back for one request into events and its Outcome; :mod:`.held` bounds in
+bytes what waits for a relay, and :mod:`.launcher` starts the sandbox's ipykernel with an
+IOPub that never drops a message.
 """
 
 from .backend import KernelClientBackend

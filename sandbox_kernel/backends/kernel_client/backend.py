@@ -202,8 +202,8 @@ class KernelClientBackend(Backend):
             msg = await receive(self._client.iopub_channel)
             parent_id = msg["parent_header"].get("msg_id")
             request = self._requests.get(parent_id)
-            if request is not None:
-                request.iopub.put_nowait(msg)
+            if request is not None:  # waits while the request's relay is behind (bytes, see .held)
+                await request.iopub.put(msg)
             elif self._comm_handler is not None and (event := event_from_iopub(msg)) is not None:
                 self._comm_handler(event, parent_id)
 
@@ -262,6 +262,7 @@ class KernelClientBackend(Backend):
             raise ExecutionTimeout(timeout)
         finally:
             relay.cancel()
+            request.iopub.close()
             self._requests.pop(msg_id, None)
 
     async def _race(self, work: asyncio.Future, timeout: float | None) -> None:
@@ -292,6 +293,7 @@ class KernelClientBackend(Backend):
                 raise SandboxError(f"The sandbox did not answer within {self.request_timeout:g} s.")
             return work.result()["content"]  # raises MessageDropped when the reply was too large
         finally:
+            request.iopub.close()
             self._requests.pop(msg_id, None)
 
     async def restart(self) -> None:
@@ -347,6 +349,7 @@ class KernelClientBackend(Backend):
             await self._race(relay, None)
         finally:
             relay.cancel()
+            request.iopub.close()
             self._requests.pop(msg_id, None)
 
     async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from ...errors import SandboxError
 from ...events import Stream
 from ...traits import format_bytes
 from ..base import StdinHandler
+from .held import IOPubQueue
 
 DEFAULT_OUTPUT_BUDGET = 10 * 1024**2
 """The front doors' default ``max_output_bytes``, assumed until :meth:`Backend.set_output_budget`
@@ -139,7 +140,7 @@ class Request:
     """Everything that comes back for one request we sent: its IOPub messages, its shell
     reply, and (for execute_request) the handler for its input_requests."""
 
-    iopub: asyncio.Queue = field(default_factory=asyncio.Queue)
+    iopub: IOPubQueue = field(default_factory=IOPubQueue)
     reply: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     stdin: StdinHandler | None = None
     timed_out: bool = False

@@ -1,0 +1,34 @@
+"""How the sandbox's ipykernel is started so that its IOPub never drops a message.
+
+libzmq's PUB (ipykernel 7: XPUB) socket drops a message for a subscriber whose queue holds
+``SNDHWM`` messages (default 1000), silently. A burst of small outputs (``for i in
+range(5000): display(i)``) outruns the host's reader, and what is dropped is any message: an
+output, or the cell's ``status: idle``, after which the host waited for ever (measured: 4489 of
+5000 displays, then no cell of the session ever ended). :data:`IOPUB_APP` starts ipykernel with
+an IOPub socket of unlimited ``SNDHWM``: what the host has not read yet waits in the sandbox,
+in the sandbox's memory and under its limits. The host reads at its own pace (its receive
+queue keeps libzmq's default bound, and the backend bounds in bytes what it holds,
+:mod:`.backend`), so a flood costs the host nothing.
+"""
+
+from __future__ import annotations
+
+IOPUB_APP = """\
+import zmq
+from ipykernel.kernelapp import IPKernelApp
+
+
+class LosslessIOPubKernelApp(IPKernelApp):
+    def init_iopub(self, context):
+        # IOPub never drops: messages wait in the sandbox until the host reads them
+        context.setsockopt(zmq.SNDHWM, 0)
+        try:
+            super().init_iopub(context)
+        finally:
+            context.sockopts.pop(zmq.SNDHWM, None)
+
+
+LosslessIOPubKernelApp.launch_instance()
+"""
+"""Python source that starts ipykernel as ``ipykernel_launcher`` does (``-f CONNECTION_FILE``
+and options on its argv), its IOPub socket with no high-water mark. Standard ipykernel only."""
