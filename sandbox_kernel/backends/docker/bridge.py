@@ -55,8 +55,10 @@ HELD_BYTES = 8 * 1024**2
 past it the bridge stops reading the stream until the client caught up, so a flood waits in the
 sandbox instead of in this process."""
 CLIENT_HWM = 64
-"""Messages per channel socket queued towards the client inside ZMQ; the rest wait in pyzmq's
-queue of sends, which :data:`HELD_BYTES` bounds in bytes."""
+"""Messages per channel socket queued towards the client inside ZMQ; the rest wait in the
+bridge's queue, which :data:`HELD_BYTES` bounds in bytes."""
+RETRY_S = 0.002
+"""Seconds between tries of a send ZMQ refused (the client is behind)."""
 HELD_BYTES = 8 * 1024**2
 """Bytes of messages from the sandbox the bridge holds for the client at most (beyond one
 message): past it the bridge stops reading the stream until the client caught up, so a flood
@@ -129,7 +131,7 @@ class AttachBridge:
         for index, channel in enumerate(CHANNELS):
             sock = self.context.socket(zmq.XPUB if channel == "iopub" else zmq.DEALER)
             sock.linger = 0
-            sock.sndhwm = CLIENT_HWM  # then pyzmq queues the sends, which HELD_BYTES bounds
+            sock.sndhwm = CLIENT_HWM  # then the bridge's queues, which HELD_BYTES bounds
             if channel == "iopub":
                 sock.setsockopt(zmq.XPUB_NODROP, 1)  # a full queue answers Again instead of dropping
             sock.bind(f"inproc://{name}-{PORTS[channel + '_port']}")
@@ -137,6 +139,9 @@ class AttachBridge:
         self._iopub = CHANNELS.index("iopub")
         self._subscribed = False  # until the client's SUB subscribed, IOPub waits here
         self._held: deque = deque()  # IOPub messages before the subscription
+        self._plain = {index: zmq.Socket.shadow(sock.underlying) for index, sock in self._sockets.items()}
+        self._queues: dict[int, deque] = {index: deque() for index in self._sockets}  # what ZMQ did not take yet
+        self._drainers: dict[int, asyncio.Task] = {}
         self._held_bytes = 0  # of messages for the client not yet taken by ZMQ (and of self._held)
         self._paused = False  # not reading the stream: the client is behind by HELD_BYTES
         self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
@@ -180,7 +185,7 @@ class AttachBridge:
             self._loop.remove_reader(self._fd)
             if self._writing:
                 self._loop.remove_writer(self._fd)
-        for task in self._tasks:
+        for task in [*self._tasks, *self._drainers.values()]:
             task.cancel()
         for sock in self._sockets.values():
             sock.close(linger=0)
@@ -236,17 +241,39 @@ class AttachBridge:
             self._send(channel, frames)
 
     def _send(self, channel: int, frames: list[bytes], held: bool = False) -> None:
-        """To the client, in order: pyzmq queues what ZMQ cannot take yet (a DEALER with no peer,
-        a full queue); those bytes count toward :data:`HELD_BYTES` until ZMQ takes them."""
+        """To the client, in order. What ZMQ cannot take now (a DEALER with no peer yet, a full
+        queue: XPUB_NODROP answers Again) waits in this channel's queue, drained by a task, and
+        counts toward :data:`HELD_BYTES`. (pyzmq's own queued sends are not used: on Again after
+        a wait they fail the send instead of retrying, which lost messages of a burst.)"""
         size = sum(map(len, frames))
-        sent = self._sockets[channel].send_multipart(frames)
-        if sent.done():
-            if held:
-                self._hold(-size)
-            return
+        queue = self._queues[channel]
+        if not queue:
+            try:
+                self._plain[channel].send_multipart(frames, zmq.NOBLOCK)
+            except zmq.Again:
+                pass
+            else:
+                if held:
+                    self._hold(-size)
+                return
+        queue.append(frames)
         if not held:
             self._hold(size)
-        sent.add_done_callback(lambda future: (_log_failure(future), self._hold(-size)))
+        if self._drainers.get(channel) is None or self._drainers[channel].done():
+            self._drainers[channel] = self._loop.create_task(self._drain(channel))
+
+    async def _drain(self, channel: int) -> None:
+        """Send the channel's queue as ZMQ takes it (XPUB's POLLOUT is always set, so a failed
+        send waits :data:`RETRY_S` and tries again)."""
+        queue, sock = self._queues[channel], self._plain[channel]
+        with contextlib.suppress(zmq.ZMQError):  # closed
+            while queue and not self.ended:
+                try:
+                    sock.send_multipart(queue[0], zmq.NOBLOCK)
+                except zmq.Again:
+                    await asyncio.sleep(RETRY_S)
+                    continue
+                self._hold(-sum(map(len, queue.popleft())))
 
     def _hold(self, size: int) -> None:
         """Count ``size`` bytes more (or fewer) held for the client; past :data:`HELD_BYTES` the
@@ -321,6 +348,3 @@ def _context() -> zmq.asyncio.Context:
     return _CONTEXTS[pid]
 
 
-def _log_failure(future: asyncio.Future) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        _log.info("a message to the client was not sent: %s", future.exception())
