@@ -1,7 +1,7 @@
 """``%%sandbox -i/-o`` and ``%sandbox push/pull`` through a real ``python3`` host kernel (issue 18):
 round trips of each supported type, equality checked on the host; hostile data from the sandbox
 (no code runs on the host, no file is left, RSS stays bounded); bad input gives one line and the
-session goes on. On local and docker (docker: ``--packages pyarrow``, the image has no pyarrow).
+session goes on. On local and docker (the docker image has pyarrow).
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ def host(request):
     from tests.support.host import host_kernel
 
     prepared(request.param)
-    extra = " --packages pyarrow" if request.param == "docker" else ""
     with host_kernel(request.param) as (_, kc):
-        reply, outputs = run(kc, f"%%sandbox --backend {request.param} --name t{extra}\n1", timeout=400)
+        reply, outputs = run(kc, f"%%sandbox --backend {request.param} --name t\n1", timeout=400)
         assert reply["status"] == "ok", outputs
         yield kc
 
