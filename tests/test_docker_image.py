@@ -91,11 +91,12 @@ async def test_an_image_without_python_fails_fast_with_the_fix(make):
     assert time.monotonic() - started < 5
 
 
-async def test_an_image_without_ipykernel_fails_fast_with_the_fix(make, client, scratch_tags):
+@pytest.mark.parametrize("transport", ["ipc", "api"])
+async def test_an_image_without_ipykernel_fails_fast_with_the_fix(make, client, scratch_tags, transport):
     tag = "sandbox-kernel-test:no-ipykernel"
     scratch_tags.append(tag)
     build(client, tag, "FROM sandbox-kernel-base:bookworm\nRUN ln -s /usr/bin/python3 /usr/local/bin/python\n")
-    backend = make(image=tag)
+    backend = make(image=tag, transport=transport)  # api: the relay itself lacks pyzmq there
     started = time.monotonic()
     with pytest.raises(SandboxStartError, match=r"has no ipykernel\. Fix: add it \(`RUN pip install ipykernel`"):
         await backend.start()

@@ -374,7 +374,7 @@ def _reason(client: Any, container_id: str, *, memory_limit: int, image: str, cr
                 f"sandbox's processes reach pids_limit ({pids_limit}; under runsc it counts runsc's own threads)")
     if starting:
         log = client.api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
-        if re.search(r"No module named '?ipykernel", log):
+        if re.search(r"No module named '?(ipykernel|zmq)", log):  # zmq: the api relay's, ipykernel needs it
             return no_ipykernel(image)
         if code == 127 or "exec python failed" in log:
             return no_python(image)

@@ -14,8 +14,8 @@ queue keeps libzmq's default bound, and the backend bounds in bytes what it hold
 from __future__ import annotations
 
 IOPUB_APP = """\
+from ipykernel.kernelapp import IPKernelApp  # first: an image without ipykernel says so by name
 import zmq
-from ipykernel.kernelapp import IPKernelApp
 
 
 class LosslessIOPubKernelApp(IPKernelApp):
