@@ -43,7 +43,8 @@ from .images import DEFAULT_TAG
 from .mounts import parse_gpus
 from .orphans import Orphans
 from .prepare import check_option, kernel_argv, prepare_image, use_image
-from .spec import LAUNCHER, container_spec, prepare_hostdir, relayed_argv, seal_hostdir, uid_gid, volume_options
+from .inside import KERNEL_DIR as INSIDE_DIR
+from .spec import LAUNCHER, container_spec, launcher_argv, prepare_hostdir, seal_hostdir, uid_gid, volume_options
 from .watch import ContainerWatch, Limits
 from .watch import run_blocking as _run_blocking
 
@@ -258,9 +259,8 @@ class DockerBackend(KernelClientBackend):
             labels = engine.labels(self.session, self._hostdir)
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = self.workdir_volume or f"{name}-work"
-            spec = use_image(container_spec(self, name, None if relayed else self._hostdir, self._volume, labels,
-                                            engine_here=self._engine_here),
-                             self._run_image, self._kernelspec, relayed=relayed)
+            spec = container_spec(self, name, self._hostdir, self._volume, labels, engine_here=self._engine_here)
+            spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
             self._created, self._ready = int(time.time()), False
             warning = await _run_blocking(self._create, client, spec, labels)
             if relayed:
@@ -282,7 +282,7 @@ class DockerBackend(KernelClientBackend):
         returns the connection info of the bridge's endpoints. Waits until the relay said its
         kernel's IOPub listens (or the container stopped: the death watch then says why)."""
         end = self._bridge_end = asyncio.get_running_loop().create_future()
-        argv = kernel_argv(self._kernelspec) if self._kernelspec else relayed_argv()
+        argv = kernel_argv(self._kernelspec) if self._kernelspec else launcher_argv(INSIDE_DIR, "{connection_file}")
         self._bridge = AttachBridge(self._attached, argv=argv, launcher=None if self._kernelspec else LAUNCHER,
                                     max_frame=self.message_bound[0], on_drop=self._bridge_dropped,
                                     on_end=lambda: end.done() or end.set_result(None))
@@ -315,7 +315,7 @@ class DockerBackend(KernelClientBackend):
         self._ready = True
         if self._watch is not None:
             self._watch.pids_file = engine.pids_file(self._watch.container.id)
-        if self._hostdir is not None and self._bridge is None:
+        if self._hostdir is not None:  # ipc only
             seal_hostdir(self._hostdir)
 
     def _remove_leftovers(self, client: Any) -> None:

@@ -71,6 +71,12 @@ def _client_class() -> type:
     return DockerClient
 
 
+def _over_local_socket(client: Any) -> bool:
+    """Whether docker-py reaches the engine over a unix socket of this machine (not tcp, ssh or
+    a Windows named pipe)."""
+    return client.api.base_url.startswith("http+docker://localhost")
+
+
 def engine_is_here(client: Any) -> bool:
     """Whether the engine runs on this machine and shares its filesystem: reached over a unix
     socket of this machine, its ``info()["Name"]`` (the engine host's hostname) is ours, and it
@@ -80,7 +86,7 @@ def engine_is_here(client: Any) -> bool:
     Raises:
         BackendUnavailable: the engine stopped answering.
     """
-    if not client.api.base_url.startswith("http+docker://localhost"):  # tcp, ssh, a Windows pipe
+    if not _over_local_socket(client):
         return False
     with engine_errors("read the engine's description"):
         info = client.info()
@@ -94,7 +100,7 @@ def choose_transport(client: Any, requested: str, here: bool) -> str:
     Raises:
         ConfigError: "ipc" was asked for an engine reached over tcp, ssh or a pipe.
     """
-    if requested == "ipc" and not client.api.base_url.startswith("http+docker://localhost"):
+    if requested == "ipc" and not _over_local_socket(client):
         raise ConfigError(f"transport=ipc needs an engine on this machine, reached over its unix socket; this one "
                           f"is {os.environ.get('DOCKER_HOST') or client.api.base_url}. Fix: --DockerBackend.transport=api "
                           "(or auto).")

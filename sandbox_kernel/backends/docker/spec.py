@@ -187,10 +187,11 @@ def host_mounts(backend: Any, uid: int, gid: int, engine_here: bool = True) -> l
     return [m.to_docker() for m in mounts]
 
 
-def relayed_argv() -> list[str]:
-    """The kernel's command under the ``api`` transport's relay (see :mod:`.inside`): the
-    launcher it writes, on the connection file it writes."""
-    return ["python", f"{INSIDE_DIR}/launch.py", "-f", "{connection_file}", *KERNEL_ARGS]
+def launcher_argv(directory: str, connection_file: str) -> list[str]:
+    """The kernel's command: :data:`LAUNCHER` as ``directory/launch.py`` on ``connection_file``.
+    ``ipc``: both in the mounted :data:`KERNEL_DIR`; ``api``: in the relay's :data:`INSIDE_DIR`,
+    with ``{connection_file}`` for the relay to fill in (see :mod:`.inside`)."""
+    return ["python", f"{directory}/launch.py", "-f", connection_file, *KERNEL_ARGS]
 
 
 def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, labels: dict[str, str],
@@ -211,8 +212,8 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
         run = dict(entrypoint=["python", "-c", BOOTSTRAP], command=[], stdin_open=True, detach=False)
         kernel_mounts = []
     else:
-        run = dict(stdin_open=True, detach=False, entrypoint=["python"], command=[f"{KERNEL_DIR}/launch.py", "-f", f"{KERNEL_DIR}/kernel.json",
-                                                   *KERNEL_ARGS])
+        argv = launcher_argv(KERNEL_DIR, f"{KERNEL_DIR}/kernel.json")
+        run = dict(stdin_open=True, detach=False, entrypoint=argv[:1], command=argv[1:])
         kernel_mounts = [docker.types.Mount(KERNEL_DIR, str(hostdir), type="bind")]
     spec: dict[str, Any] = dict(
         image=backend.image, labels=labels, hostname="sandbox", name=name, **run,
