@@ -76,9 +76,10 @@ def test_the_engines_own_ca_wins_over_requests_ca_bundle_and_proxies_still_come_
 
 def test_without_proc_a_live_owner_is_not_judged_gone(monkeypatch, tmp_path):
     """On macOS (no /proc) a live kernel's sandbox must survive another sandbox's leftover sweep."""
+    from sandbox_kernel import owners
     from sandbox_kernel.backends.docker import engine
 
-    monkeypatch.setattr(engine, "PROC", tmp_path)  # a machine without /proc
+    monkeypatch.setattr(owners, "PROC", tmp_path)  # a machine without /proc
     me = engine.owner()
     assert me.endswith(f"/{os.getpid()}/alive")
     assert not engine.owner_is_gone(me)

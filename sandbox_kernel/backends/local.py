@@ -9,12 +9,17 @@ user's files and use the network. Use the docker or e2b backend for untrusted co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import secrets
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,8 +28,12 @@ from jupyter_client.connect import write_connection_file
 from jupyter_client.launcher import launch_kernel
 from traitlets import Float, Integer, List, Unicode
 
+from .. import pool
 from ..errors import SandboxStartError
+from ..pool import pool_size_trait, pool_ttl_trait
 from ..traits import ByteSize, format_bytes
+from ..owners import owner_is_gone
+from ..owners import start_time as _start_time
 from .kernel_client import KERNEL_ARGS, KernelClientBackend
 from .kernel_client.launcher import IOPUB_APP
 
@@ -38,6 +47,95 @@ def remove_leftovers() -> None:
         pid = path.name.removeprefix("sandbox-local-").removeprefix("conn-").split("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
+    _sweep_pool()
+
+
+def _sweep_pool() -> None:
+    """Pooled kernels no session can use: a claimed one whose session's process is gone (its
+    claim socket closed, so it ended: only its directories are left), a waiting one that died."""
+    for record in pool.claimed_records("local"):
+        if owner_is_gone(record.get("claimed_by", "")):
+            remove_pooled(record)
+            pool.release("local", record["name"])
+    for registry, record in pool.waiting_records("local"):
+        if not pooled_alive(record) and registry.withdraw(record["name"]):
+            remove_pooled(record)
+
+
+def pooled_alive(record: dict[str, Any]) -> bool:
+    return _start_time(int(record.get("pid", 0))) == record.get("started")
+
+
+def remove_pooled(record: dict[str, Any]) -> None:
+    if pooled_alive(record):
+        with contextlib.suppress(OSError):
+            os.killpg(record["pid"], signal.SIGKILL)
+    for path in (record.get("scratch"), record.get("runtime")):
+        if path and Path(path).name.startswith(POOL_PREFIX):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+POOL_PREFIX = "sandbox-local-pool-"
+CLAIM_SOCKET = "claim.sock"
+POOLED_LAUNCH = """\
+import os, socket, sys, threading
+if sys.path and sys.path[0] == {runtime!r}:
+    del sys.path[0]
+
+
+def _end_with_the_session(listener):
+    # A pooled kernel: the session that takes it connects here and holds the connection;
+    # when it closes (that process ended), so does this kernel. Nobody within the TTL: ends.
+    listener.settimeout({ttl!r})
+    try:
+        connection, _ = listener.accept()
+    except OSError:
+        os._exit(0)
+    listener.close()
+    connection.settimeout(None)
+    try:
+        while connection.recv(1024):
+            pass
+    except OSError:
+        pass
+    os._exit(0)
+
+
+_listener = socket.socket(socket.AF_UNIX)
+_listener.bind({claim!r})
+_listener.listen(1)
+threading.Thread(target=_end_with_the_session, args=(_listener,), daemon=True).start()
+"""
+
+
+def process_memory(pid: int) -> int | None:
+    """Bytes of resident memory of process ``pid`` (``VmRSS`` in ``/proc/PID/status``; Linux), or None."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+    return int(match.group(1)) * 1024 if match else None
+
+
+class PooledProcess:
+    """A pooled kernel's process, which this process did not start: ``poll`` and ``pid`` as
+    ``subprocess.Popen`` has them; its exit status is not known here."""
+
+    def __init__(self, pid: int, started: str | None) -> None:
+        self.pid, self._started, self.returncode = pid, started, None
+
+    def poll(self) -> int | None:
+        return None if _start_time(self.pid) == self._started else -1
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 def _alive(pid: int) -> bool:
@@ -70,33 +168,42 @@ class LocalBackend(KernelClientBackend):
         config=True
     )
     max_file_size = ByteSize(0, help="Largest file the kernel may write (RLIMIT_FSIZE); 0: none.").tag(config=True)
+    pool_size = pool_size_trait()
+    pool_ttl = pool_ttl_trait()
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._proc = None
         self._scratch: Path | None = None
         self._runtime: Path | None = None
+        self._claim: socket.socket | None = None  # a pooled kernel's claim connection, held while it runs
+        self._pooled_name: str | None = None
 
     @property
     def workdir(self) -> Path | None:
         """The scratch directory (the kernel's working directory), while started."""
         return self._scratch
 
-    def _environment(self) -> dict[str, str]:
+    def _environment(self, home: bool = True) -> dict[str, str]:
         env = {name: os.environ[name] for name in (*ALLOWED_ENV, *self.env_vars) if name in os.environ}
-        env["HOME"] = str(self._scratch / "home")
+        if home:
+            env["HOME"] = str(self._scratch / "home")
         return env
 
+    def _limits(self) -> dict[str, int]:
+        return {"as": self.memory_limit, "cpu": int(self.cpu_time_limit + 0.999), "nproc": self.max_processes,
+                "fsize": self.max_file_size}
+
     def _command(self, connection_file: str) -> list[str]:
-        limits = {"as": self.memory_limit, "cpu": int(self.cpu_time_limit + 0.999), "nproc": self.max_processes,
-                  "fsize": self.max_file_size}
         wrapper = [sys.executable, "-m", "sandbox_kernel.backends._rlimits"]
-        wrapper += [f"--{name}={value}" for name, value in limits.items() if value]
+        wrapper += [f"--{name}={value}" for name, value in self._limits().items() if value]
         return [*wrapper, "--", self.python, str(self._runtime / "launch.py"), "-f", connection_file,
                 *KERNEL_ARGS]
 
     async def _launch(self) -> dict[str, Any]:
         remove_leftovers()
+        if (info := await pool.take(self)) is not None:
+            return info
         self._scratch = Path(tempfile.mkdtemp(prefix=f"sandbox-local-{os.getpid()}-"))
         self._runtime = Path(tempfile.mkdtemp(prefix=f"sandbox-local-conn-{os.getpid()}-"))
         (self._scratch / "home").mkdir()
@@ -111,12 +218,70 @@ class LocalBackend(KernelClientBackend):
             raise SandboxStartError(f"Could not start the local kernel with {self.python!r}: {exc}.") from exc
         return info
 
+    # -- the warm pool (sandbox_kernel.pool) -------------------------------------------------
+    async def _pool_key(self) -> str | None:
+        """The interpreter, the kernel's environment and limits, and the code it runs."""
+        env = {name: value for name, value in self._environment(home=False).items()}
+        return pool.key_of({"python": self.python, "env": env, "limits": self._limits(), "launch": POOLED_LAUNCH,
+                            "app": IOPUB_APP, "ttl": self.pool_ttl})
+
+    def _pool_options(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.trait_names(config=True)}
+
+    async def _pool_launch(self) -> tuple[str, dict[str, Any]]:
+        """A kernel in its own session (it outlives this process), waiting on its claim socket."""
+        scratch = Path(tempfile.mkdtemp(prefix=POOL_PREFIX))
+        runtime = Path(tempfile.mkdtemp(prefix=f"{POOL_PREFIX}conn-"))
+        (scratch / "home").mkdir()
+        connection_file, info = write_connection_file(str(runtime / "kernel.json"), transport="ipc",
+                                                      ip=str(runtime / "k"))
+        claim = runtime / CLAIM_SOCKET
+        (runtime / "launch.py").write_text(POOLED_LAUNCH.format(runtime=str(runtime), ttl=self.pool_ttl,
+                                                                claim=str(claim)) + IOPUB_APP)
+        self._scratch, self._runtime = scratch, runtime
+        try:
+            proc = launch_kernel(self._command(connection_file), env=self._environment(), cwd=str(scratch),
+                                 independent=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        finally:
+            self._scratch = self._runtime = None
+        deadline = time.monotonic() + self.ready_timeout
+        while not claim.exists() and proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if not claim.exists():
+            remove_pooled({"scratch": str(scratch), "runtime": str(runtime)})
+            raise SandboxStartError(f"A pooled local kernel did not start (exit code {proc.poll()}).")
+        name = f"{POOL_PREFIX}{proc.pid}-{secrets.token_hex(4)}"
+        return name, {"pid": proc.pid, "started": _start_time(proc.pid), "scratch": str(scratch),
+                      "runtime": str(runtime), "info": info}
+
+    async def _adopt(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Connect to the pooled kernel's claim socket (it then ends with this process)."""
+        if not pooled_alive(record):
+            return None
+        claim = socket.socket(socket.AF_UNIX)
+        claim.settimeout(2.0)
+        try:
+            claim.connect(str(Path(record["runtime"]) / CLAIM_SOCKET))
+        except OSError:
+            claim.close()
+            return None
+        self._claim, self._pooled_name = claim, record["name"]
+        self._proc = PooledProcess(record["pid"], record["started"])
+        self._scratch, self._runtime = Path(record["scratch"]), Path(record["runtime"])
+        return dict(record["info"])
+
+    async def _pool_discard(self, record: dict[str, Any]) -> None:
+        await self._terminate()
+        remove_pooled(record)
+
     async def _wait_dead(self) -> str:
         while self._proc.poll() is None:
             await asyncio.sleep(0.2)
         return self._death_reason(self._proc.returncode)
 
-    def _death_reason(self, code: int) -> str:
+    def _death_reason(self, code: int | None) -> str:
+        if code is None:
+            return "its process ended (a pooled kernel, not this process's child: its exit status is unknown)"
         if code >= 0:
             return f"its process exited with code {code}"
         sig = signal.Signals(-code)
@@ -138,6 +303,12 @@ class LocalBackend(KernelClientBackend):
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
         self._scratch = self._runtime = None
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            claim.close()
+        if self._pooled_name is not None:
+            pool.release(self.name, self._pooled_name)
+            self._pooled_name = None
 
     def _sandbox_path(self, remote: str) -> Path:
         return self._scratch / remote if not os.path.isabs(remote) else Path(remote)
@@ -157,12 +328,8 @@ class LocalBackend(KernelClientBackend):
     async def usage(self) -> dict[str, int] | None:
         """The kernel process's resident memory (``VmRSS`` in ``/proc/PID/status``; Linux)."""
         proc = self._proc
-        try:
-            status = Path(f"/proc/{proc.pid}/status").read_text() if proc is not None else ""
-        except OSError:
-            return None
-        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
-        return {"memory_bytes": int(match.group(1)) * 1024} if match else None
+        memory = process_memory(proc.pid) if proc is not None else None
+        return {"memory_bytes": memory} if memory is not None else None
 
     def describe(self) -> dict[str, Any]:
         limits = {"memory": self.memory_limit and format_bytes(self.memory_limit),

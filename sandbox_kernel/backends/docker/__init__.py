@@ -29,22 +29,27 @@ from typing import Any
 
 from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
+from ... import pool
 from ...errors import SandboxError, SandboxStartError
 from ...events import Emit, Outcome, Stream
 from ...paths import within
+from ...pool import pool_size_trait, pool_ttl_trait
 from ...traits import ByteSize, format_bytes
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend
-from . import engine, podman, workspace
-from .bridge import AttachBridge
-from .boundary import Refused, engine_errors, stats
+from . import engine, podman, pooled, workspace
+from .bridge import AttachBridge, claim_by_stdin
+from .boundary import Refused, engine_errors, image_identity, running_container, stats
 from .image import BuildProgress
 from .images import DEFAULT_TAG
 from .mounts import parse_gpus
 from .orphans import Orphans
 from .prepare import check_option, kernel_argv, prepare_image, use_image
 from .inside import KERNEL_DIR as INSIDE_DIR
-from .spec import LAUNCHER, container_spec, launcher_argv, prepare_hostdir, seal_hostdir, uid_gid, volume_options
+from .inside import SOURCE as RELAY_SOURCE
+from .inside import pooled_environment
+from .spec import (LAUNCHER, POOL_TTL_VARIABLE, container_spec, launcher_argv, prepare_hostdir, seal_hostdir, uid_gid,
+                   volume_options)
 from .watch import ContainerWatch, Limits
 from .watch import run_blocking as _run_blocking
 
@@ -105,6 +110,8 @@ class DockerBackend(KernelClientBackend):
     build_args = List(Unicode(), help="NAME=value build arguments of dockerfile, repeated.").tag(config=True)
     kernel_name = Unicode("", help="Jupyter kernelspec in the image to run (e.g. 'bash'); empty: Python "
                                    "(ipykernel).").tag(config=True)
+    pool_size = pool_size_trait()
+    pool_ttl = pool_ttl_trait()
     transport = Unicode("auto", help="How the host reaches the sandbox's kernel: 'ipc' (ZMQ sockets in a host "
                                      "directory mounted into the container: only for an engine on this machine "
                                      "that shares its filesystem), 'api' (the kernel's channels carried by the "
@@ -169,6 +176,7 @@ class DockerBackend(KernelClientBackend):
         self._bridge: AttachBridge | None = None  # the api transport's, for the running container
         self._bridge_end: asyncio.Future | None = None  # done when its stream ended
         self._attached: Any = None  # the container's attach socket, until the bridge takes it
+        self._pooled_name: str | None = None  # the running sandbox's, when taken from the pool
 
     def _uid_gid(self) -> tuple[int, int]:
         return uid_gid(self.user)
@@ -197,9 +205,11 @@ class DockerBackend(KernelClientBackend):
             if progress is not None:
                 progress.done(ok)
 
-    def _create(self, client: Any, spec: dict[str, Any], volume_labels: dict[str, str]) -> str | None:
+    def _create(self, client: Any, spec: dict[str, Any], volume_labels: dict[str, str],
+                attach: bool = True) -> str | None:
         """Create and start the container (and its working directory's volume); returns a
-        warning for the cell, if any. Blocking."""
+        warning for the cell, if any. ``attach``: False for a pooled sandbox, attached by the
+        session that takes it (:meth:`_adopt`). Blocking."""
         new_workspace, warning = False, None
         if self.workdir_volume:
             new_workspace, warning = workspace.ensure_volume(client, self._volume, self.workdir_size, self._podman)
@@ -215,14 +225,19 @@ class DockerBackend(KernelClientBackend):
                 # Attached before it starts: the api transport's stream (nothing of it is missed), or,
                 # for ipc, stdin alone. Either way the engine closes the container's stdin when this
                 # process ends, and the container ends with it (the relay or the launcher sees EOF).
-                streams = {"stdout": 1, "stderr": 1} if self._transport == "api" else {}
-                self._attached = client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1, **streams})
+                if attach:
+                    self._attached = self._attach(client, container.id)
                 container.start()
         except Refused as exc:
             if (error := self._start_error(exc)) is exc:
                 raise
             raise error from exc
         return warning
+
+    def _attach(self, client: Any, container_id: str) -> Any:
+        """The container's attach socket: stdin, and for the api transport stdout and stderr."""
+        streams = {"stdout": 1, "stderr": 1} if self._transport == "api" else {}
+        return client.api.attach_socket(container_id, params={"stdin": 1, "stream": 1, **streams})
 
     def _start_error(self, exc: Refused) -> Exception:
         """The error for a container the engine would not create or start: the cause and fix
@@ -241,15 +256,22 @@ class DockerBackend(KernelClientBackend):
             return SandboxStartError(f"The sandbox could not start: {engine.no_python(self._image_label)}.")
         return exc
 
-    async def _launch(self) -> dict[str, Any]:
+    async def _prepare(self) -> Any:
+        """The engine, with the image checked (built if needed) and the transport chosen."""
         client = await self._engine()
-        await _run_blocking(self._remove_leftovers, client)
         if not self._prepared:  # a build at start shows where the front door says
             await self._ensure_image(self._progress_handler)
         self._prepared = False  # the next start looks again (a changed Dockerfile is rebuilt)
         if not self._transport:
             self._engine_here = await _run_blocking(engine.engine_is_here, client)
             self._transport = engine.choose_transport(client, self.transport, self._engine_here)
+        return client
+
+    async def _launch(self) -> dict[str, Any]:
+        client = await self._prepare()
+        await _run_blocking(self._remove_leftovers, client)
+        if (info := await pool.take(self)) is not None:
+            return info
         relayed = self._transport == "api"
         uid, _ = self._uid_gid()
         self._hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-",
@@ -265,9 +287,7 @@ class DockerBackend(KernelClientBackend):
             warning = await _run_blocking(self._create, client, spec, labels)
             if relayed:
                 self._info = await self._start_bridge()
-            limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label, self._podman)
-            self._watch = ContainerWatch(client, self._container, None if relayed else self._info, limits,
-                                         self._created)
+            self._watch_container(client)
             if warning is not None:
                 self.log.warning("%s", warning)
                 if self._progress_handler is not None:
@@ -276,6 +296,106 @@ class DockerBackend(KernelClientBackend):
             await self._terminate()
             raise
         return dict(self._info)
+
+    def _watch_container(self, client: Any) -> None:
+        limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label, self._podman)
+        self._watch = ContainerWatch(client, self._container, None if self._transport == "api" else self._info,
+                                     limits, self._created)
+
+    # -- the warm pool (sandbox_kernel.pool) ---------------------------------------------------
+    async def _pool_key(self) -> str | None:
+        """Everything that shapes this session's container: its whole specification (the
+        per-sandbox names aside), the image's id, the transport and the code the container
+        runs (launcher, relay)."""
+        if self.kernel_name:  # another language's kernel: not pooled
+            return None
+        client = await self._engine()
+        if not self._run_image:  # the filler: nothing prepared yet
+            await self._ensure_image(None)
+        if not self._transport:
+            self._engine_here = await _run_blocking(engine.engine_is_here, client)
+            self._transport = engine.choose_transport(client, self.transport, self._engine_here)
+        relayed = self._transport == "api"
+        spec = container_spec(self, "NAME", None if relayed else Path("/HOSTDIR"),
+                              self.workdir_volume or "VOLUME", {}, engine_here=self._engine_here)
+        spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
+        image_id = await _run_blocking(image_identity, client, self._run_image)
+        return pool.key_of({"spec": spec, "image_id": image_id, "transport": self._transport, "uid": self._uid_gid(),
+                            "launcher": LAUNCHER, "relay": RELAY_SOURCE, "ttl": self.pool_ttl})
+
+    def _pool_options(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.trait_names(config=True)}
+
+    async def _pool_launch(self) -> tuple[str, dict[str, Any]]:
+        """A container that waits, its kernel started, for a session to attach (see
+        :mod:`.pooled`); returns its name and record. Blocking parts run in threads."""
+        client = await self._engine()
+        key = await self._pool_key()
+        relayed = self._transport == "api"
+        uid, _ = self._uid_gid()
+        hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=pooled.HOSTDIR_PREFIX, dir=engine.HOSTDIR_ROOT))
+        name = f"{pooled.NAME_PREFIX}{secrets.token_hex(6)}"
+        volume = self.workdir_volume or f"{name}-work"
+        labels = pooled.labels(key, hostdir)
+        record: dict[str, Any] = {"key": key, "transport": self._transport, "hostdir": str(hostdir or ""),
+                                  "volume": volume, "created": int(time.time())}
+        try:
+            info = {} if relayed else prepare_hostdir(hostdir, uid)
+            spec = container_spec(self, name, hostdir, volume, labels, engine_here=self._engine_here)
+            spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
+            if relayed:
+                secret = secrets.token_hex(32)
+                spec["environment"] = {**spec["environment"], **pooled_environment(
+                    {"key": secret, "argv": launcher_argv(INSIDE_DIR, "{connection_file}"), "launcher": LAUNCHER,
+                     "ttl": self.pool_ttl})}
+                record["connection_key"] = secret
+            else:
+                spec["environment"] = {**spec["environment"], POOL_TTL_VARIABLE: str(self.pool_ttl)}
+                record["info"] = info
+            self._volume = volume
+            await _run_blocking(self._create, client, spec, labels, False)
+            record["id"] = self._container.id
+        except BaseException:
+            self._container, self._volume = None, None
+            await _run_blocking(self._orphans.remove, client, None, None if self.workdir_volume else volume)
+            engine.remove_hostdir(hostdir)
+            raise
+        self._container = self._volume = None
+        return name, record
+
+    async def _adopt(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Attach to a pooled container (so it ends with this process) and watch it as if
+        :meth:`_launch` had started it; None when it stopped while it waited."""
+        client = self._docker
+        container = await _run_blocking(running_container, client, record["id"])
+        if container is None:
+            return None
+        self._container, self._volume = container, record["volume"]
+        self._hostdir = Path(record["hostdir"]) if record["hostdir"] else None
+        self._created, self._ready = record["created"], False
+        self._pooled_name = record["name"]
+        self._attached = await _run_blocking(self._attach, client, container.id)
+        if self._transport == "api":
+            end = self._bridge_end = asyncio.get_running_loop().create_future()
+            self._bridge = AttachBridge(self._attached, argv=None, launcher=None, key=record["connection_key"],
+                                        max_frame=self.message_bound[0], on_drop=self._bridge_dropped,
+                                        on_end=lambda: end.done() or end.set_result(None))
+            self._attached = None
+            self._bridge.start()
+            self._info = dict(self._bridge.connection)
+        else:
+            await _run_blocking(claim_by_stdin, self._attached)
+            self._info = dict(record["info"])
+        self._watch_container(client)
+        return dict(self._info)
+
+    async def _pool_discard(self, record: dict[str, Any]) -> None:
+        self._pooled_name = None
+        await self._terminate()
+        if self._docker is not None:  # it never became this session's: its own volume goes too
+            await _run_blocking(self._orphans.remove, self._docker, record.get("id"),
+                                None if self.workdir_volume else record.get("volume"))
+        engine.remove_hostdir(record.get("hostdir"))
 
     async def _start_bridge(self) -> dict[str, Any]:
         """Relay the kernel's channels over the container's attach stream (the api transport);
@@ -321,7 +441,7 @@ class DockerBackend(KernelClientBackend):
     def _remove_leftovers(self, client: Any) -> None:
         self._orphans.retry(client)
         try:
-            removed = engine.remove_leftovers(client)
+            removed = engine.remove_leftovers(client) + pooled.sweep(client)
         except SandboxError as exc:  # never a reason not to start
             self.log.warning("could not remove leftover sandboxes: %s", exc)
             return
@@ -348,6 +468,9 @@ class DockerBackend(KernelClientBackend):
             with contextlib.suppress(Exception):
                 attached.close()
         engine.remove_hostdir(hostdir)
+        if self._pooled_name is not None:
+            pool.release(self.name, self._pooled_name)
+            self._pooled_name = None
 
     # -- running code ------------------------------------------------------------------------------
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,

@@ -206,3 +206,27 @@ def stats(container: Any) -> dict[str, Any]:
     """
     with engine_errors("read the sandbox's resource use"):
         return container.stats(stream=False, one_shot=True)
+
+
+def image_identity(client: Any, name: str) -> str:
+    """The local image ``name``'s id (``GET /images/{name}/json``), "" when it is missing. Blocking.
+
+    Raises:
+        SandboxError: the engine failed (mapped by :func:`engine_errors`).
+    """
+    return (local_image(client, name) or {}).get("Id", "")
+
+
+def running_container(client: Any, container_id: str) -> Any:
+    """The container ``container_id`` (docker-py's ``Container``) when it is running, else None
+    (stopped, removed, or the engine refused). Blocking.
+
+    Raises:
+        BackendUnavailable: the engine is not answering.
+    """
+    try:
+        with engine_errors("inspect a pooled sandbox"):
+            container = client.containers.get(container_id)
+    except (Missing, Refused):
+        return None
+    return container if container.status == "running" else None

@@ -79,6 +79,15 @@ def raw_socket(attached: Any) -> Any:
     return attached._sock if isinstance(attached, socket.SocketIO) else attached
 
 
+def claim_by_stdin(attached: Any) -> None:
+    """Claim a pooled ipc sandbox: one byte on the container's stdin, which its launcher waits
+    for (see :data:`.spec.LAUNCHER`). Blocking.
+
+    Raises:
+        OSError: the stream is closed (the container stopped)."""
+    raw_socket(attached).sendall(b"\n")
+
+
 class _Demux:
     """Splits an attach stream into its stdout and stderr pieces."""
 
@@ -109,18 +118,22 @@ class AttachBridge:
     Args:
         attached: docker-py's ``attach_socket`` of the container (stdin, stdout, stderr, stream),
             made before the container starts.
-        argv: the kernel's command in the container (``{connection_file}`` is filled in).
+        argv: the kernel's command in the container (``{connection_file}`` is filled in); None
+            to claim a pooled sandbox's relay, whose kernel runs already (see
+            :func:`.inside.pooled_environment`).
         launcher: Python source the relay writes as ``/tmp/.sandbox-kernel/launch.py``, or None.
+        key: the connection key; a new one when None (a pooled relay's is given).
         max_frame: bytes; a longer frame from the sandbox is dropped (0: no bound).
         on_drop: called with the channel name of a dropped message.
         on_end: called once the stream ended, unless :meth:`close` ended it.
     """
 
-    def __init__(self, attached: Any, *, argv: list[str], launcher: str | None,
-                 max_frame: int, on_drop: Callable[[str], None], on_end: Callable[[], None]) -> None:
+    def __init__(self, attached: Any, *, argv: list[str] | None, launcher: str | None,
+                 max_frame: int, on_drop: Callable[[str], None], on_end: Callable[[], None],
+                 key: str | None = None) -> None:
         self._attached, self._raw = attached, raw_socket(attached)
         self._on_drop, self._on_end = on_drop, on_end
-        self.key = secrets.token_hex(32)
+        self.key = key or secrets.token_hex(32)
         name = f"sandbox-kernel-{secrets.token_hex(8)}"
         self.connection = {"transport": "inproc", "ip": name, "signature_scheme": "hmac-sha256",
                            "key": self.key, "kernel_name": "", **PORTS}
@@ -144,8 +157,11 @@ class AttachBridge:
         self._drainers: dict[int, asyncio.Task] = {}
         self._held_bytes = 0  # of messages for the client not yet taken by ZMQ (and of self._held)
         self._paused = False  # not reading the stream: the client is behind by HELD_BYTES
-        self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
-                                                                   "launcher": launcher}).encode()]))
+        if argv is None:  # a pooled relay: HELLO claims it
+            self._out = bytearray(encode(HELLO, [b"{}"]))
+        else:
+            self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
+                                                                       "launcher": launcher}).encode()]))
         self._decoder = Decoder(self._record, self._dropped, max_frame)
         self._demux = _Demux(self._decoder.feed, self._stderr)
         self.stderr = bytearray()

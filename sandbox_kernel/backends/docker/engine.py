@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, SandboxError
+from ...owners import owned_here, owner, owner_is_gone
+from ...owners import start_time as _start_time
 from .boundary import EngineLost, Missing, Refused, engine_errors, load_docker
 from .podman import EVENTS_WAIT_S as PODMAN_EVENTS_WAIT_S
 
@@ -110,57 +112,6 @@ def choose_transport(client: Any, requested: str, here: bool) -> str:
 
 
 # -- ownership: labels, and leftovers of owners that are gone ---------------------------------
-PROC = Path("/proc")
-
-
-def _start_time(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22),
-    which tells a live owner from a new process that reuses its pid; None when it does not run.
-    Without /proc (macOS, Windows) a running process is ``"alive"``: a reused pid goes unnoticed."""
-    if not (PROC / "self").exists():
-        return _alive(pid)
-    try:
-        stat = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _alive(pid: int) -> str | None:
-    """``"alive"`` when process ``pid`` runs, else None, without /proc. On Windows every pid is
-    taken as alive (its ``os.kill`` would end the process, not probe it)."""
-    if os.name == "nt":
-        return "alive"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:  # runs, as another user
-        pass
-    return "alive"
-
-
-def owner() -> str:
-    """This process as an owner label: ``HOST/PID/STARTTIME``."""
-    return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}"
-
-
-def owned_here(label: str) -> bool:
-    """True when the owner ``label`` names a process of this host (on a shared engine, other
-    hosts' sandboxes are theirs to remove)."""
-    return label.partition("/")[0] == socket.gethostname()
-
-
-def owner_is_gone(label: str) -> bool:
-    """True when ``label`` names a process of this host that no longer runs. Owners on other
-    hosts (an engine shared over TCP) are never judged gone."""
-    host, _, rest = label.partition("/")
-    pid, _, started = rest.partition("/")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    return _start_time(int(pid)) != started
-
-
 def labels(session: str, hostdir: Path | None) -> dict[str, str]:
     """The labels of a session's container and volume (``hostdir``: the ipc transport's)."""
     made = {OWNER_LABEL: owner(), SESSION_LABEL: session, CREATED_LABEL: str(int(time.time()))}

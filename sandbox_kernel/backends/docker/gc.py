@@ -2,7 +2,8 @@
 (entry point ``sandbox_kernel.commands``; ``sandbox-kernel image ...`` is :mod:`.images.__main__`).
 
 It removes the containers, volumes and host directories of sandboxes whose kernel is gone
-(killed or crashed before it could clean up); ``--all`` removes every sandbox-kernel container of this
+(killed or crashed before it could clean up), and the sandboxes waiting in this host's warm
+pool (``pool_size``; ``sandbox-kernel pool stop`` removes only those); ``--all`` removes every sandbox-kernel container of this
 host, running ones too. On an engine shared by several hosts, other hosts' sandboxes are never touched:
 their owner's host removes them (and each container ends by itself when its wrapper does).
 Workspace volumes (``workdir_volume``) are kept unless ``--volumes``; ``--dry-run`` lists what
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import engine, workspace
+from . import engine, pooled, workspace
 
 HELP = "remove sandbox containers left by kernels that are gone (and workspace volumes with --volumes)"
 """The line ``sandbox-kernel --help`` shows."""
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     client = engine.connect()
     try:
         removed = engine.remove_leftovers(client, everything=args.all, dry_run=args.dry_run)
+        removed += pooled.sweep(client, waiting_too=True, dry_run=args.dry_run)
         spaces = workspace.workspaces(client)
         if args.volumes and not args.dry_run:
             gone, in_use = workspace.remove_workspaces(client)

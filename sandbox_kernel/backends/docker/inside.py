@@ -39,6 +39,7 @@ WELCOME_WAIT = 3.0
 """Seconds the relay waits for the kernel's ``iopub_welcome`` before it says HELLO anyway (a
 kernel that predates JEP 65 never sends it)."""
 KERNEL_DIR = "/tmp/.sandbox-kernel"
+POOLED_SOURCE, POOLED_SESSION = "SANDBOX_KERNEL_RELAY", "SANDBOX_KERNEL_SESSION"
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
 
 
@@ -136,12 +137,16 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
         sys.exit(1)
 
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
-    session: dict = {}
+    session: dict = json.loads(os.environ.pop(POOLED_SESSION, "") or "{}")  # a pooled sandbox's
+    pooled = bool(session)
     inbox: list = []
+    claimed = []  # a pooled relay writes nothing until a host's HELLO claims it
 
     def take(channel, frames):
         if channel == HELLO:
-            session.update(json.loads(frames[0]))
+            if not session:
+                session.update(json.loads(frames[0]))
+            claimed.append(True)
         else:
             inbox.append((channel, frames))
 
@@ -151,6 +156,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
         if not data:
             return
         decoder.feed(data)
+    ttl = float(session.get("ttl") or 0) if pooled else 0.0
 
     os.makedirs(KERNEL_DIR, mode=0o700, exist_ok=True)
     connection_file = f"{KERNEL_DIR}/kernel.json"
@@ -204,13 +210,15 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
             if not greeted and time.monotonic() - started > WELCOME_WAIT:
                 greeted = True
                 outgoing += encode(HELLO, [b"{}"])
-            if bool(outgoing) != watching_out:  # wait for room on stdout only with bytes to write
-                watching_out = bool(outgoing)
+            if not claimed and ttl and time.monotonic() - started > ttl:  # pooled, and nobody took it
+                stop(0)
+            if bool(outgoing and claimed) != watching_out:  # wait for room on stdout only with bytes to write
+                watching_out = bool(outgoing and claimed)
                 poller.register(stdout, zmq.POLLOUT) if watching_out else poller.unregister(stdout)
             events = dict(poller.poll(100))
             if kernel.poll() is not None:
                 code = kernel.returncode
-                while outgoing:  # what the kernel said last still goes out
+                while outgoing and claimed:  # what the kernel said last still goes out
                     try:
                         del outgoing[:os.write(stdout, outgoing)]
                     except BlockingIOError:
@@ -241,7 +249,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
             for index, frames in inbox:
                 sockets[index].send_multipart(frames)
             inbox.clear()
-            if outgoing:  # at once: a full pipe raises, and the next poll waits for room
+            if outgoing and claimed:  # at once: a full pipe raises, and the next poll waits for room
                 try:
                     del outgoing[:os.write(stdout, outgoing)]
                 except BlockingIOError:
@@ -258,6 +266,11 @@ SOURCE = open(__file__).read() if __name__ != "__main__" else ""
 12 decimal digits, and run by :data:`BOOTSTRAP`."""
 
 BOOTSTRAP = ("import os\n"
+             f"s = os.environ.pop({POOLED_SOURCE!r}, '')\n"
+             "if s:\n"
+             "    import base64\n"
+             "    exec(compile(base64.b64decode(s), 'sandbox-kernel-relay', 'exec'))\n"
+             "    raise SystemExit(0)\n"
              "def read(n):\n"
              "    b = b''\n"
              "    while len(b) < n:\n"
@@ -268,7 +281,19 @@ BOOTSTRAP = ("import os\n"
              "    return b\n"
              "exec(compile(read(int(read(12))), 'sandbox-kernel-relay', 'exec'))\n")
 """The container's command (``python -c BOOTSTRAP``): reads the relay's source from stdin and
-runs it, so the command line (``docker top``, ``ps``) stays short and the image needs no file of ours."""
+runs it, so the command line (``docker top``, ``ps``) stays short and the image needs no file of ours.
+A pooled sandbox's relay (:func:`pooled_environment`) comes from its environment instead."""
+
+
+def pooled_environment(session: dict) -> dict[str, str]:
+    """The environment of a pooled sandbox's relay (see :mod:`sandbox_kernel.pool`): its source
+    and its session (``key``, ``argv``, ``launcher``, ``ttl``: seconds it waits to be claimed),
+    as HELLO would carry them. The relay starts the kernel at once, writes nothing until a
+    host's HELLO claims it, and ends if none comes within ``ttl``. Both variables are removed
+    from the environment before anything else runs."""
+    import base64
+
+    return {POOLED_SOURCE: base64.b64encode(SOURCE.encode()).decode(), POOLED_SESSION: json.dumps(session)}
 
 
 def preamble() -> bytes:

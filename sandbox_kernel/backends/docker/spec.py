@@ -37,6 +37,9 @@ KERNEL_ENV = {"IPYTHONDIR": "/tmp/ipython", "JUPYTER_RUNTIME_DIR": "/tmp/jupyter
 OUTPUT_CHUNK = 1024**2
 """Characters of stdout/stderr per IOPub ``stream`` message at most (see :data:`LAUNCHER`)."""
 
+POOL_TTL_VARIABLE = "SANDBOX_KERNEL_POOL_TTL"
+"""A pooled ipc sandbox's launcher reads (and removes) it: seconds to wait for its claim."""
+
 LAUNCHER = f"""\
 # sandbox-kernel's launcher: ipykernel_launcher, except that stdout and stderr are published in
 # pieces of at most {OUTPUT_CHUNK} characters, each flushed (the writer waits for the IO thread)
@@ -71,10 +74,18 @@ import stat
 import threading
 
 
+_POOL_TTL = float(os.environ.pop("{POOL_TTL_VARIABLE}", "") or 0)
+
+
 def _end_with_the_host():
     # stdin is the engine's attach of the host process (the ipc transport): when it ends,
     # that process stopped or lost the engine, and nobody can reach this kernel any more.
+    # A pooled sandbox is claimed by a byte on stdin: none within its TTL, nobody took it.
     try:
+        if _POOL_TTL:
+            import select
+            if not select.select([0], [], [], _POOL_TTL)[0]:
+                os._exit(0)
         while os.read(0, 65536):
             pass
     except OSError:

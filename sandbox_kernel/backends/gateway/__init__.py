@@ -240,7 +240,7 @@ class GatewayBackend(KernelClientBackend):
             try:
                 await call(self._endpoint(), kernel_path(self._kernel, "restart"), "restart the kernel", "POST",
                            timeout=self.connect_timeout)
-                self._client = await self._connect({"kernel_id": self._kernel})
+                self._client, self.kernel_info = await self._connect({"kernel_id": self._kernel})
                 self._start_readers()
                 return
             except SandboxError:

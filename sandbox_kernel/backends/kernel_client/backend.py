@@ -112,7 +112,7 @@ class KernelClientBackend(Backend):
                 return
             info = await self._launch()
             try:
-                self._client = await self._connect(info)
+                self._client, self.kernel_info = await self._connect(info)
             except BaseException:
                 if self._death is not None:  # its watch would fail on the terminated kernel
                     self._death.cancel()
@@ -120,8 +120,6 @@ class KernelClientBackend(Backend):
                 await self._terminate()
                 raise
             self._start_readers()
-            with contextlib.suppress(SandboxError):  # one round trip: its language_info and banner
-                self.kernel_info = await self._call(self._client.kernel_info())
 
     def _start_readers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -139,10 +137,15 @@ class KernelClientBackend(Backend):
         client.start_channels(hb=False)
         return client
 
-    async def _connect(self, info: dict[str, Any]) -> AsyncKernelClient:
+    async def _connect(self, info: dict[str, Any]) -> tuple[AsyncKernelClient, dict[str, Any]]:
+        """The started client of the kernel ``info`` describes, once it answered, and the content
+        of its ``kernel_info_reply`` (its language_info and banner).
+
+        Raises:
+            SandboxStartError: the kernel stopped, or did not answer within ``ready_timeout``."""
         client = await self._open_client(info)
         self._death = asyncio.get_running_loop().create_task(self._wait_dead())
-        ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.ready_timeout))
+        ready = asyncio.ensure_future(self._first_kernel_info(client))
         await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)
         if not ready.done():
             ready.cancel()
@@ -155,7 +158,46 @@ class KernelClientBackend(Backend):
                 f"(raise --{type(self).__name__}.ready_timeout).{self._unreachable_hint()}"
             ) from ready.exception()
         self._watch_drops(client)
-        return client
+        return client, ready.result()
+
+    READY_RESEND_S = 1.0
+    """Seconds between ``kernel_info_request`` messages while the kernel is not answering yet
+    (a kernel that is still binding its sockets may miss the first)."""
+
+    async def _first_kernel_info(self, client: AsyncKernelClient) -> dict[str, Any]:
+        """The content of the kernel's ``kernel_info_reply`` once the kernel answers on shell
+        and its IOPub reaches the client: ``kernel_info_request`` is sent every
+        :data:`READY_RESEND_S` until a reply has come and an IOPub message too (ipykernel 7's
+        ``iopub_welcome``, JEP 65, or the ``status`` of a kernel_info request), which proves the
+        client's subscription is in place, so no output of the first cell is lost (ZMQ drops
+        what a PUB socket publishes before a SUB's subscription arrives). jupyter_client's
+        ``wait_for_ready`` instead waits for 0.2 s of IOPub silence, which was 0.2 s of every start.
+
+        Raises:
+            TimeoutError: no answer within ``ready_timeout``."""
+        import queue
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ready_timeout
+        content = None
+        while (left := deadline - loop.time()) > 0:
+            msg_id = client.kernel_info()
+            until = loop.time() + min(self.READY_RESEND_S, left)
+            while content is None and (wait := until - loop.time()) > 0:
+                try:
+                    reply = await client.get_shell_msg(timeout=wait)
+                except queue.Empty:
+                    break
+                if reply.get("parent_header", {}).get("msg_id") == msg_id or reply.get("msg_type") == "kernel_info_reply":
+                    content = reply["content"]
+            if content is None:
+                continue
+            try:
+                await client.get_iopub_msg(timeout=max(0.0, min(until - loop.time(), deadline - loop.time())))
+            except queue.Empty:
+                continue  # not subscribed yet: the next request's status will say when
+            return content
+        raise TimeoutError(f"no kernel_info_reply within {self.ready_timeout:g} s")
 
     def _client_context(self) -> Any:
         """The ZMQ context for the client's sockets (a ``zmq.asyncio.Context``), or None for a

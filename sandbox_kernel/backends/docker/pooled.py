@@ -1,0 +1,123 @@
+"""The docker backend's warm pool (see :mod:`sandbox_kernel.pool`): the labels of pooled
+containers, and what removes them.
+
+A pooled container has no owner label (its filler's process is gone long before a session
+takes it), so the sweep of :func:`.engine.remove_leftovers` never sees it. It carries
+``org.sandbox-kernel.pool`` (its key) and ``org.sandbox-kernel.pool-host`` (this host's name:
+on an engine shared by several hosts, each host has its own pool). Its name starts with
+:data:`NAME_PREFIX`, its ipc host directory with ``/tmp/skd-pool-``. Which one is waiting and
+which one a session took is in this host's registry (:class:`~sandbox_kernel.pool.Registry`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from typing import Any
+
+from ... import pool
+from .boundary import Refused, engine_errors
+from .engine import CREATED_LABEL, HOSTDIR_LABEL, LABEL, SESSION_LABEL, owner_is_gone, remove_hostdir
+
+POOL_LABEL = f"{LABEL}.pool"
+POOL_HOST_LABEL = f"{LABEL}.pool-host"
+NAME_PREFIX = "sandbox-kernel-pool-"
+HOSTDIR_PREFIX = "skd-pool-"
+YOUNG_S = 120.0
+"""Seconds after its creation during which a pooled container or volume the registry does not
+list yet is left alone by the sweep (its filler is still starting it)."""
+
+
+def labels(key: str, hostdir: Any) -> dict[str, str]:
+    """The labels of a pooled container and its volume (``hostdir``: the ipc transport's)."""
+    made = {POOL_LABEL: key, POOL_HOST_LABEL: socket.gethostname(), SESSION_LABEL: "pool",
+            CREATED_LABEL: str(int(time.time()))}
+    return {**made, HOSTDIR_LABEL: str(hostdir)} if hostdir is not None else made
+
+
+def _ours(info_labels: dict[str, str]) -> bool:
+    return info_labels.get(POOL_HOST_LABEL) == socket.gethostname()
+
+
+def _young(info_labels: dict[str, str]) -> bool:
+    created = info_labels.get(CREATED_LABEL, "0")
+    return created.isdigit() and time.time() - int(created) < YOUNG_S
+
+
+def sweep(client: Any, *, waiting_too: bool = False, dry_run: bool = False) -> list[str]:
+    """Remove this host's pooled containers (and their volumes and host directories) that no
+    session can use: stopped ones, those whose session's process is gone, and those the
+    registry lost. ``waiting_too`` (``gc``, ``pool stop``) also removes those waiting to be
+    taken. Claimed ones of live sessions are never touched. Blocking.
+
+    Returns:
+        The names of the removed containers and volumes (with ``dry_run``: of those that
+        would be, each waiting one marked ``(pooled, waiting)``).
+    """
+    waiting = {record["name"]: registry for registry, record in pool.waiting_records("docker")}
+    claimed = {record["name"]: record for record in pool.claimed_records("docker")}
+    removed: list[str] = []
+    with engine_errors("list pooled sandbox containers"):
+        containers = client.api.containers(all=True, filters={"label": POOL_LABEL})
+    names = set()
+    for info in containers:
+        info_labels = info.get("Labels") or {}
+        name = info["Names"][0].lstrip("/")
+        names.add(name)
+        if not _ours(info_labels):
+            continue
+        record = claimed.get(name)
+        if record is not None:  # a session's: left to it while it runs
+            if not owner_is_gone(record.get("claimed_by", "")):
+                continue
+        elif name in waiting:
+            if not waiting_too and info.get("State") == "running":
+                continue
+        elif _young(info_labels):  # its filler has not offered it yet
+            continue
+        if dry_run:
+            removed.append(name + (" (pooled, waiting)" if name in waiting else " (pooled)"))
+            continue
+        if name in waiting and not waiting[name].withdraw(name):
+            continue  # a session took it meanwhile
+        with contextlib.suppress(Refused), engine_errors("remove a pooled container"):
+            client.api.remove_container(info["Id"], force=True)
+            removed.append(name)
+        remove_hostdir(info_labels.get(HOSTDIR_LABEL))
+        pool.release("docker", name)
+    for name, registry in waiting.items():  # records of containers that are gone
+        if name not in names and not dry_run:
+            registry.withdraw(name)
+    for name, record in claimed.items():
+        if name not in names and owner_is_gone(record.get("claimed_by", "")) and not dry_run:
+            pool.release("docker", name)
+    with engine_errors("list pooled sandbox volumes"):
+        volumes = client.api.volumes(filters={"label": POOL_LABEL}).get("Volumes") or []
+    for volume in volumes:
+        volume_labels = volume.get("Labels") or {}
+        if not _ours(volume_labels) or _young(volume_labels) or dry_run:
+            continue
+        with contextlib.suppress(Refused), engine_errors("remove a pooled volume"):  # in use: kept
+            client.api.remove_volume(volume["Name"])
+            removed.append(volume["Name"])
+    return removed
+
+
+def status(client: Any) -> list[dict[str, Any]]:
+    """This host's waiting pooled containers: name, key, transport, seconds waited, and the
+    memory each holds (bytes, as ``docker stats`` counts it; None if unknown). Blocking."""
+    from .boundary import stats
+
+    rows = []
+    for _registry, record in pool.waiting_records("docker"):
+        memory = None
+        with contextlib.suppress(Exception):
+            with engine_errors("read a pooled container's memory"):
+                container = client.containers.get(record["id"])
+            figures = stats(container).get("memory_stats", {})
+            if "usage" in figures:
+                memory = figures["usage"] - figures.get("stats", {}).get("inactive_file", 0)
+        rows.append({"name": record["name"], "key": record.get("key", ""), "transport": record.get("transport", ""),
+                     "waited_s": time.time() - record.get("offered", time.time()), "memory_bytes": memory})
+    return rows
