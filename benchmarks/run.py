@@ -48,8 +48,6 @@ VARIANTS = {"sandbox-local/at-launch": ("sandbox-local", [AT_LAUNCH], None),
             "sandbox-docker/at-launch": ("sandbox-docker", [AT_LAUNCH], None),
             "sandbox-local/pool": ("sandbox-local", ["--LocalBackend.pool_size=1"], None),
             "sandbox-docker/pool": ("sandbox-docker", ["--DockerBackend.pool_size=1"], None),
-            "sandbox-local/pool+at-launch": ("sandbox-local", ["--LocalBackend.pool_size=1", AT_LAUNCH], None),
-            "sandbox-docker/pool+at-launch": ("sandbox-docker", ["--DockerBackend.pool_size=1", AT_LAUNCH], None),
             "sandbox-docker/api": ("sandbox-docker", ["--DockerBackend.transport=api"], None),
             "sandbox-docker/tcp": ("sandbox-docker", ["--DockerBackend.transport=api"], "docker_tcp")}
 """Benchmark name -> (kernelspec, extra argv, test target whose environment the kernel gets).
@@ -92,7 +90,7 @@ def wait_for_pool(name: str) -> None:
     deadline = time.monotonic() + POOL_WAIT_S
     while not pool.waiting_records(backend) and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(1.0)  # the refill's container or process settles (its kernel's boot is done)
+    time.sleep(0.5)  # what the filler did last (writing the record, exiting) is over
 
 
 def stop_pool(name: str) -> None:

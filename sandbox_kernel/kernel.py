@@ -57,8 +57,11 @@ class SandboxKernel(Kernel, OutputOptions):
     max_output_bytes = ByteSize(10 * 1024**2, config=True,
                                 help="Output (stdout, stderr, rich data) one cell may show, e.g. '10m'; "
                                      "the rest is dropped with a marker. 0: no limit.")
-    start_sandbox_at_launch = Bool(False, config=True,
-                                   help="Start the sandbox when the kernel starts, not at the first cell.")
+    start_sandbox_at_launch = Bool(None, allow_none=True, config=True,
+                                   help="Start the sandbox when the kernel starts, not at the first cell. "
+                                        "None (default): at launch when the backend keeps a warm pool "
+                                        "(pool_size > 0: taking a pooled sandbox then overlaps the "
+                                        "frontend's own start), else at the first cell.")
 
     # ipykernel sleeps 0.5 ms before each execute_reply to let output flush; our outputs are
     # published before do_execute returns, so that sleep is pure latency.
@@ -73,10 +76,22 @@ class SandboxKernel(Kernel, OutputOptions):
         self.pipeline = OutputPipeline(self.make_policy())
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
-        if self.start_sandbox_at_launch:  # a failure here is reported again by the first cell
-            task = asyncio.get_event_loop().create_task(self._ensure_sandbox())
+        if self.start_sandbox_at_launch is not False:  # a failure here is reported again by the first cell
+            task = asyncio.get_event_loop().create_task(self._start_at_launch())
             task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
                 "The sandbox did not start: %s", t.exception()))
+
+    async def _start_at_launch(self) -> None:
+        """Start the sandbox now if ``start_sandbox_at_launch`` says so (None: if its backend
+        keeps a warm pool)."""
+        if self.start_sandbox_at_launch is None:
+            try:
+                pooled = getattr(self._make_sandbox(), "pool_size", 0) > 0
+            except SandboxError:  # the first cell says it
+                return
+            if not pooled:
+                return
+        await self._ensure_sandbox()
 
     LANGUAGE_WAIT_S = 30.0
     """Seconds ``kernel_info_request`` waits for a sandbox that runs another language's kernel."""

@@ -35,7 +35,7 @@ from ..traits import ByteSize, format_bytes
 from ..owners import owner_is_gone
 from ..owners import start_time as _start_time
 from .kernel_client import KERNEL_ARGS, KernelClientBackend
-from .kernel_client.launcher import IOPUB_APP
+from .kernel_client.launcher import IOPUB_APP, READY_LINE, READY_VARIABLE
 
 ALLOWED_ENV = ("PATH", "LANG")
 
@@ -239,16 +239,19 @@ class LocalBackend(KernelClientBackend):
         (runtime / "launch.py").write_text(POOLED_LAUNCH.format(runtime=str(runtime), ttl=self.pool_ttl,
                                                                 claim=str(claim)) + IOPUB_APP)
         self._scratch, self._runtime = scratch, runtime
+        log = runtime / "kernel.log"
         try:
-            proc = launch_kernel(self._command(connection_file), env=self._environment(), cwd=str(scratch),
-                                 independent=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(log, "wb") as stderr:
+                proc = launch_kernel(self._command(connection_file), env={**self._environment(), READY_VARIABLE: "1"},
+                                     cwd=str(scratch), independent=True, stdout=subprocess.DEVNULL, stderr=stderr)
         finally:
             self._scratch = self._runtime = None
-        deadline = time.monotonic() + self.ready_timeout
-        while not claim.exists() and proc.poll() is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        if not claim.exists():
-            remove_pooled({"scratch": str(scratch), "runtime": str(runtime)})
+        deadline = time.monotonic() + self.ready_timeout  # offered once its kernel is ready
+        while READY_LINE.encode() not in log.read_bytes() and proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if READY_LINE.encode() not in log.read_bytes() or not claim.exists():
+            remove_pooled({"pid": proc.pid, "started": _start_time(proc.pid), "scratch": str(scratch),
+                           "runtime": str(runtime)})
             raise SandboxStartError(f"A pooled local kernel did not start (exit code {proc.poll()}).")
         name = f"{POOL_PREFIX}{proc.pid}-{secrets.token_hex(4)}"
         return name, {"pid": proc.pid, "started": _start_time(proc.pid), "scratch": str(scratch),

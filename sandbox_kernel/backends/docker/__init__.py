@@ -37,9 +37,10 @@ from ...pool import pool_size_trait, pool_ttl_trait
 from ...traits import ByteSize, format_bytes
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend
+from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
 from . import engine, podman, pooled, workspace
 from .bridge import AttachBridge, claim_by_stdin
-from .boundary import Refused, engine_errors, image_identity, running_container, stats
+from .boundary import Refused, container_log, engine_errors, image_identity, running_container, stats
 from .image import BuildProgress
 from .images import DEFAULT_TAG
 from .mounts import parse_gpus
@@ -352,9 +353,11 @@ class DockerBackend(KernelClientBackend):
             else:
                 spec["environment"] = {**spec["environment"], POOL_TTL_VARIABLE: str(self.pool_ttl)}
                 record["info"] = info
+            spec["environment"] = {**spec["environment"], READY_VARIABLE: "1"}
             self._volume = volume
             await _run_blocking(self._create, client, spec, labels, False)
             record["id"] = self._container.id
+            await self._pooled_ready(client)
         except BaseException:
             self._container, self._volume = None, None
             await _run_blocking(self._orphans.remove, client, None, None if self.workdir_volume else volume)
@@ -362,6 +365,22 @@ class DockerBackend(KernelClientBackend):
             raise
         self._container = self._volume = None
         return name, record
+
+    async def _pooled_ready(self, client: Any) -> None:
+        """Wait until the pooled container's kernel said it is ready (:data:`READY_LINE` in its
+        log), so a session never takes one still booting.
+
+        Raises:
+            SandboxStartError: it stopped, or did not say so within ``ready_timeout``."""
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            state, log = await _run_blocking(container_log, client, self._container.id)
+            if READY_LINE in log:
+                return
+            if state != "running":
+                break
+            await asyncio.sleep(0.1)
+        raise SandboxStartError(f"A pooled sandbox's kernel did not become ready: {log.strip()[-300:] or state}")
 
     async def _adopt(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Attach to a pooled container (so it ends with this process) and watch it as if

@@ -230,3 +230,19 @@ def running_container(client: Any, container_id: str) -> Any:
     except (Missing, Refused):
         return None
     return container if container.status == "running" else None
+
+
+def container_log(client: Any, container_id: str) -> tuple[str, str]:
+    """The container's state (``running``, ``exited``, ...; ``removed`` when gone) and the last
+    lines of its stderr (``GET /containers/{id}/logs``). Blocking.
+
+    Raises:
+        BackendUnavailable: the engine is not answering.
+    """
+    try:
+        with engine_errors("read a sandbox's log"):
+            state = client.api.inspect_container(container_id)["State"]["Status"]
+            log = client.api.logs(container_id, stdout=False, stderr=True, tail=20)
+    except (Missing, Refused):
+        return "removed", ""
+    return state, log.decode("utf-8", "replace")

@@ -13,9 +13,18 @@ queue keeps libzmq's default bound, and the backend bounds in bytes what it hold
 
 from __future__ import annotations
 
-IOPUB_APP = """\
+READY_VARIABLE = "SANDBOX_KERNEL_SAY_READY"
+READY_LINE = "sandbox-kernel: kernel ready"
+"""With :data:`READY_VARIABLE` set, the kernel writes this line on its stderr once its sockets are
+bound, as its event loop starts: a pooled sandbox's filler offers it only then."""
+
+IOPUB_APP = f"""\
 from ipykernel.kernelapp import IPKernelApp  # first: an image without ipykernel says so by name
+import os
+import sys
 import zmq
+
+_SAY_READY = os.environ.pop("{READY_VARIABLE}", "")
 
 
 class LosslessIOPubKernelApp(IPKernelApp):
@@ -26,6 +35,12 @@ class LosslessIOPubKernelApp(IPKernelApp):
             super().init_iopub(context)
         finally:
             context.sockopts.pop(zmq.SNDHWM, None)
+
+    def start(self):
+        if _SAY_READY:  # a pooled sandbox: its filler waits for this line
+            sys.__stderr__.write("{READY_LINE}\\n")
+            sys.__stderr__.flush()
+        super().start()
 
 
 LosslessIOPubKernelApp.launch_instance()
