@@ -252,3 +252,19 @@ def test_through_the_kernelspec_a_new_kernel_takes_a_pooled_sandbox(name):
         km.interrupt_kernel()  # the notebook's interrupt button reaches the pooled sandbox
         reply = kc.get_shell_msg(timeout=20)
         assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["ename"] == "KeyboardInterrupt"
+
+
+@pytest.mark.parametrize("name", ["local", "docker"])
+def test_through_the_magic_a_new_session_takes_a_pooled_sandbox(name):
+    from tests.support.host import host_kernel
+
+    with host_kernel(name) as (_, kc):
+        cell = f"%%sandbox --backend {backend_of(name)} --name first --pool-size 1\nimport os\nprint(os.getpid())"
+        reply, outputs = run(kc, cell, timeout=120)
+        assert reply["status"] == "ok", outputs
+        wait_until(lambda: len(waiting(name)) == 1, what="the refill")
+        offered = waiting(name)[0]
+        cell = f"%%sandbox --backend {backend_of(name)} --name second --pool-size 1\nprint('first' in dir())"
+        reply, outputs = run(kc, cell, timeout=60)
+        assert reply["status"] == "ok" and stdout(outputs) == "False\n", outputs
+        assert offered["name"] not in [record["name"] for record in waiting(name)]  # the second session took it
