@@ -19,6 +19,11 @@ addresses ``input_request`` to the shell request's sender) and a SUB to its IOPu
 It answers HELLO with HELLO once the kernel's IOPub has greeted it (``iopub_welcome``, JEP 65)
 or after :data:`WELCOME_WAIT` seconds, so no output is published before it listens.
 
+A pooled sandbox's relay (:mod:`sandbox_kernel.pool`) gets its source and session from its
+environment instead (:func:`pooled_environment`: the key is no secret from the sandbox, whose
+kernel reads it from its connection file anyway), starts the kernel at once, and writes nothing
+until the host that takes it sends HELLO; it ends if none comes within the session's ``ttl``.
+
 The relay ends the kernel and exits when its standard input ends: the attach stream closed,
 because the host's process (the wrapper kernel) stopped or lost the engine. Its exit code is
 the kernel's (128 + N for a signal N), which the host reads from the container's state.
