@@ -57,6 +57,16 @@ def box(name: str, **options) -> AsyncSandbox:
     return AsyncSandbox(backend_of(name), **{**TRANSPORTS[name], "pool_size": 1, **options})
 
 
+async def filled(name: str, **options) -> dict:
+    """Start and close one session (a cold start, which starts the refill); return the record of
+    the sandbox then waiting in the pool."""
+    first = box(name, **options)
+    await first.start()
+    await first.close()
+    wait_until(lambda: len(waiting(name)) == 1, what="the refill")
+    return waiting(name)[0]
+
+
 def sandbox_alive(name: str, record: dict) -> bool:
     if name == "local":
         from sandbox_kernel.backends.local import pooled_alive
@@ -121,11 +131,7 @@ def test_concurrent_claims_never_get_the_same_sandbox(tmp_path):
 
 @pytest.mark.parametrize("name", list(TRANSPORTS))
 async def test_a_pooled_sandbox_that_died_is_skipped_without_a_word(name):
-    first = box(name)
-    await first.start()
-    await first.close()
-    wait_until(lambda: len(waiting(name)) == 1, what="the refill")
-    dead = waiting(name)[0]
+    dead = await filled(name)
     if name == "local":
         os.killpg(dead["pid"], signal.SIGKILL)
     else:
@@ -155,11 +161,7 @@ asyncio.run(main())
 
 @pytest.mark.parametrize("name", list(TRANSPORTS))
 async def test_a_taken_sandbox_ends_with_the_process_that_took_it(name):
-    first = box(name)
-    await first.start()
-    await first.close()
-    wait_until(lambda: len(waiting(name)) == 1, what="the refill")
-    record = waiting(name)[0]
+    record = await filled(name)
     taker = subprocess.Popen([sys.executable, "-c", TAKER, backend_of(name), json.dumps(TRANSPORTS[name])],
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -175,11 +177,7 @@ async def test_a_taken_sandbox_ends_with_the_process_that_took_it(name):
 
 @pytest.mark.parametrize("name", list(TRANSPORTS))
 async def test_a_sandbox_nobody_takes_ends_after_pool_ttl(name):
-    first = box(name, pool_ttl=4)
-    await first.start()
-    await first.close()
-    wait_until(lambda: len(waiting(name)) == 1, what="the refill")
-    record = waiting(name)[0]
+    record = await filled(name, pool_ttl=4)
     assert sandbox_alive(name, record)
     wait_until(lambda: not sandbox_alive(name, record), timeout=30, what="the TTL")
     session = box(name, pool_ttl=4)  # its record is still listed: taken, found dead, skipped
@@ -193,10 +191,7 @@ async def test_a_sandbox_nobody_takes_ends_after_pool_ttl(name):
 @pytest.mark.parametrize("name", ["local", "docker"])
 async def test_the_pool_is_keyed_by_what_shapes_a_sandbox(name):
     limit = {"memory_limit": "1g"} if name == "docker" else {"memory_limit": "4g"}
-    first = box(name, **limit)
-    await first.start()
-    await first.close()
-    wait_until(lambda: len(waiting(name)) == 1, what="the refill")
+    await filled(name, **limit)
     other = box(name, memory_limit="768m" if name == "docker" else "3g")
     await other.start()
     try:
@@ -212,11 +207,7 @@ async def test_the_pool_is_keyed_by_what_shapes_a_sandbox(name):
 
 
 async def test_pool_status_gc_and_pool_stop_see_the_waiting_sandboxes():
-    first = box("docker")
-    await first.start()
-    await first.close()
-    wait_until(lambda: len(waiting("docker")) == 1, what="the refill")
-    name = waiting("docker")[0]["name"]
+    name = (await filled("docker"))["name"]
     status = subprocess.run([sys.executable, "-m", "sandbox_kernel", "pool", "status"], capture_output=True, text=True)
     assert name in status.stdout and "MiB" in status.stdout, status.stdout
     dry = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc", "--dry-run"], capture_output=True, text=True)
