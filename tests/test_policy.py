@@ -420,3 +420,24 @@ def test_nothing_is_taken_out_of_its_output_area_and_a_mermaid_fence_is_said():
     assert "fixed" not in html and "position: relative" in html
     fence = OutputPolicy().bundle({"text/markdown": "# D\n\n```mermaid\ngraph TD\nA-->B\n```\n"})
     assert fence.changed and "language-mermaid" in fence.data["text/html"]
+
+
+@pytest.mark.parametrize("diagram", [
+    'classDiagram\nclass A\nlink A "https:/x.example/login" _top',  # https:/ is https:// to a browser
+    'classDiagram\nclass A\nlink A "/lab/tree/x.ipynb" _self',
+    'classDiagram\nclass A\nlink A "https:\t/x.example"',
+    'sequenceDiagram\nparticipant A\nlink A: Login @ https:/x.example',
+    'sequenceDiagram\nparticipant A\nlinks A: {"Login": "https:/x.example"}',
+    'sequenceDiagram\nparticipant A\n  Link A: Login @ /lab',
+])
+def test_mermaid_refuses_link_statements_and_their_targets(diagram):
+    """Class and sequence diagrams' ``link``/``links`` statements make a node a link (class
+    diagrams take a target: ``_top`` replaces the Lab page on a click); ``https:/host`` is a URL
+    to another origin for a browser, though it holds no ``//``."""
+    policed = OutputPolicy().bundle({"text/vnd.mermaid": diagram})
+    assert "text/vnd.mermaid" not in policed.data and policed.changed
+
+
+def test_mermaid_sequence_messages_may_start_with_a_slash():
+    diagram = "sequenceDiagram\nAlice->>Bob: /start\nBob-->>Alice: ok"
+    assert OutputPolicy().bundle({"text/vnd.mermaid": diagram}).data == {"text/vnd.mermaid": diagram}
