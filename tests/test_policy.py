@@ -16,6 +16,7 @@ from sandbox_kernel.events import Display
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.css import clean_declarations, clean_stylesheet
 from sandbox_kernel.policy.markup import Sanitizer
+from sandbox_kernel.policy.tex import police_tex
 
 HANDLERS = ["onerror", "onload", "onclick", "onmouseover", "onfocus", "onanimationstart", "onbegin", "ontoggle",
             "onpointerenter", "onbeforetoggle", "onwheel", "ONERROR", "OnLoad"]
@@ -441,3 +442,13 @@ def test_mermaid_refuses_link_statements_and_their_targets(diagram):
 def test_mermaid_sequence_messages_may_start_with_a_slash():
     diagram = "sequenceDiagram\nAlice->>Bob: /start\nBob-->>Alice: ok"
     assert OutputPolicy().bundle({"text/vnd.mermaid": diagram}).data == {"text/vnd.mermaid": diagram}
+
+
+@pytest.mark.parametrize("tex", [r"\fcolorbox{red}{red;background-image:url(https://x.example/b)}{X}",
+                                 r"\fcolorbox{red}{url(https://x.example/b)}{X}"])
+def test_every_colour_argument_is_plain(tex):
+    """``\\fcolorbox{frame}{background}{text}``: MathJax's colour package passes an unknown colour
+    name to CSS as it is (ColorModel.getColorByName), the background as ``mathbackground``."""
+    policed, changed = police_tex(f"${tex}$")
+    assert changed and "\\fcolorbox" not in policed
+    assert police_tex(r"$\fcolorbox{red}{#fe0}{X}$") == (r"$\fcolorbox{red}{#fe0}{X}$", False)
