@@ -78,6 +78,8 @@ class WidgetRules:
         the sandbox (IOPub ``comm_open``/``comm_msg``/``comm_close``)."""
         if self.policy.trusts:
             return event, False, None
+        if not isinstance(event.content, dict):
+            return None, True, None
         comm_id = event.content.get("comm_id")
         if not isinstance(comm_id, str) or not MODEL_ID.match(comm_id):
             return None, True, None
