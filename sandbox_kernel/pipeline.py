@@ -19,6 +19,7 @@ policy and rules, and a budget of its own, renewed at each cell.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from .errors import SandboxError
@@ -32,6 +33,11 @@ OUTSIDE_SCOPE = "from outside a cell (a sandbox thread's) before the next cell"
 
 NO_COMMS_NOTE = ("[ipywidgets cannot work with the {backend} backend: it does not carry comms, so widgets are "
                  "shown as text. Use the local or docker backend for widgets.]\n")
+
+
+NOT_A_BUNDLE = "[an output was not shown: its MIME bundle is not a JSON object]"
+"""What a ``display_data`` whose ``data`` is a string, a list or null shows instead, under every
+policy (the page's output model expects an object)."""
 
 
 class OutputPipeline:
@@ -90,6 +96,10 @@ class OutputPipeline:
         for what the sandbox sends outside any cell (widget changes from a thread)."""
         policy = policy or self.policy
         shown: list[Event] = []
+        if isinstance(event, Display) and not isinstance(event.data, dict):
+            event = replace(event, data={"text/plain": NOT_A_BUNDLE}, metadata={})
+        elif isinstance(event, Display) and not isinstance(event.metadata, dict):
+            event = replace(event, metadata={})
         if isinstance(event, Display):
             if WIDGET_VIEW in event.data and not self.comms:
                 self._say_once(self.no_comms_note.format(backend=self.backend), shown)

@@ -78,6 +78,8 @@ class WidgetRules:
         the sandbox (IOPub ``comm_open``/``comm_msg``/``comm_close``)."""
         if self.policy.trusts:
             return event, False, None
+        if not isinstance(event.content, dict):
+            return None, True, None
         comm_id = event.content.get("comm_id")
         if not isinstance(comm_id, str) or not MODEL_ID.match(comm_id):
             return None, True, None
@@ -250,7 +252,8 @@ class WidgetRules:
             states[model_id], did = entry
             changed |= did
         kept_paths, kept_buffers = [], []
-        for i, path in enumerate(data.get("buffer_paths") or []):
+        paths = data.get("buffer_paths") if isinstance(data.get("buffer_paths"), list) else []
+        for i, path in enumerate(paths):
             ok = isinstance(path, list) and len(path) > 2 and isinstance(path[0], str) and path[0] in states \
                 and path[1] == "state"
             if ok and i < len(event.buffers) and binary_paths(self._models[path[0]], [path[2:]], (b"",))[0]:

@@ -42,7 +42,8 @@ LATEX_HOSTILE = re.compile(
 classes and ids, URLs, ``\\unicode`` fonts, extension loading, raw MathML and new macros."""
 MERMAID_ACTIVE = (re.compile(r"@\{[^}]*\b(img|icon)\s*:", re.I), re.compile(r"%%\s*\{"),
                   re.compile(r"\A\s*---"), re.compile(r"themeCSS|fontFamily|url\s*\(|\\", re.I),
-                  re.compile(r"<"), re.compile(r"^\s*(click|callback|href)\b", re.I | re.M))
+                  re.compile(r"<"), re.compile(r"^\s*(click|callback|href|links?)\b", re.I | re.M),
+                  re.compile(r"\b_(top|self|parent)\b|[a-z][a-z0-9+.\-]*:[\t\n]*/", re.I))
 CHART_URL_KEYS = {"url", "href", "loader", "baseURL", "editorUrl", "sourceHeader", "sourceFooter",
                   "defaultStyle"}
 """Keys flagged whatever their value; ``source`` only in Plotly's ``layout.images`` (elsewhere

@@ -217,3 +217,19 @@ def test_a_widget_events_outputs_are_policed_and_cut_without_the_cells_note():
     assert "onerror" not in shown[0].data["text/html"]
     assert [n for n in notes(shown) if "output policy" in n] == []
     assert "further output of this widget event is dropped" in notes(shown)[0]
+
+
+def test_a_bundle_or_comm_that_is_not_a_json_object_is_refused_with_a_note_not_a_crash():
+    """A sandbox's kernel can send ``display_data`` whose ``data`` is a string or a list, and comm
+    messages whose ``content`` is not an object: under every policy that is an output saying so
+    (the page's nbformat model expects an object), never a traceback of ours or the value shown."""
+    hostile = '<img src=x onerror="alert(1)">'
+    for mode in ("sanitize", "isolate", "trust"):
+        for data in (hostile, [hostile], None, 3):
+            shown = run([Display(data=data, metadata=hostile)], OutputPolicy(mode))
+            displays = [e for e in shown if isinstance(e, Display)]
+            assert len(displays) == 1 and list(displays[0].data) == ["text/plain"], (mode, data, shown)
+            assert "not shown" in displays[0].data["text/plain"] and displays[0].metadata == {}
+        if mode != "trust":
+            shown = run([Comm("comm_msg", [hostile]), Comm("comm_open", hostile)], OutputPolicy(mode))
+            assert not [e for e in shown if isinstance(e, Comm)]

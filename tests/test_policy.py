@@ -16,6 +16,7 @@ from sandbox_kernel.events import Display
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.css import clean_declarations, clean_stylesheet
 from sandbox_kernel.policy.markup import Sanitizer
+from sandbox_kernel.policy.tex import police_tex
 
 HANDLERS = ["onerror", "onload", "onclick", "onmouseover", "onfocus", "onanimationstart", "onbegin", "ontoggle",
             "onpointerenter", "onbeforetoggle", "onwheel", "ONERROR", "OnLoad"]
@@ -420,3 +421,34 @@ def test_nothing_is_taken_out_of_its_output_area_and_a_mermaid_fence_is_said():
     assert "fixed" not in html and "position: relative" in html
     fence = OutputPolicy().bundle({"text/markdown": "# D\n\n```mermaid\ngraph TD\nA-->B\n```\n"})
     assert fence.changed and "language-mermaid" in fence.data["text/html"]
+
+
+@pytest.mark.parametrize("diagram", [
+    'classDiagram\nclass A\nlink A "https:/x.example/login" _top',  # https:/ is https:// to a browser
+    'classDiagram\nclass A\nlink A "/lab/tree/x.ipynb" _self',
+    'classDiagram\nclass A\nlink A "https:\t/x.example"',
+    'sequenceDiagram\nparticipant A\nlink A: Login @ https:/x.example',
+    'sequenceDiagram\nparticipant A\nlinks A: {"Login": "https:/x.example"}',
+    'sequenceDiagram\nparticipant A\n  Link A: Login @ /lab',
+])
+def test_mermaid_refuses_link_statements_and_their_targets(diagram):
+    """Class and sequence diagrams' ``link``/``links`` statements make a node a link (class
+    diagrams take a target: ``_top`` replaces the Lab page on a click); ``https:/host`` is a URL
+    to another origin for a browser, though it holds no ``//``."""
+    policed = OutputPolicy().bundle({"text/vnd.mermaid": diagram})
+    assert "text/vnd.mermaid" not in policed.data and policed.changed
+
+
+def test_mermaid_sequence_messages_may_start_with_a_slash():
+    diagram = "sequenceDiagram\nAlice->>Bob: /start\nBob-->>Alice: ok"
+    assert OutputPolicy().bundle({"text/vnd.mermaid": diagram}).data == {"text/vnd.mermaid": diagram}
+
+
+@pytest.mark.parametrize("tex", [r"\fcolorbox{red}{red;background-image:url(https://x.example/b)}{X}",
+                                 r"\fcolorbox{red}{url(https://x.example/b)}{X}"])
+def test_every_colour_argument_is_plain(tex):
+    """``\\fcolorbox{frame}{background}{text}``: MathJax's colour package passes an unknown colour
+    name to CSS as it is (ColorModel.getColorByName), the background as ``mathbackground``."""
+    policed, changed = police_tex(f"${tex}$")
+    assert changed and "\\fcolorbox" not in policed
+    assert police_tex(r"$\fcolorbox{red}{#fe0}{X}$") == (r"$\fcolorbox{red}{#fe0}{X}$", False)

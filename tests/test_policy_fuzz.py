@@ -144,7 +144,9 @@ mermaid = st.builds(lambda head, body: head + body, st.sampled_from([
         "flowchart LR\n  A --> B\n", 'flowchart LR\n  A@{ img: "http://e.org/i.png", label: "a", pos: "t" }\n',
         "flowchart LR\n  A[\"<img src='http://e.org/i.png'>\"] --> B\n", "flowchart LR\n  A[\"<b>bold</b>\"]\n",
         'flowchart LR\n  click A href "javascript:alert(1)"\n', "sequenceDiagram\n  A->>B: hi\n",
-        "flowchart LR\n  A@{ icon: \"fa:user\" }\n", 'flowchart LR\n  A["\\u003cimg src=x onerror=alert(1)\\u003e"]\n']),
+        "flowchart LR\n  A@{ icon: \"fa:user\" }\n", 'flowchart LR\n  A["\\u003cimg src=x onerror=alert(1)\\u003e"]\n',
+        'classDiagram\n  class A\n  link A "https:/e.org/login" _top\n', "sequenceDiagram\n  link A: x @ https:/e.org\n",
+        'sequenceDiagram\n  links A: {"x": "/lab/tree"}\n']),
         min_size=1, max_size=2).map("".join))
 
 markdown = st.lists(st.one_of(

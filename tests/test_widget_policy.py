@@ -319,3 +319,12 @@ def test_a_style_or_layout_reference_must_name_a_model_of_its_class(rules):
     assert "layout" not in state and "style" not in state
     state = state_of(rules.from_sandbox(opening("b2", "ButtonModel", layout="IPY_MODEL_lay")))
     assert state["layout"] == "IPY_MODEL_lay"
+
+
+def test_update_states_with_buffer_paths_that_are_not_a_list_is_answered(rules):
+    """Found by the property test's random search: ``buffer_paths: true`` raised in the output path."""
+    rules.from_frontend("comm_open", {"comm_id": "ctl", "target_name": "jupyter.widget.control"})
+    for paths in (True, 3, "x", {"a": 1}):
+        event, changed, _ = rules.from_sandbox(Comm("comm_msg", {"comm_id": "ctl", "data": {
+            "method": "update_states", "states": {}, "buffer_paths": paths}}, {}, (b"x",)))
+        assert event.content["data"]["buffer_paths"] == [] and event.buffers == ()

@@ -5,7 +5,8 @@ Markdown renderer) with mermaid 11.16 (``securityLevel: "strict"``). What a diag
 make the browser do: fetch images (``A@{ img: "https://..." }`` shapes, ``<img>`` in labels,
 icon packs), load CSS (``%%{init: {"themeCSS": "...url()..."}}%%`` directives and YAML
 front-matter ``config``, ``style``/``classDef`` statements), or act on a click (``click``,
-``href``, ``callback``). Mermaid's own entity codes (``#60;`` is ``<``) and Markdown strings
+``href``, ``callback``, and class and sequence diagrams' ``link``/``links`` statements, whose
+targets may be ``_top``: a click replaces the Lab page). Mermaid's own entity codes (``#60;`` is ``<``) and Markdown strings
 (```"`**b**`"```) turn label text into markup.
 
 So a diagram passes only as :func:`mermaid` writes it back: comment and directive lines
@@ -30,12 +31,14 @@ _REFUSED = re.compile(
     r"|@\{"                      # shape data: img/icon/label objects
     r"|%%"                       # a directive left inside a line
     r"|\bclick\b|\bhref\b|\bcallback\b|\bcall\s+\w+\("  # interaction
+    r"|^[ \t]*links?\b|\b_(?:top|self|parent|blank)\b"  # class/sequence diagram links, their targets
+    r"|[a-z][a-z0-9+.\-]*:[\t\n]*/"  # a URL: browsers read https:/host (and tabs in it) as https://host
     r"|#\w+;"                    # mermaid entity codes (#60; is "<")
     r"|`"                        # Markdown strings
     r"|url\s*\(|\\|javascript:|data:|//"  # URLs, CSS escapes
     r"|\bicon\b|::icon|\bimg\b|\bimage\b|fa:|fab:|fas:"  # icons and images
     r"|\b(?:style|classDef|linkStyle)\b[^\n]*[\"'{};]",  # CSS beyond plain "prop:value,..." pairs
-    re.IGNORECASE)
+    re.IGNORECASE | re.MULTILINE)
 
 
 def mermaid(source: str) -> tuple[str | None, bool]:

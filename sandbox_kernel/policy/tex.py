@@ -12,7 +12,8 @@ So every control word (``\\name``) is checked against :data:`MACROS`, the harmle
 MathJax's ``base`` and ``ams`` packages (letters, symbols, operators, fonts, spacing, arrays).
 One not in the list loses its backslash and is shown as letters (``\\style`` → ``style``).
 ``\\begin``/``\\end`` take only the environments of :data:`ENVIRONMENTS`; ``\\color`` and its
-kin only a plain colour (``red``, ``#3a7``, ``[rgb]{1,0,0}``). Control symbols (``\\\\``,
+kin only a plain colour (``red``, ``#3a7``, ``[rgb]{1,0,0}``; ``\\fcolorbox`` both of its
+colours: MathJax passes an unknown colour name to CSS as it is). Control symbols (``\\\\``,
 ``\\,``, ``\\{`` ...) are all harmless and kept.
 """
 
@@ -115,9 +116,12 @@ def _macro_ok(name: str, text: str, end: int) -> bool:
     if name in ("begin", "end"):
         argument = _ARGUMENT.match(text, end)
         return argument is not None and argument.group(1) is None and argument.group(2).strip() in ENVIRONMENTS
-    if name in _COLOUR_MACROS:
-        argument = _ARGUMENT.match(text, end)
-        return argument is not None and _COLOUR.fullmatch(argument.group(2).strip()) is not None
+    if name in _COLOUR_MACROS:  # \fcolorbox{frame}{background}{text}: two colours
+        for _ in range(2 if name == "fcolorbox" else 1):
+            argument = _ARGUMENT.match(text, end)
+            if argument is None or _COLOUR.fullmatch(argument.group(2).strip()) is None:
+                return False
+            end = argument.end()
     return True
 
 
