@@ -233,3 +233,21 @@ def test_a_bundle_or_comm_that_is_not_a_json_object_is_refused_with_a_note_not_a
         if mode != "trust":
             shown = run([Comm("comm_msg", [hostile]), Comm("comm_open", hostile)], OutputPolicy(mode))
             assert not [e for e in shown if isinstance(e, Comm)]
+
+
+def test_an_iopub_message_with_fields_of_the_wrong_type_is_made_whole_not_raised_on():
+    """The sandbox writes IOPub messages: a stream or error whose fields have the wrong type (a
+    sandbox's own ZMQ socket can send anything) becomes text, never a reader's exception."""
+    from sandbox_kernel.backends.kernel_client.messages import event_from_iopub
+    from sandbox_kernel.events import Display, Error, Stream
+
+    def msg(kind, content):
+        return {"header": {"msg_type": kind}, "content": content}
+
+    assert event_from_iopub(msg("stream", {"text": ["a"]})) == Stream("stderr", '["a"]')
+    assert event_from_iopub(msg("stream", {"name": "stdout", "text": "x"})) == Stream("stdout", "x")
+    assert event_from_iopub(msg("stream", ["not", "an", "object"])) == Stream("stderr", "")
+    error = event_from_iopub(msg("error", {"ename": 1, "traceback": "no list"}))
+    assert isinstance(error, Error) and error.ename == "1" and error.evalue == "" and list(error.traceback) == []
+    display = event_from_iopub(msg("display_data", {"data": {"text/plain": "x"}, "transient": ["id"]}))
+    assert isinstance(display, Display) and display.display_id is None

@@ -29,25 +29,41 @@ database would live in the sandbox's throw-away HOME: kept in memory instead (In
 
 def event_from_iopub(msg: dict[str, Any]) -> Event | None:
     """The event for one IOPub message, or None for messages that carry no output
-    (``status``, ``execute_input``, ...)."""
+    (``status``, ``execute_input``, ...). The sandbox wrote the message: a field of the wrong
+    type is made one of the right type (a stream's name other than ``stdout`` is ``stderr``, a
+    non-string text is its JSON; a ``transient`` that is not an object is ignored), never raised on."""
     kind, content = msg["header"]["msg_type"], msg["content"]
+    if not isinstance(content, dict):
+        content = {}
     if kind == "stream":
-        return Stream(content["name"], content["text"])
+        return Stream("stdout" if content.get("name") == "stdout" else "stderr", _text(content.get("text", "")))
     if kind in ("display_data", "update_display_data", "execute_result"):
+        transient = content.get("transient")
         return Display(
             data=content.get("data", {}),
             metadata=content.get("metadata", {}),
-            display_id=content.get("transient", {}).get("display_id"),
+            display_id=transient.get("display_id") if isinstance(transient, dict) else None,
             update=kind == "update_display_data",
             execution_count=content.get("execution_count") if kind == "execute_result" else None,
         )
     if kind == "clear_output":
-        return ClearOutput(wait=content.get("wait", False))
+        return ClearOutput(wait=content.get("wait") is True)
     if kind == "error":
-        return Error(content["ename"], content["evalue"], list(content.get("traceback", [])))
+        traceback = content.get("traceback")
+        return Error(_text(content.get("ename", "")), _text(content.get("evalue", "")),
+                     [_text(line) for line in traceback] if isinstance(traceback, list) else [])
     if kind in COMM_TYPES:
         return Comm(kind, content, msg.get("metadata", {}), tuple(bytes(b) for b in msg.get("buffers", [])))
     return None
+
+
+def _text(value: Any) -> str:
+    """``value`` if it is a string, else its JSON (what a sandbox sent where text belongs)."""
+    if isinstance(value, str):
+        return value
+    import json
+
+    return json.dumps(value, default=repr)
 
 
 RECEIVE_RECHECK_S = 1.0
