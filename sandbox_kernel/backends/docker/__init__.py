@@ -431,11 +431,6 @@ class DockerBackend(KernelClientBackend):
             await asyncio.wait_for(self._bridge.hello.wait(), self.ready_timeout)
         return dict(self._bridge.connection)
 
-    def _client_context(self) -> Any:
-        # The api transport's client shares the bridge's ZMQ context: its endpoints are inproc
-        # (no socket file, no I/O thread hop), in this process only.
-        return self._bridge.context if self._bridge is not None else None
-
     def _unreachable_hint(self) -> str:
         if self._transport != "ipc":
             return ""

@@ -44,6 +44,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
+from ..kernel_client.backend import shared_context
 from .inside import CHANNELS, HELLO, PORTS, Decoder, encode, preamble
 
 DOCKER_FRAME = struct.Struct(">BxxxI")
@@ -139,7 +140,7 @@ class AttachBridge:
                            "key": self.key, "kernel_name": "", **PORTS}
         """The endpoints' connection info: ``inproc``, so only a client made with :attr:`context`
         (this process's bridge context) reaches them."""
-        self.context = _context()
+        self.context = shared_context()
         self._sockets: dict[int, zmq.asyncio.Socket] = {}
         for index, channel in enumerate(CHANNELS):
             sock = self.context.socket(zmq.XPUB if channel == "iopub" else zmq.DEALER)
@@ -351,16 +352,5 @@ class AttachBridge:
                 self._loop.remove_writer(self._fd)
 
 
-_CONTEXTS: dict[int, zmq.asyncio.Context] = {}
-
-
-def _context() -> zmq.asyncio.Context:
-    """The bridges' ZMQ context, one per process, shared with their clients (``inproc`` needs
-    one context) and never terminated: terminating it waits for every socket in it, a client's
-    included, which may still be open when a stream ends."""
-    pid = os.getpid()  # a forked child needs its own
-    if pid not in _CONTEXTS:
-        _CONTEXTS[pid] = zmq.asyncio.Context()
-    return _CONTEXTS[pid]
 
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import CaselessStrEnum, Float
 
@@ -36,6 +38,21 @@ from .message_bound import (
 from .message_bound import Request as _Request
 from .messages import event_from_iopub, receive
 from .relay import relay_outputs, relay_reply
+
+
+_CONTEXTS: dict[int, zmq.asyncio.Context] = {}
+
+
+def shared_context() -> zmq.asyncio.Context:
+    """The ZMQ context of every kernel client of this process (and of the docker ``api``
+    transport's bridges, whose ``inproc`` endpoints need their clients in the same context).
+    One context, not one per client: each holds an I/O thread, a reaper thread and their file
+    descriptors, which many sessions in one process (the MCP server) ran out of. Never
+    terminated: terminating waits for every socket in it."""
+    pid = os.getpid()  # a forked child needs its own
+    if pid not in _CONTEXTS:
+        _CONTEXTS[pid] = zmq.asyncio.Context()
+    return _CONTEXTS[pid]
 
 
 class InprocKernelClient(AsyncKernelClient):
@@ -200,9 +217,9 @@ class KernelClientBackend(Backend):
         raise TimeoutError(f"no kernel_info_reply within {self.ready_timeout:g} s")
 
     def _client_context(self) -> Any:
-        """The ZMQ context for the client's sockets (a ``zmq.asyncio.Context``), or None for a
-        context of the client's own; a subclass whose endpoints are ``inproc`` shares its own."""
-        return None
+        """The ZMQ context for the client's sockets (a ``zmq.asyncio.Context``): the process's
+        :func:`shared_context`; None would give the client a context of its own."""
+        return shared_context()
 
     def _unreachable_hint(self) -> str:
         """A sentence appended to the "did not become ready" message when this backend knows a
