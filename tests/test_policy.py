@@ -419,6 +419,11 @@ def test_nothing_is_taken_out_of_its_output_area_and_a_mermaid_fence_is_said():
     html = OutputPolicy().bundle({"text/html": '<a href="https://x.example" style="position:fixed;inset:0;opacity:0">'
                                                "x</a><div style='position:relative'>y</div>"}).data["text/html"]
     assert "fixed" not in html and "position: relative" in html
+    for overlay in ("absolute", "sticky", "ABSOLUTE", "absolute !important", "var(--p)", "inherit"):
+        html = OutputPolicy().bundle({"text/html": f'<a href="https://x.example" style="position:{overlay};'
+                                                   f'inset:0;width:9999px;height:9999px;opacity:0">x</a>'
+                                                   f'<style>a {{ position: {overlay} }}</style>'}).data["text/html"]
+        assert "position" not in html, overlay
     fence = OutputPolicy().bundle({"text/markdown": "# D\n\n```mermaid\ngraph TD\nA-->B\n```\n"})
     assert fence.changed and "language-mermaid" in fence.data["text/html"]
 

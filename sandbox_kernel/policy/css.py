@@ -79,14 +79,22 @@ def values_ok(tokens) -> bool:
     return True
 
 
+POSITIONS = frozenset({"static", "relative"})
+"""The ``position`` values kept: those that leave an element in its output area's flow, which
+JupyterLab's output area (``overflow: auto``) clips. ``fixed`` and ``absolute`` (whose
+containing block may lie outside the output area) and ``sticky`` let an invisible link cover
+other parts of the page, so any click there would open another origin."""
+
+
 def declaration_ok(node) -> bool:
     """A declaration whose property binds no behaviour, that does not take an element out of
-    its output area (``position: fixed``: an invisible fixed link would turn any click on the
-    page into a request to another origin), and whose value :func:`values_ok`."""
+    its output area (``position`` other than :data:`POSITIONS`), and whose value :func:`values_ok`."""
     if node.type != "declaration" or node.lower_name in BEHAVIOUR_PROPERTIES:
         return False
-    if node.lower_name == "position" and any(t.type == "ident" and t.lower_value == "fixed" for t in node.value):
-        return False
+    if node.lower_name == "position":
+        values = [t for t in node.value if t.type not in ("whitespace", "comment")]
+        if len(values) != 1 or values[0].type != "ident" or values[0].lower_value not in POSITIONS:
+            return False
     return values_ok(node.value)
 
 
