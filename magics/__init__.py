@@ -27,6 +27,28 @@ def load_ipython_extension(ipython) -> None:
     ipython.register_magics(SandboxMagics(shell=ipython))
     if "exit_now" in ipython.trait_names():
         ipython.observe(_on_exit_now, names="exit_now")
+    _lossless_iopub(getattr(ipython, "kernel", None))
+
+
+def _lossless_iopub(kernel) -> None:
+    """Make the host kernel's IOPub (ipykernel 7's XPUB socket) wait for a slow frontend instead
+    of dropping: ``XPUB_NODROP`` makes its IO thread's send block while a subscriber's queue is
+    full (libzmq's default silently drops past 1000 queued messages, a burst's ``status: idle``
+    included). Applies to the frontends already connected too, unlike a high-water mark, which
+    libzmq fixes per connection. Set on the IOPub thread, which owns the socket; no-op outside
+    ipykernel or for a plain PUB socket."""
+    thread = getattr(kernel, "iopub_thread", None)
+    socket = getattr(thread, "socket", None)
+    if socket is None or not hasattr(thread, "schedule"):
+        return
+
+    def no_drop() -> None:
+        import zmq
+
+        if socket.getsockopt(zmq.TYPE) == zmq.XPUB:
+            socket.setsockopt(zmq.XPUB_NODROP, 1)
+
+    thread.schedule(no_drop)
 
 
 def unload_ipython_extension(ipython) -> None:

@@ -124,3 +124,22 @@ def test_a_burst_from_a_sandbox_thread_between_cells_arrives_whole(name):
             ended = stdout(outputs[-1:]) == "end\n"
         assert shown(outputs, "display_data") == EXPECTED
         assert stdout(run(kc, "print(burst.__name__)")[1]) == "burst\n"
+
+
+def test_a_frontend_that_reads_late_gets_every_message_of_the_magic_and_the_idle():
+    """The host kernel's own IOPub (a plain python3 ipykernel) used to drop past 1000 queued
+    messages, silently, for a frontend reading late: 9487 of 10000 displays and the cell's idle
+    arrived before ``%load_ext magics`` set ``XPUB_NODROP`` on it."""
+    with host_kernel("local") as (_, kc):
+        magic = "%%sandbox --backend local\n"
+        run(kc, magic + "1")
+        msg_id = kc.execute(magic + "from IPython.display import display\nfor i in range(10000):\n    display(i)")
+        time.sleep(6)  # a frontend busy while the burst arrives
+        values, idle = [], False
+        with contextlib.suppress(queue.Empty):
+            while not idle:
+                msg = kc.get_iopub_msg(timeout=60)
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    values += shown([msg], "display_data")
+                    idle = msg["header"]["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+        assert idle and values == [str(i) for i in range(10000)]
