@@ -34,7 +34,7 @@ from ..pool import pool_size_trait, pool_ttl_trait
 from ..traits import ByteSize, format_bytes
 from ..owners import owner_is_gone
 from ..owners import start_time as _start_time
-from .kernel_client import KERNEL_ARGS, KernelClientBackend
+from .kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, KernelClientBackend
 from .kernel_client.launcher import IOPUB_APP, READY_LINE, READY_VARIABLE
 
 ALLOWED_ENV = ("PATH", "LANG")
@@ -186,6 +186,7 @@ class LocalBackend(KernelClientBackend):
 
     def _environment(self, home: bool = True) -> dict[str, str]:
         env = {name: os.environ[name] for name in (*ALLOWED_ENV, *self.env_vars) if name in os.environ}
+        env.update(QUIET_KERNEL_ENV)
         if home:
             env["HOME"] = str(self._scratch / "home")
         return env

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
-from ..kernel_client import KERNEL_ARGS
+from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV
 from ..kernel_client.launcher import IOPUB_APP
 from .boundary import load_docker
 from .inside import KERNEL_DIR as INSIDE_DIR
@@ -33,7 +33,7 @@ PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "
 # The root filesystem is read-only: every cache and config directory points into /tmp.
 KERNEL_ENV = {"IPYTHONDIR": "/tmp/ipython", "JUPYTER_RUNTIME_DIR": "/tmp/jupyter/runtime",
               "MPLCONFIGDIR": "/tmp/matplotlib", "XDG_CACHE_HOME": "/tmp/cache", "XDG_CONFIG_HOME": "/tmp/config",
-              "PYTHONDONTWRITEBYTECODE": "1"}
+              "PYTHONDONTWRITEBYTECODE": "1", **QUIET_KERNEL_ENV}
 OUTPUT_CHUNK = 1024**2
 """Characters of stdout/stderr per IOPub ``stream`` message at most (see :data:`LAUNCHER`)."""
 

@@ -11,7 +11,7 @@ IOPub that never drops a message.
 
 from .backend import KernelClientBackend
 from .message_bound import Request, drop_note
-from .messages import COMM_TYPES, KERNEL_ARGS, REPLY_STATUS, event_from_iopub, receive
+from .messages import COMM_TYPES, KERNEL_ARGS, QUIET_KERNEL_ENV, REPLY_STATUS, event_from_iopub, receive
 
-__all__ = ["COMM_TYPES", "KERNEL_ARGS", "REPLY_STATUS", "KernelClientBackend", "Request", "drop_note",
+__all__ = ["COMM_TYPES", "KERNEL_ARGS", "QUIET_KERNEL_ENV", "REPLY_STATUS", "KernelClientBackend", "Request", "drop_note",
            "event_from_iopub", "receive"]

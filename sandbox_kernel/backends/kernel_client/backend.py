@@ -20,7 +20,6 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import CaselessStrEnum, Float
@@ -149,12 +148,6 @@ class KernelClientBackend(Backend):
         client = InprocKernelClient(context=context) if context is not None else AsyncKernelClient()
         bound_client(client, self.message_bound[0])
         client.load_connection_info(info)
-        if context is not None:  # stdin with ZMQ_IMMEDIATE: it is writable only once connected
-            context.sockopts[zmq.IMMEDIATE] = 1
-            try:
-                client.stdin_channel  # noqa: B018 - jupyter_client makes and connects it on first access
-            finally:
-                context.sockopts.pop(zmq.IMMEDIATE, None)
         # No heartbeat: death is known from the process or the engine (_wait_dead), and a
         # heartbeat unanswered for 1 s while a loaded machine still boots the kernel made
         # wait_for_ready() report "Kernel died before replying to kernel_info".
@@ -196,9 +189,6 @@ class KernelClientBackend(Backend):
         client's subscription is in place, so no output of the first cell is lost (ZMQ drops
         what a PUB socket publishes before a SUB's subscription arrives). jupyter_client's
         ``wait_for_ready`` instead waits for 0.2 s of IOPub silence, which was 0.2 s of every start.
-        The stdin channel must be connected too (made with ``ZMQ_IMMEDIATE``, it is writable
-        only then): the kernel's ROUTER drops an ``input_request`` for a peer not yet connected,
-        and a first cell calling ``input()`` at once then waited for ever (seen under load).
 
         Raises:
             TimeoutError: no answer within ``ready_timeout``."""
@@ -223,11 +213,6 @@ class KernelClientBackend(Backend):
                 await client.get_iopub_msg(timeout=max(0.0, min(until - loop.time(), deadline - loop.time())))
             except queue.Empty:
                 continue  # not subscribed yet: the next request's status will say when
-            stdin = getattr(client.stdin_channel, "socket", None)
-            if stdin is not None and hasattr(stdin, "poll"):  # a ZMQ channel: connected (ZMQ_IMMEDIATE), so
-                wait = max(0.0, deadline - loop.time())  # the kernel's input_request is not dropped by its ROUTER
-                if not await stdin.poll(int(wait * 1000), zmq.POLLOUT):
-                    continue
             return content
         raise TimeoutError(f"no kernel_info_reply within {self.ready_timeout:g} s")
 

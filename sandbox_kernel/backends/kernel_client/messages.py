@@ -21,6 +21,10 @@ interrupt) say ``"abort"``, the name older versions of the spec used; anything e
 an error."""
 
 KERNEL_ARGS = ("--Kernel._execute_sleep=0", "--HistoryManager.enabled=False")
+QUIET_KERNEL_ENV = {"PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+"""The sandbox kernel's environment: debugpy (imported by ipykernel at start) otherwise writes a
+"frozen modules" warning on the kernel's stderr, which ipykernel forwards as a ``stream`` of
+whatever request is current, so under load it showed in the first cell."""
 """Options for the ipykernel inside a sandbox. ipykernel sleeps 0.5 ms before every
 execute_reply, which the relay does not need (it waits for IOPub idle). IPython's history
 database would live in the sandbox's throw-away HOME: kept in memory instead (In, Out and
