@@ -51,8 +51,10 @@ VARIANTS = {"sandbox-local/at-launch": ("sandbox-local", [AT_LAUNCH], None),
             "sandbox-docker/api": ("sandbox-docker", ["--DockerBackend.transport=api"], None),
             "sandbox-docker/tcp": ("sandbox-docker", ["--DockerBackend.transport=api"], "docker_tcp")}
 """Benchmark name -> (kernelspec, extra argv, test target whose environment the kernel gets).
-The ``/at-launch`` rows start the sandbox with the wrapper instead of at the first cell
-(measured 2026-11-24, 8 starts: start ratio vs python3 local 2.07 -> 1.58, docker 2.64 -> 2.16)."""
+The ``/at-launch`` rows start the sandbox with the wrapper instead of at the first cell; the
+``/pool`` rows keep a warm pool of one (and so start at launch), each measured start taking a
+pooled sandbox (measured 2026-11-24 on a quiet machine, 6 starts, start ratio vs python3: local
+1.78, local/pool 1.13, docker 2.32, docker/at-launch 2.07, docker/pool 1.38)."""
 
 
 def kernel_args(name: str) -> dict:
