@@ -46,10 +46,30 @@ def stop_pools() -> str:
     return done.stdout
 
 
+def fillers_done(timeout: float = 60.0) -> None:
+    """Wait until no filler runs (each holds its key's lock), so none offers a sandbox after
+    the pools were emptied."""
+    import fcntl
+
+    for lock in pool.POOL_ROOT.glob("*.lock"):
+        deadline = time.monotonic() + timeout
+        with open(lock) as file:
+            while True:
+                try:
+                    fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(file, fcntl.LOCK_UN)
+                    break
+                except BlockingIOError:
+                    assert time.monotonic() < deadline, f"a pool filler still runs ({lock.name})"
+                    time.sleep(0.1)
+
+
 @pytest.fixture(autouse=True)
 def empty_pools():
+    fillers_done()
     stop_pools()
     yield
+    fillers_done()
     stop_pools()
 
 

@@ -177,6 +177,13 @@ class KernelClientBackend(Backend):
         self._watch_drops(client)
         return client, ready.result()
 
+    STDIN_SETTLE_S = 0.05
+    """Seconds given to the stdin channel's connection after the kernel is ready (tcp, ipc): the
+    kernel's stdin ROUTER drops an ``input_request`` for a peer not yet connected, and a first
+    cell calling ``input()`` at once then waited for ever (seen on Podman under load, once
+    jupyter_client's 0.2 s wait was gone). A margin, not a proof: ZMQ_IMMEDIATE on that socket
+    blocked the loop once the sandbox died, and a socket monitor kept the wrapper from exiting."""
+
     READY_RESEND_S = 1.0
     """Seconds between ``kernel_info_request`` messages while the kernel is not answering yet
     (a kernel that is still binding its sockets may miss the first)."""
@@ -213,6 +220,8 @@ class KernelClientBackend(Backend):
                 await client.get_iopub_msg(timeout=max(0.0, min(until - loop.time(), deadline - loop.time())))
             except queue.Empty:
                 continue  # not subscribed yet: the next request's status will say when
+            if getattr(client, "transport", "") != "inproc":
+                await asyncio.sleep(self.STDIN_SETTLE_S)
             return content
         raise TimeoutError(f"no kernel_info_reply within {self.ready_timeout:g} s")
 
