@@ -177,12 +177,14 @@ class KernelClientBackend(Backend):
         self._watch_drops(client)
         return client, ready.result()
 
-    STDIN_SETTLE_S = 0.05
-    """Seconds given to the stdin channel's connection after the kernel is ready (tcp, ipc): the
-    kernel's stdin ROUTER drops an ``input_request`` for a peer not yet connected, and a first
-    cell calling ``input()`` at once then waited for ever (seen on Podman under load, once
-    jupyter_client's 0.2 s wait was gone). A margin, not a proof: ZMQ_IMMEDIATE on that socket
-    blocked the loop once the sandbox died, and a socket monitor kept the wrapper from exiting."""
+    STDIN_SETTLE_S = 0.2
+    """Seconds given to the stdin connections after the kernel is ready (ours, and on the docker
+    api transport the relay's, inside the container): the kernel's stdin ROUTER drops an
+    ``input_request`` for a peer not yet connected, and a first cell calling ``input()`` at once
+    then waited for ever (seen on docker, docker api and Podman with 0 and 0.05 s; jupyter_client's
+    ``wait_for_ready`` gave the same 0.2 s as IOPub silence). A margin, not a proof: ZMQ_IMMEDIATE
+    on our socket blocked the loop once the sandbox died, and a socket monitor kept the wrapper
+    from exiting."""
 
     READY_RESEND_S = 1.0
     """Seconds between ``kernel_info_request`` messages while the kernel is not answering yet
@@ -220,8 +222,7 @@ class KernelClientBackend(Backend):
                 await client.get_iopub_msg(timeout=max(0.0, min(until - loop.time(), deadline - loop.time())))
             except queue.Empty:
                 continue  # not subscribed yet: the next request's status will say when
-            if getattr(client, "transport", "") != "inproc":
-                await asyncio.sleep(self.STDIN_SETTLE_S)
+            await asyncio.sleep(self.STDIN_SETTLE_S)
             return content
         raise TimeoutError(f"no kernel_info_reply within {self.ready_timeout:g} s")
 
