@@ -77,6 +77,11 @@ def key_of(parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def options_of(backend: Any) -> dict[str, Any]:
+    """A backend's configurable option values, to make the same sandboxes in the filler."""
+    return {name: getattr(backend, name) for name in backend.trait_names(config=True)}
+
+
 def _private_dir(path: Path) -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path

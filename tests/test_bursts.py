@@ -34,6 +34,19 @@ def shown(outputs: list[dict], msg_type: str) -> list[str]:
     return [m["content"]["data"]["text/plain"] for m in outputs if m["header"]["msg_type"] == msg_type]
 
 
+def displays_until_idle(kc, msg_id: str, timeout: float) -> tuple[list[str], bool]:
+    """The ``display_data`` values of request ``msg_id`` read from IOPub, and whether its
+    ``status: idle`` came (each message waited for at most ``timeout`` seconds)."""
+    values, idle = [], False
+    with contextlib.suppress(queue.Empty):
+        while not idle:
+            msg = kc.get_iopub_msg(timeout=timeout)
+            if msg["parent_header"].get("msg_id") == msg_id:
+                values += shown([msg], "display_data")
+                idle = msg["header"]["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+    return values, idle
+
+
 def bursts(kc, prefix: str = "", rounds: int = ROUNDS) -> None:
     """``rounds`` rounds of 5000 displays (each ``UPDATE_EVERY``-th followed by 5000 updates),
     each cell prefixed by ``prefix`` (the magic's line): every message arrives in order, nothing
@@ -64,13 +77,7 @@ def test_a_frontend_that_reads_late_still_gets_every_message_and_the_idle():
     with kernel("local") as (_, kc):
         msg_id = kc.execute("from IPython.display import display\nfor i in range(10000):\n    display(i)")
         time.sleep(6)  # a frontend busy while the burst arrives (about all of it, on 2 cores)
-        values, idle = [], False
-        with contextlib.suppress(queue.Empty):
-            while not idle:
-                msg = kc.get_iopub_msg(timeout=30)
-                if msg["parent_header"].get("msg_id") == msg_id:
-                    values += shown([msg], "display_data")
-                    idle = msg["header"]["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+        values, idle = displays_until_idle(kc, msg_id, timeout=30)
         assert idle and values == [str(i) for i in range(10000)]
 
 
@@ -135,11 +142,5 @@ def test_a_frontend_that_reads_late_gets_every_message_of_the_magic_and_the_idle
         run(kc, magic + "1")
         msg_id = kc.execute(magic + "from IPython.display import display\nfor i in range(10000):\n    display(i)")
         time.sleep(6)  # a frontend busy while the burst arrives
-        values, idle = [], False
-        with contextlib.suppress(queue.Empty):
-            while not idle:
-                msg = kc.get_iopub_msg(timeout=60)
-                if msg["parent_header"].get("msg_id") == msg_id:
-                    values += shown([msg], "display_data")
-                    idle = msg["header"]["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+        values, idle = displays_until_idle(kc, msg_id, timeout=60)
         assert idle and values == [str(i) for i in range(10000)]

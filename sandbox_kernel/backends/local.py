@@ -227,7 +227,7 @@ class LocalBackend(KernelClientBackend):
                             "app": IOPUB_APP, "ttl": self.pool_ttl})
 
     def _pool_options(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.trait_names(config=True)}
+        return pool.options_of(self)
 
     async def _pool_launch(self) -> tuple[str, dict[str, Any]]:
         """A kernel in its own session (it outlives this process), waiting on its claim socket."""

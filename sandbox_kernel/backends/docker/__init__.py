@@ -325,7 +325,7 @@ class DockerBackend(KernelClientBackend):
                             "launcher": LAUNCHER, "relay": RELAY_SOURCE, "ttl": self.pool_ttl})
 
     def _pool_options(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.trait_names(config=True)}
+        return pool.options_of(self)
 
     async def _pool_launch(self) -> tuple[str, dict[str, Any]]:
         """A container that waits, its kernel started, for a session to attach (see
