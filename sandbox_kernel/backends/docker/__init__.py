@@ -263,10 +263,14 @@ class DockerBackend(KernelClientBackend):
         if not self._prepared:  # a build at start shows where the front door says
             await self._ensure_image(self._progress_handler)
         self._prepared = False  # the next start looks again (a changed Dockerfile is rebuilt)
+        await self._choose_transport(client)
+        return client
+
+    async def _choose_transport(self, client: Any) -> None:
+        """What ``transport`` means for this engine, looked up once per backend."""
         if not self._transport:
             self._engine_here = await _run_blocking(engine.engine_is_here, client)
             self._transport = engine.choose_transport(client, self.transport, self._engine_here)
-        return client
 
     async def _launch(self) -> dict[str, Any]:
         client = await self._prepare()
@@ -313,9 +317,7 @@ class DockerBackend(KernelClientBackend):
         client = await self._engine()
         if not self._run_image:  # the filler: nothing prepared yet
             await self._ensure_image(None)
-        if not self._transport:
-            self._engine_here = await _run_blocking(engine.engine_is_here, client)
-            self._transport = engine.choose_transport(client, self.transport, self._engine_here)
+        await self._choose_transport(client)
         relayed = self._transport == "api"
         spec = container_spec(self, "NAME", None if relayed else Path("/HOSTDIR"),
                               self.workdir_volume or "VOLUME", {}, engine_here=self._engine_here)
