@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import zmq
 
 from sandbox_kernel.backends.local import LocalBackend
 from sandbox_kernel.events import Comm, Display, Error, Stream
@@ -54,6 +55,23 @@ def test_the_bound_follows_the_output_budget_unless_set():
     backend.set_output_budget(0, "SandboxKernel.max_output_bytes")
     assert backend.message_bound[0] == 0  # no budget: no bound
     assert LocalBackend(max_message_bytes="5m").message_bound == (5 * MiB, "LocalBackend.max_message_bytes")
+
+
+async def test_each_session_in_one_process_keeps_its_own_bound():
+    """Two sessions of one process (the API, the MCP server) share a ZMQ context; each client's
+    sockets still refuse frames over that session's own bound (set per socket, not on the
+    context, where the session started last once set it for everyone's later sockets)."""
+    async with backends("local") as make:
+        small, large = make(max_message_bytes="1m"), make(max_message_bytes="64m")
+        await small.start()
+        await large.start()
+        rec = Recorder()
+        await small.execute("print(len('x' * 2_000_000)); display('y' * 2_000_000)", rec)
+        bounds = {backend.max_message_bytes: {channel: getattr(backend._client, f"{channel}_channel").socket.getsockopt(
+            zmq.MAXMSGSIZE) for channel in ("shell", "iopub", "stdin", "control")} for backend in (small, large)}
+    assert bounds == {1 * MiB: dict.fromkeys(("shell", "iopub", "stdin", "control"), 1 * MiB),
+                      64 * MiB: dict.fromkeys(("shell", "iopub", "stdin", "control"), 64 * MiB)}
+    assert rec.text() == "2000000\n" and "more than 1 MiB was dropped" in rec.text("stderr")
 
 
 @pytest.mark.parametrize("name", KERNELS)

@@ -17,7 +17,9 @@ file (ipc sockets under /tmp, private to the container), starts the kernel, conn
 to its shell, control and stdin ROUTERs (one routing id for shell and stdin, as ipykernel
 addresses ``input_request`` to the shell request's sender) and a SUB to its IOPub, and relays.
 It answers HELLO with HELLO once the kernel's IOPub has greeted it (``iopub_welcome``, JEP 65)
-or after :data:`WELCOME_WAIT` seconds, so no output is published before it listens.
+and its stdin connection completed its handshake (``ZMQ_EVENT_HANDSHAKE_SUCCEEDED``), or after
+:data:`WELCOME_WAIT` seconds: no output is published before it listens, and no ``input_request``
+is dropped by the kernel's stdin ROUTER as addressed to a peer it does not know yet.
 
 A pooled sandbox's relay (:mod:`sandbox_kernel.pool`) gets its source and session from its
 environment instead (:func:`pooled_environment`: the key is no secret from the sandbox, whose
@@ -178,6 +180,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
     context = zmq.Context()
     sockets = {}
     routing_id = os.urandom(8).hex().encode()
+    handshake = None  # the stdin socket's monitor: HELLO waits for its connection (see the module's text)
     for index, name in enumerate(CHANNELS):
         sock = context.socket(zmq.SUB if name == "iopub" else zmq.DEALER)
         sock.linger = 0
@@ -185,6 +188,8 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
             sock.setsockopt(zmq.SUBSCRIBE, b"")
         elif name in ("shell", "stdin"):
             sock.setsockopt(zmq.IDENTITY, routing_id)
+        if name == "stdin" and hasattr(zmq, "EVENT_HANDSHAKE_SUCCEEDED"):  # libzmq 4.3
+            handshake = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         sock.connect(f"ipc://{KERNEL_DIR}/k-{PORTS[name + '_port']}")
         sockets[index] = sock
     by_socket = {sock: index for index, sock in sockets.items()}
@@ -193,11 +198,13 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
     os.set_blocking(stdin, False)
     os.set_blocking(stdout, False)
     outgoing = bytearray()
-    greeted, started, watching_out = False, time.monotonic(), False
+    welcomed, connected, greeted, started, watching_out = False, handshake is None, False, time.monotonic(), False
     poller = zmq.Poller()
     for sock in sockets.values():
         poller.register(sock, zmq.POLLIN)
     poller.register(stdin, zmq.POLLIN)
+    if handshake is not None:
+        poller.register(handshake, zmq.POLLIN)
 
     def stop(code: int) -> None:
         if kernel.poll() is None:
@@ -212,7 +219,8 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
     signal.signal(signal.SIGTERM, lambda *_: stop(143))
     try:
         while True:
-            if not greeted and time.monotonic() - started > WELCOME_WAIT:
+            waited = time.monotonic() - started > WELCOME_WAIT
+            if not greeted and (welcomed or waited) and (connected or waited):
                 greeted = True
                 outgoing += encode(HELLO, [b"{}"])
             if not claimed and ttl and time.monotonic() - started > ttl:  # pooled, and nobody took it
@@ -221,6 +229,12 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                 watching_out = bool(outgoing and claimed)
                 poller.register(stdout, zmq.POLLOUT) if watching_out else poller.unregister(stdout)
             events = dict(poller.poll(100))
+            if handshake is not None and events.get(handshake):  # the stdin connection is complete
+                connected = True
+                poller.unregister(handshake)
+                sockets[CHANNELS.index("stdin")].disable_monitor()
+                handshake.close(0)
+                handshake = None
             if kernel.poll() is not None:
                 code = kernel.returncode
                 while outgoing and claimed:  # what the kernel said last still goes out
@@ -239,8 +253,10 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                         except zmq.Again:
                             break
                         if index == CHANNELS.index("iopub") and not greeted:
-                            greeted = True
-                            outgoing += encode(HELLO, [b"{}"])
+                            welcomed = True
+                            if connected:
+                                greeted = True
+                                outgoing += encode(HELLO, [b"{}"])
                         outgoing += encode(index, frames)
             if events.get(stdin):  # bytes from the host, or the end of its stream
                 try:

@@ -16,13 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
-from traitlets import CaselessStrEnum, Float
+from jupyter_client.connect import channel_socket_types
+from traitlets import CaselessStrEnum, Float, Integer
 
 from ...errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
 from ...events import Emit, Event, Outcome, Stream
@@ -31,7 +34,6 @@ from ..base import Backend, Capabilities, StdinHandler, request_msg_id
 from .message_bound import (
     DEFAULT_OUTPUT_BUDGET,
     DropRecovery,
-    bound_client,
     drop_note,
     message_limit,
 )
@@ -55,11 +57,73 @@ def shared_context() -> zmq.asyncio.Context:
     return _CONTEXTS[pid]
 
 
-class InprocKernelClient(AsyncKernelClient):
-    """jupyter_client's async client, also for ``inproc`` endpoints (``inproc://IP-PORT``, in
-    this process, on a shared ZMQ context), which its ``transport`` trait does not list."""
+class SandboxKernelClient(AsyncKernelClient):
+    """jupyter_client's async client, with what a sandbox's kernel needs of it:
+
+    - ``inproc`` endpoints (``inproc://IP-PORT``, in this process, on the shared ZMQ context: the
+      docker ``api`` transport's bridge), which jupyter_client's ``transport`` trait does not list;
+    - a bound on each frame the sandbox sends (``max_message_bytes``, 0: none), set as
+      ``ZMQ_MAXMSGSIZE`` on each socket before it connects (:mod:`.message_bound`), not on the
+      shared context, whose other clients may have other bounds;
+    - a proof that the stdin channel is connected (:meth:`stdin_connected`): the kernel's stdin
+      ROUTER silently drops an ``input_request`` addressed to a peer whose connection is not
+      complete, and the first cell's ``input()`` then waits for ever.
+
+    The sandboxes' connection info carries no CurveZMQ keys, so the sockets use none."""
 
     transport = CaselessStrEnum(["tcp", "ipc", "inproc"], default_value="tcp")
+    max_message_bytes = Integer(0, help="Bytes; a frame from the kernel over it is refused (0: no bound).")
+
+    _handshake: zmq.asyncio.Socket | None = None  # the stdin socket's monitor, until the proof is taken
+
+    def _create_connected_socket(self, channel: str, identity: bytes | None = None) -> zmq.sugar.socket.Socket:
+        """jupyter_client's socket for ``channel``, with the options that must precede
+        ``connect``: the frame bound, and on stdin (tcp, ipc) a monitor of its handshake."""
+        sock = self.context.socket(channel_socket_types[channel])
+        sock.linger = 1000  # as jupyter_client: no hang at exit
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes if self.max_message_bytes > 0 else -1)
+        if identity:
+            sock.identity = identity
+        if channel == "stdin" and self.transport != "inproc":
+            # A unique address: the drop watch (.message_bound) monitors this socket later, on
+            # libzmq's default address, which the closed monitor may still hold for a moment.
+            self._handshake = sock.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_SUCCEEDED, addr=f"inproc://sandbox-kernel-stdin-{secrets.token_hex(8)}")
+        sock.connect(self._make_url(channel))
+        return sock
+
+    async def stdin_connected(self, timeout: float) -> bool:
+        """Wait until the stdin channel's connection to the kernel completed its ZMTP handshake
+        (``ZMQ_EVENT_HANDSHAKE_SUCCEEDED``), at most ``timeout`` seconds; True once it did (at
+        once on ``inproc``, whose connection is made in ``connect``, and after the first call).
+
+        The handshake's last command (READY) goes both ways at once, so when ours has completed,
+        the kernel's side registers our routing id before any ``input_request`` of a cell sent
+        after it can be addressed to us (``router_t::identify_peer`` runs on the kernel's next
+        send)."""
+        monitor, self._handshake = self._handshake, None
+        if monitor is None:
+            return True
+        try:
+            await asyncio.wait_for(monitor.recv_multipart(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._close_monitor(monitor)
+
+    def _close_monitor(self, monitor: zmq.asyncio.Socket) -> None:
+        stdin = self._stdin_channel.socket if self._stdin_channel is not None else None
+        with contextlib.suppress(zmq.ZMQError):
+            if stdin is not None and not stdin.closed:
+                stdin.disable_monitor()
+        monitor.close(linger=0)
+
+    def stop_channels(self) -> None:
+        monitor, self._handshake = self._handshake, None
+        if monitor is not None:
+            self._close_monitor(monitor)
+        super().stop_channels()
 
 
 class KernelClientBackend(Backend):
@@ -145,8 +209,8 @@ class KernelClientBackend(Backend):
     async def _open_client(self, info: dict[str, Any]) -> AsyncKernelClient:
         """A client with started channels for the kernel :meth:`_launch` described."""
         context = self._client_context()
-        client = InprocKernelClient(context=context) if context is not None else AsyncKernelClient()
-        bound_client(client, self.message_bound[0])
+        client = SandboxKernelClient(max_message_bytes=self.message_bound[0],
+                                     **({"context": context} if context is not None else {}))
         client.load_connection_info(info)
         # No heartbeat: death is known from the process or the engine (_wait_dead), and a
         # heartbeat unanswered for 1 s while a loaded machine still boots the kernel made
@@ -178,13 +242,16 @@ class KernelClientBackend(Backend):
         return client, ready.result()
 
     STDIN_SETTLE_S = 0.2
-    """Seconds given to the stdin connections after the kernel is ready (ours, and on the docker
-    api transport the relay's, inside the container): the kernel's stdin ROUTER drops an
-    ``input_request`` for a peer not yet connected, and a first cell calling ``input()`` at once
-    then waited for ever (seen on docker, docker api and Podman with 0 and 0.05 s; jupyter_client's
-    ``wait_for_ready`` gave the same 0.2 s as IOPub silence). A margin, not a proof: ZMQ_IMMEDIATE
-    on our socket blocked the loop once the sandbox died, and a socket monitor kept the wrapper
-    from exiting."""
+    """Seconds given to the stdin connection after the kernel is ready, by a client that cannot
+    prove it (:meth:`SandboxKernelClient.stdin_connected` proves it; a gateway's websocket
+    cannot, since the gateway's own ZMQ socket is the one that connects): the kernel's stdin
+    ROUTER drops an ``input_request`` for a peer not yet connected, and a first cell calling
+    ``input()`` at once then waited for ever (seen on docker, docker api and Podman without a
+    wait; jupyter_client's ``wait_for_ready`` gave the same 0.2 s as IOPub silence)."""
+
+    STDIN_PROOF_S = 5.0
+    """Seconds a ready kernel's stdin handshake may take before the start goes on without it
+    (and says so in the log)."""
 
     READY_RESEND_S = 1.0
     """Seconds between ``kernel_info_request`` messages while the kernel is not answering yet
@@ -222,9 +289,18 @@ class KernelClientBackend(Backend):
                 await client.get_iopub_msg(timeout=max(0.0, min(until - loop.time(), deadline - loop.time())))
             except queue.Empty:
                 continue  # not subscribed yet: the next request's status will say when
-            await asyncio.sleep(self.STDIN_SETTLE_S)
+            await self._stdin_settled(client)
             return content
         raise TimeoutError(f"no kernel_info_reply within {self.ready_timeout:g} s")
+
+    async def _stdin_settled(self, client: Any) -> None:
+        """Return once ``client``'s stdin channel is connected (see :data:`STDIN_SETTLE_S`)."""
+        proof = getattr(client, "stdin_connected", None)
+        if proof is None:
+            await asyncio.sleep(self.STDIN_SETTLE_S)
+        elif not await proof(self.STDIN_PROOF_S):
+            self.log.warning("The sandbox's kernel is ready but its stdin channel did not connect within %g s; "
+                             "a first input() may not reach this client.", self.STDIN_PROOF_S)
 
     def _client_context(self) -> Any:
         """The ZMQ context for the client's sockets (a ``zmq.asyncio.Context``): the process's

@@ -60,14 +60,6 @@ def message_limit(max_output_bytes: int) -> int:
     return max(FLOOR, 2 * max_output_bytes)
 
 
-def bound_client(client: Any, max_bytes: int) -> None:
-    """Make every socket ``client`` creates refuse frames over ``max_bytes`` (0: no bound).
-
-    Call before ``client.start_channels()``: ``context.setsockopt`` sets the default options of
-    sockets the (client's own) pyzmq context creates later."""
-    client.context.setsockopt(zmq.MAXMSGSIZE, max_bytes if max_bytes > 0 else -1)
-
-
 def drop_note(max_bytes: int, setting: str) -> str:
     """The one line a cell shows when a message over the bound was dropped."""
     return (f"[an output of more than {format_bytes(max_bytes)} was dropped, with any output right after it: "
