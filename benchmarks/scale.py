@@ -44,7 +44,9 @@ idle, 187 at 5 sessions, 375 at 10). This host's ``ulimit -n`` is 20000 (about 5
 but under the common soft limit of 1024 the server breaks at about 27 sessions, and not with a
 message: with the limit set to 256, 6 sessions ran and the 7th broke the server (uvicorn's
 ``accept()`` got EMFILE, the logging of that failed too, and the clients saw "SSE stream ended
-without a response"). Raise ``ulimit -n`` for a server that holds many sessions.
+without a response"). Since then the server raises its soft limit to the hard one, and
+refuses a session that would leave fewer than 64 free in one message, serving the rest
+(tests/test_mcp.py).
 """
 
 from __future__ import annotations

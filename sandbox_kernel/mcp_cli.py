@@ -183,6 +183,28 @@ def options_config(argv: list[str]) -> Any:
     return KVArgParseConfigLoader(argv).load_config()
 
 
+def raise_open_files_limit() -> None:
+    """Raise this process's soft limit of open files (``RLIMIT_NOFILE``) to its hard limit, as
+    servers that hold many connections do (Go's runtime does it for every program): the server
+    holds about 37 file descriptors per docker session, so the common soft limit of 1024 would
+    stop it near 27 sessions. Past what is left, a new session is refused with one message
+    (``KernelClientBackend.start``). Nothing happens where there is no ``resource`` module."""
+    try:
+        import resource
+    except ImportError:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # macOS reports an infinite hard limit but refuses a soft one past OPEN_MAX (10240).
+    for target in (hard, 10240) if hard != resource.RLIM_INFINITY else (1 << 16, 10240):
+        if soft != resource.RLIM_INFINITY and soft >= target:
+            return
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return
+        except (ValueError, OSError):
+            continue
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import mcp.server.mcpserver  # noqa: F401
@@ -197,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
                           allowed_origins=args.allowed_origins, allowed_mime_types=args.allowed_mime_types)
 
     make()  # a bad option stops the server now, with its one message
+    raise_open_files_limit()
     sessions = Sessions(make, args.backend)
     asyncio.run(serve_http(sessions, args.port, args.idle_timeout) if args.http else serve_stdio(sessions))
     return 0

@@ -221,3 +221,51 @@ async def test_http_sessions_each_get_a_sandbox_behind_a_token():
         server.kill()
         server.wait()
     assert not Path(first["workdir"]).exists()
+
+
+async def test_past_its_open_files_limit_the_http_server_refuses_a_session_with_one_message():
+    """A server whose open files run short refuses the next session's sandbox in one message and
+    goes on serving the sessions it has (it broke at ``accept()`` before: every client saw
+    "SSE stream ended without a response"). Its hard limit is set low here; the server raises
+    its soft limit to it by itself."""
+    import contextlib
+    import re
+    import resource
+
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    limit = 200
+    env = {**os.environ, "SANDBOX_KERNEL_MCP_TOKEN": "test-token"}
+    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--http", "--backend", "local"],
+                              stderr=subprocess.PIPE, text=True, env=env,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (100, limit)))
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+/mcp", server.stderr.readline()).group(0)
+        soft = int(Path(f"/proc/{server.pid}/limits").read_text().split("Max open files")[1].split()[0])
+        assert soft == limit
+        async with contextlib.AsyncExitStack() as stack:
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": "Bearer test-token"}))
+            sessions, refused = [], None
+            for number in range(40):
+                reader, writer, *_ = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+                session = await stack.enter_async_context(ClientSession(reader, writer))
+                await session.initialize()
+                result = await session.call_tool("run_code", {"code": f"n = {number}"})
+                if result.is_error:
+                    refused = texts(result)
+                    break
+                sessions.append(session)
+            assert refused is not None, "40 sessions and no refusal"
+            assert len(sessions) >= 2, refused
+            assert re.fullmatch(r"SandboxStartError: This process has \d+ of its 200 open files in use, and a sandbox session needs about "
+                                r"64 more, so no sandbox was started\. End other sessions, or raise the limit "
+                                r"\(ulimit -n\) before starting the process\.", refused.strip()), refused
+            for number, session in enumerate(sessions):  # the server still serves every session it had
+                assert texts(await session.call_tool("run_code", {"code": "n"})) == str(number)
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+        server.wait()

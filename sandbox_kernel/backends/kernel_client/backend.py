@@ -57,6 +57,50 @@ def shared_context() -> zmq.asyncio.Context:
     return _CONTEXTS[pid]
 
 
+FILES_PER_SESSION = 64
+"""File descriptors a new session must find free in this process before its sandbox starts.
+Measured: a docker session holds about 37 in the process that drives it (its ZMQ sockets and
+their eventfds, the engine's connections), a local one about 17; the rest is room for the
+process itself (an MCP server's next HTTP connection)."""
+
+
+def open_files() -> tuple[int, int] | None:
+    """``(open, limit)``: this process's open file descriptors and its soft ``RLIMIT_NOFILE``;
+    None where they cannot be read or there is no limit (Windows has neither ``resource`` nor
+    ``/proc/self/fd``; macOS has ``/dev/fd``)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    for directory in ("/proc/self/fd", "/dev/fd"):
+        with contextlib.suppress(OSError):
+            return len(os.listdir(directory)), soft
+    return None
+
+
+def check_open_files(need: int) -> None:
+    """Refuse a new session when fewer than ``need`` file descriptors are free in this process.
+
+    Past its limit a process fails wherever it next opens one: in libzmq, in the engine's
+    client, or in a server's ``accept()``, where an MCP server over HTTP stopped answering every
+    client (measured at ``ulimit -n 256``: 6 docker sessions ran, the 7th broke the server).
+
+    Raises:
+        SandboxStartError: one message with the count, the limit and what to do."""
+    counted = open_files()
+    if counted is None:
+        return
+    used, limit = counted
+    if used + need > limit:
+        raise SandboxStartError(
+            f"This process has {used} of its {limit} open files in use, and a sandbox session needs about {need} "
+            "more, so no sandbox was started. End other sessions, or raise the limit (ulimit -n) before starting "
+            "the process.")
+
+
 class SandboxKernelClient(AsyncKernelClient):
     """jupyter_client's async client, with what a sandbox's kernel needs of it:
 
@@ -191,6 +235,7 @@ class KernelClientBackend(Backend):
         async with self._lock:
             if self._client is not None:
                 return
+            check_open_files(FILES_PER_SESSION)
             info = await self._launch()
             try:
                 self._client, self.kernel_info = await self._connect(info)
