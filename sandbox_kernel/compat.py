@@ -35,7 +35,9 @@ class Private:
 
 # One line each: module | class ("" for a module attribute) | name | versions checked | where and why.
 _TABLE = """
-ipykernel.kernelbase | Kernel | _parent_ident | ipykernel 6.29, 7.4 | kernel.py _ask_frontend: the routing identity an input_request is sent to
+ipykernel.kernelbase | Kernel | _parent_ident | ipykernel 6.29, 7.4 | kernel.py do_execute: the routing identity an input_request is sent to
+ipykernel.kernelbase | Kernel | _supports_kernel_subshells | ipykernel 7.4 (6.29 has no subshells: read with a default) | kernel.py kernel_info: whether the reply lists kernel subshells
+ipykernel._version |  | kernel_protocol_version | ipykernel 6.29, 7.4 | kernel.py kernel_info: the reply's protocol_version
 ipykernel.kernelbase | Kernel | _topic | ipykernel 6.29, 7.4 | kernel.py _publish: the IOPub topic of each published message
 ipykernel.kernelbase | Kernel | _execute_sleep | ipykernel 6.29, 7.4 | kernel.py (class attribute) and kernel_client KERNEL_ARGS: no 0.5 ms sleep per reply
 ipykernel.kernelbase | Kernel | _allow_stdin | ipykernel 6.29, 7.4 | magics/run.py host_allows_stdin: whether the host's frontend takes input() now

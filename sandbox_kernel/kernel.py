@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import OrderedDict
 from typing import Any
 
@@ -59,9 +60,9 @@ class SandboxKernel(Kernel, OutputOptions):
                                      "the rest is dropped with a marker. 0: no limit.")
     start_sandbox_at_launch = Bool(None, allow_none=True, config=True,
                                    help="Start the sandbox when the kernel starts, not at the first cell. "
-                                        "None (default): at launch when the backend keeps a warm pool "
-                                        "(pool_size > 0: taking a pooled sandbox then overlaps the "
-                                        "frontend's own start), else at the first cell.")
+                                        "None (default): as the backend prefers: at launch for local (a "
+                                        "process that boots beside the kernel) and for a backend that keeps "
+                                        "a warm pool (pool_size > 0), else at the first cell.")
 
     # ipykernel sleeps 0.5 ms before each execute_reply to let output flush; our outputs are
     # published before do_execute returns, so that sleep is pure latency.
@@ -83,13 +84,13 @@ class SandboxKernel(Kernel, OutputOptions):
 
     async def _start_at_launch(self) -> None:
         """Start the sandbox now if ``start_sandbox_at_launch`` says so (None: if its backend
-        keeps a warm pool)."""
+        :attr:`~sandbox_kernel.backends.base.Backend.starts_at_launch`)."""
         if self.start_sandbox_at_launch is None:
             try:
-                pooled = getattr(self._make_sandbox(), "pool_size", 0) > 0
+                at_launch = self._make_sandbox().starts_at_launch
             except SandboxError:  # the first cell says it
                 return
-            if not pooled:
+            if not at_launch:
                 return
         await self._ensure_sandbox()
 
@@ -121,6 +122,21 @@ class SandboxKernel(Kernel, OutputOptions):
             if self._make_sandbox().runs_other_language and not self.sandbox.started:
                 await asyncio.wait_for(asyncio.shield(self._ensure_sandbox()), self.LANGUAGE_WAIT_S)
         await super().kernel_info_request(stream, ident, parent)
+
+    @property
+    def kernel_info(self) -> dict[str, Any]:
+        """The ``kernel_info_reply`` content: ipykernel's, but ``supported_features`` never lists
+        ``debugger`` (ipykernel lists it whenever debugpy is installed, and a frontend would then
+        offer to debug this wrapper's process, not the sandbox's code), and debugpy is not
+        imported to find out (65 ms of the first reply, and its "frozen modules" warning shown
+        as the reply's output). Spec: the messaging spec's "Kernel info" (JEP 92 for
+        ``supported_features``)."""
+        from ipykernel._version import kernel_protocol_version
+
+        return {"protocol_version": kernel_protocol_version, "implementation": self.implementation,
+                "implementation_version": self.implementation_version, "language_info": self.language_info,
+                "banner": self.banner, "help_links": self.help_links,
+                "supported_features": ["kernel subshells"] if getattr(self, "_supports_kernel_subshells", False) else []}
 
     def _load_config(self, cfg, section_names=None, traits=None):
         """Keep a bad option value from killing the kernel process: the kernel starts, and
@@ -247,7 +263,12 @@ class SandboxKernel(Kernel, OutputOptions):
         and become IOPub messages; a failure of the sandbox is one short ``error``."""
         cell = self.pipeline.cell((lambda event: None) if silent else self._publish, self.max_output_bytes)
         self.pipeline.renew_outside_budget(self.max_output_bytes)
-        stdin = self._ask_frontend if allow_stdin else None
+        # The request's parent and routing id, taken now: ipykernel keeps them in context
+        # variables, and the input_request comes through the backend's stdin reader, a task
+        # whose context is the sandbox's start (at launch: no request at all, and the prompt
+        # went nowhere, so the cell waited for ever).
+        parent, ident = self.get_parent("shell"), self._parent_ident["shell"]
+        stdin = functools.partial(self._ask_frontend, parent=parent, ident=ident) if allow_stdin else None
         outcome = await cell.run(lambda emit: self._execute(code, emit, stdin))
         if outcome.execution_count is not None and not silent:
             self.execution_count = outcome.execution_count
@@ -293,11 +314,10 @@ class SandboxKernel(Kernel, OutputOptions):
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
-    async def _ask_frontend(self, prompt: str, password: bool) -> str:
-        """Send ``input_request`` to the frontend on the stdin channel and await its
-        ``input_reply`` without blocking the event loop (cancellable, unlike ipykernel's
-        blocking ``_input_request``)."""
-        parent, ident = self.get_parent("shell"), self._parent_ident["shell"]
+    async def _ask_frontend(self, prompt: str, password: bool, *, parent: dict, ident: Any) -> str:
+        """Send ``input_request`` for the request ``parent`` (from the frontend ``ident``) on
+        the stdin channel and await its ``input_reply`` without blocking the event loop
+        (cancellable, unlike ipykernel's blocking ``_input_request``)."""
         while True:  # drop stale replies
             try:
                 self.stdin_socket.recv_multipart(zmq.NOBLOCK)

@@ -241,8 +241,41 @@ def test_an_ipython_profile_for_other_programs_is_no_error(tmp_path):
     assert reply["status"] == "ok", reply
 
 
-def test_sandbox_at_launch_then_first_cell_is_warm():
-    with kernel("local", "--SandboxKernel.start_sandbox_at_launch=True") as (_, kc):
+def test_the_first_kernel_info_reply_offers_no_debugger_and_shows_no_output():
+    """What a frontend gets when it connects: the reply lists no ``debugger`` feature (ipykernel
+    lists it whenever debugpy is installed; it would debug this wrapper, not the sandbox), and
+    the request shows nothing (debugpy's "frozen modules" warning once came as its stream)."""
+    from jupyter_client.manager import KernelManager
+
+    km = KernelManager(kernel_name="sandbox-local")
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    try:
+        while kc.get_iopub_msg(timeout=60)["msg_type"] != "iopub_welcome":  # subscribed (JEP 65)
+            pass
+        reply = kc.kernel_info(reply=True, timeout=60)
+        shown = []
+        while True:
+            msg = kc.get_iopub_msg(timeout=10)
+            if msg["parent_header"].get("msg_id") != reply["parent_header"]["msg_id"]:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+            if msg["msg_type"] != "status":
+                shown.append(msg)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+    assert "debugger" not in reply["content"]["supported_features"]
+    assert not reply["content"].get("debugger")
+    assert shown == []
+
+
+def test_local_sandbox_starts_with_the_kernel_then_first_cell_is_warm():
+    """``start_sandbox_at_launch`` left to the backend: local starts at launch (its sandbox boots
+    on another core while the wrapper answers the frontend)."""
+    with kernel("local") as (_, kc):
         banner_deadline = time.monotonic() + 20
         while "sandbox_id=" not in kc.kernel_info(reply=True)["content"]["banner"]:
             assert time.monotonic() < banner_deadline, "the sandbox did not start with the kernel"

@@ -257,6 +257,14 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     ...) while the sandbox runs; None when unknown. The wrapper kernel reports its language."""
 
     @property
+    def starts_at_launch(self) -> bool:
+        """Whether the wrapper kernel starts this sandbox when it starts rather than at the first
+        cell, unless ``SandboxKernel.start_sandbox_at_launch`` says otherwise: True when the
+        backend keeps a warm pool (``pool_size`` > 0), since taking a pooled sandbox then overlaps
+        the frontend's own start."""
+        return getattr(self, "pool_size", 0) > 0
+
+    @property
     def runs_other_language(self) -> bool:
         """True when the sandbox is configured to run a kernel whose language may not be Python
         (the docker backend's ``kernel_name``): the wrapper starts it before answering
