@@ -44,7 +44,8 @@ OPTIONS = {"sandbox-local": ["--SandboxKernel.max_output_bytes=0", "--LocalBacke
 
 
 AT_LAUNCH = "--SandboxKernel.start_sandbox_at_launch=True"
-VARIANTS = {"sandbox-local/at-launch": ("sandbox-local", [AT_LAUNCH], None),
+AT_FIRST_CELL = "--SandboxKernel.start_sandbox_at_launch=False"
+VARIANTS = {"sandbox-local/at-first-cell": ("sandbox-local", [AT_FIRST_CELL], None),
             "sandbox-docker/at-launch": ("sandbox-docker", [AT_LAUNCH], None),
             "sandbox-local/pool": ("sandbox-local", ["--LocalBackend.pool_size=1"], None),
             "sandbox-docker/pool": ("sandbox-docker", ["--DockerBackend.pool_size=1"], None),
@@ -103,23 +104,34 @@ def stop_pool(name: str) -> None:
         subprocess.run([sys.executable, "-m", "sandbox_kernel", "pool", "stop"], check=True, capture_output=True)
 
 
-def start_to_first_result(name: str, repeats: int) -> float:
-    times = []
-    if "/pool" in name:  # a start that fills the pool, not measured
-        repeats += 1
+def one_start(name: str, settle: list[str] = ()) -> float:
+    """Seconds from ``start_new_kernel`` to the result of a first cell (`1+1`), for one new
+    kernel, once every ``/pool`` row among ``settle`` (and ``name``) has its pool refilled: a
+    filler still at work would slow whatever start is measured next."""
+    for other in {name, *settle}:
+        wait_for_pool(other)
+    started = time.perf_counter()
+    km, kc = start_new_kernel(**kernel_args(name), startup_timeout=300)
+    try:
+        run_cell(kc, "1+1")
+        return time.perf_counter() - started
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+
+
+def start_to_first_result(names: list[str], repeats: int) -> dict[str, float]:
+    """The median of ``repeats`` starts of each kernel, taken in turns (one of each, then again),
+    so a machine that gets busier or quieter during the run moves every row alike. A ``/pool``
+    row first makes one unmeasured start, which fills its pool."""
+    for name in names:
+        if "/pool" in name:
+            one_start(name)
+    times: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(repeats):
-        wait_for_pool(name)
-        started = time.perf_counter()
-        km, kc = start_new_kernel(**kernel_args(name), startup_timeout=300)
-        try:
-            run_cell(kc, "1+1")
-            times.append(time.perf_counter() - started)
-        finally:
-            kc.stop_channels()
-            km.shutdown_kernel()
-    if "/pool" in name:
-        times = times[1:]
-    return statistics.median(times)
+        for name in names:
+            times[name].append(one_start(name, names))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def warm_round_trips(kc, rounds: int) -> tuple[float, float]:
@@ -180,11 +192,14 @@ def main() -> None:
             from tests.support.backends import close
 
             stack.callback(close)  # the rig a variant started
-        for name in args.kernels.split(","):
-            start = start_to_first_result(name, args.starts)
+        names = args.kernels.split(",")
+        starts = start_to_first_result(names, args.starts)
+        for name in names:
+            stop_pool(name)
+        for name in names:
             p50, p95, bulk = warm_and_bulk(name, args.rounds)
             stop_pool(name)
-            rows.append((name, start, p50, p95, bulk))
+            rows.append((name, starts[name], p50, p95, bulk))
     base = rows[0]
     lines = [f"| kernel | start→first result (s) | warm 1+1 p50 (ms) | p95 (ms) | 20 MB stdout (s) | "
              f"ratio vs {base[0]}: start / p50 / 20 MB |", "|---|---|---|---|---|---|"]

@@ -46,6 +46,9 @@ WELCOME_WAIT = 3.0
 """Seconds the relay waits for the kernel's ``iopub_welcome`` before it says HELLO anyway (a
 kernel that predates JEP 65 never sends it)."""
 KERNEL_DIR = "/tmp/.sandbox-kernel"
+RECONNECT_MS = 10
+"""Milliseconds between the relay's tries to connect to a kernel that has not bound its sockets
+yet (libzmq's default, 100, made each start wait up to 0.1 s more after the kernel was ready)."""
 POOLED_SOURCE, POOLED_SESSION = "SANDBOX_KERNEL_RELAY", "SANDBOX_KERNEL_SESSION"
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
 
@@ -184,6 +187,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
     for index, name in enumerate(CHANNELS):
         sock = context.socket(zmq.SUB if name == "iopub" else zmq.DEALER)
         sock.linger = 0
+        sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)  # the kernel binds its sockets after its imports
         if name == "iopub":
             sock.setsockopt(zmq.SUBSCRIBE, b"")
         elif name in ("shell", "stdin"):
