@@ -52,10 +52,12 @@ VARIANTS = {"sandbox-local/at-first-cell": ("sandbox-local", [AT_FIRST_CELL], No
             "sandbox-docker/api": ("sandbox-docker", ["--DockerBackend.transport=api"], None),
             "sandbox-docker/tcp": ("sandbox-docker", ["--DockerBackend.transport=api"], "docker_tcp")}
 """Benchmark name -> (kernelspec, extra argv, test target whose environment the kernel gets).
-The ``/at-launch`` rows start the sandbox with the wrapper instead of at the first cell; the
+``/at-launch`` starts docker's sandbox with the wrapper instead of at the first cell, and
+``/at-first-cell`` local's at the first cell instead of with the wrapper (local's default); the
 ``/pool`` rows keep a warm pool of one (and so start at launch), each measured start taking a
-pooled sandbox (measured 2026-11-24 on a quiet machine, 6 starts, start ratio vs python3: local
-1.78, local/pool 1.13, docker 2.32, docker/at-launch 2.07, docker/pool 1.38)."""
+pooled sandbox (measured 2026-11-24 on a quiet machine, 8 starts, start ratio vs python3: local
+1.13, local/at-first-cell 1.71, local/pool 1.07, docker 2.16, docker/at-launch 1.58, docker/pool
+1.06, docker/api 2.10)."""
 
 
 def kernel_args(name: str) -> dict:
