@@ -112,8 +112,13 @@ def one_start(name: str, settle: list[str] = ()) -> float:
     filler still at work would slow whatever start is measured next."""
     for other in {name, *settle}:
         wait_for_pool(other)
+    return first_result(**kernel_args(name))
+
+
+def first_result(**start: object) -> float:
+    """Seconds from ``start_new_kernel(**start)`` to the result of a first cell (`1+1`)."""
     started = time.perf_counter()
-    km, kc = start_new_kernel(**kernel_args(name), startup_timeout=300)
+    km, kc = start_new_kernel(**start, startup_timeout=300)
     try:
         run_cell(kc, "1+1")
         return time.perf_counter() - started

@@ -24,7 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from run import report, run_cell, warm_round_trips
+from run import first_result, report, run_cell, warm_round_trips
 from jupyter_client.manager import start_new_kernel
 
 FILES = """
@@ -71,14 +71,7 @@ def sandbox_start(options: list[str]) -> float:
 
 
 def start_to_first_result(options: list[str]) -> float:
-    started = time.perf_counter()
-    km, kc = start_new_kernel(kernel_name="sandbox-docker", extra_arguments=options, startup_timeout=300)
-    try:
-        run_cell(kc, "1+1")
-        return time.perf_counter() - started
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel()
+    return first_result(kernel_name="sandbox-docker", extra_arguments=options)
 
 
 def warm(options: list[str], rounds: int) -> tuple[float, float, float]:
