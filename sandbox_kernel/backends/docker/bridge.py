@@ -51,13 +51,6 @@ DOCKER_FRAME = struct.Struct(">BxxxI")
 """The header of each piece of a multiplexed attach stream: stream (0 stdin, 1 stdout, 2 stderr),
 three zero bytes, the piece's length (Engine API, "Attach to a container", stream format)."""
 READ_SIZE = 1 << 20
-HELD_BYTES = 8 * 1024**2
-"""Bytes of messages from the sandbox the bridge holds for the client at most (beyond one read):
-past it the bridge stops reading the stream until the client caught up, so a flood waits in the
-sandbox instead of in this process."""
-CLIENT_HWM = 64
-"""Messages per channel socket queued towards the client inside ZMQ; the rest wait in the
-bridge's queue, which :data:`HELD_BYTES` bounds in bytes."""
 RETRY_S = 0.002
 """Seconds between tries of a send ZMQ refused (the client is behind)."""
 HELD_BYTES = 8 * 1024**2
