@@ -207,8 +207,9 @@ def test_ordinary_widgets_keep_their_state_under_the_typed_rules(frontend):
 # -- where comms cannot go -------------------------------------------------------------------------
 def test_widget_manager_connecting_does_not_start_a_sandbox():
     """At connect JupyterLab opens ``jupyter.widget.control``: with no sandbox running, no target
-    can take it, so it is closed at once, as a kernel without the target does."""
-    with kernel("local") as (_, kc):
+    can take it, so it is closed at once, as a kernel without the target does. (The sandbox
+    starts at the first cell here: local's default starts it at launch.)"""
+    with kernel("local", "--SandboxKernel.start_sandbox_at_launch=False") as (_, kc):
         frontend = WidgetFrontend(kc)
         caused = frontend.send("comm_open", {"comm_id": "c1", "target_name": "jupyter.widget.control", "data": {}})
         assert [(m["header"]["msg_type"], m["content"]["comm_id"]) for m in caused] == [("comm_close", "c1")]
