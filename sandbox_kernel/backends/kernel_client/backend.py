@@ -63,6 +63,13 @@ sockets yet (the client connects as soon as the kernel's process starts, which b
 its imports): libzmq's default of 100 made each start wait up to 0.1 s more (measured: the docker
 api transport's cold start went from 0.65 to 0.50 s with its relay's sockets at 10 ms)."""
 
+QUEUED_BYTES = 64 * 1024**2
+"""Bytes of IOPub messages the client's socket may queue inside libzmq while the backend is
+behind (the receive high-water mark, set to this over ``max_message_bytes``, at least 2
+messages): libzmq counts messages, 1000 by default, each up to the frame bound, so a sandbox
+flooding with large outputs grew the wrapper by 572 to 858 MiB (60 displays of 20 MB; 171 to
+190 MiB with this bound). What libzmq does not take waits in the sandbox, under its limits."""
+
 FILES_PER_SESSION = 64
 """File descriptors a new session must find free in this process before its sandbox starts.
 Measured: a docker session holds about 37 in the process that drives it (its ZMQ sockets and
@@ -113,6 +120,7 @@ class SandboxKernelClient(AsyncKernelClient):
     - ``inproc`` endpoints (``inproc://IP-PORT``, in this process, on the shared ZMQ context: the
       docker ``api`` transport's bridge), which jupyter_client's ``transport`` trait does not list;
     - retries to connect every :data:`RECONNECT_MS`, not libzmq's 100 ms;
+    - an IOPub receive queue bounded near :data:`QUEUED_BYTES`, not at 1000 messages;
     - a bound on each frame the sandbox sends (``max_message_bytes``, 0: none), set as
       ``ZMQ_MAXMSGSIZE`` on each socket before it connects (:mod:`.message_bound`), not on the
       shared context, whose other clients may have other bounds;
@@ -135,6 +143,8 @@ class SandboxKernelClient(AsyncKernelClient):
         sock.linger = 1000  # as jupyter_client: no hang at exit
         sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes if self.max_message_bytes > 0 else -1)
+        if channel == "iopub" and self.max_message_bytes > 0:
+            sock.rcvhwm = max(2, QUEUED_BYTES // self.max_message_bytes)
         if identity:
             sock.identity = identity
         if channel == "stdin" and self.transport != "inproc":
