@@ -194,9 +194,11 @@ def raise_open_files_limit() -> None:
     except ImportError:
         return
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return
     # macOS reports an infinite hard limit but refuses a soft one past OPEN_MAX (10240).
     for target in (hard, 10240) if hard != resource.RLIM_INFINITY else (1 << 16, 10240):
-        if soft != resource.RLIM_INFINITY and soft >= target:
+        if soft >= target:
             return
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
