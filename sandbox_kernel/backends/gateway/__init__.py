@@ -142,6 +142,15 @@ class GatewayBackend(KernelClientBackend):
         self._ws.watch = self._deaths.on_iopub
         return GatewayKernelClient(self._ws)
 
+    STDIN_SETTLE_S = 0.2
+    """Seconds given to the stdin connection after the kernel is ready. A margin, not a proof:
+    the websocket cannot see the gateway's own ZMQ connection to the kernel, whose stdin ROUTER
+    drops an ``input_request`` for a peer not yet connected (jupyter_client's ``wait_for_ready``
+    gives the same 0.2 s as IOPub silence)."""
+
+    async def _stdin_settled(self, client: GatewayKernelClient) -> None:
+        await asyncio.sleep(self.STDIN_SETTLE_S)
+
     def _watch_drops(self, client: GatewayKernelClient) -> None:
         """Nothing to watch: the websocket has no ZMQ sockets, and a message over
         max_message_bytes closes it, which :class:`DeathWatch` turns into a reconnect."""

@@ -305,14 +305,6 @@ class KernelClientBackend(Backend):
         self._watch_drops(client)
         return client, ready.result()
 
-    STDIN_SETTLE_S = 0.2
-    """Seconds given to the stdin connection after the kernel is ready, by a client that cannot
-    prove it (:meth:`SandboxKernelClient.stdin_connected` proves it; a gateway's websocket
-    cannot, since the gateway's own ZMQ socket is the one that connects): the kernel's stdin
-    ROUTER drops an ``input_request`` for a peer not yet connected, and a first cell calling
-    ``input()`` at once then waited for ever (seen on docker, docker api and Podman without a
-    wait; jupyter_client's ``wait_for_ready`` gave the same 0.2 s as IOPub silence)."""
-
     STDIN_PROOF_S = 5.0
     """Seconds a ready kernel's stdin handshake may take before the start goes on without it
     (and says so in the log)."""
@@ -358,11 +350,10 @@ class KernelClientBackend(Backend):
         raise TimeoutError(f"no kernel_info_reply within {self.ready_timeout:g} s")
 
     async def _stdin_settled(self, client: Any) -> None:
-        """Return once ``client``'s stdin channel is connected (see :data:`STDIN_SETTLE_S`)."""
-        proof = getattr(client, "stdin_connected", None)
-        if proof is None:
-            await asyncio.sleep(self.STDIN_SETTLE_S)
-        elif not await proof(self.STDIN_PROOF_S):
+        """Return once ``client``'s stdin channel is connected (:meth:`SandboxKernelClient.stdin_connected`):
+        the kernel's stdin ROUTER drops an ``input_request`` for a peer not yet connected, and a
+        first cell calling ``input()`` at once then waited for ever."""
+        if not await client.stdin_connected(self.STDIN_PROOF_S):
             self.log.warning("The sandbox's kernel is ready but its stdin channel did not connect within %g s; "
                              "a first input() may not reach this client.", self.STDIN_PROOF_S)
 
