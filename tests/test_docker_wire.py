@@ -3,13 +3,18 @@ multiplexed attach stream (bridge.py), read incrementally as any split of the by
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import struct
+import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jupyter_client.session import Session
 
-from sandbox_kernel.backends.docker.bridge import _Demux
+from sandbox_kernel.backends.docker.bridge import HELD_BYTES, READ_SIZE, AttachBridge, _Demux
+from sandbox_kernel.backends.kernel_client.backend import SandboxKernelClient
 from sandbox_kernel.backends.docker.inside import CHANNELS, HELLO, Decoder, encode
 
 records = st.lists(st.tuples(st.sampled_from([*range(len(CHANNELS)), HELLO]),
@@ -54,3 +59,59 @@ def test_the_attach_stream_is_split_into_stdout_and_stderr(pieces, cuts):
     feed_in_pieces(_Demux(out.extend, err.extend).feed, data, cuts)
     assert bytes(out) == b"".join(p for s, p in pieces if s == 1)
     assert bytes(err) == b"".join(p for s, p in pieces if s == 2)
+
+
+def test_a_client_that_reads_nothing_stops_the_bridge_reading_the_stream_near_held_bytes():
+    """The api transport's bridge (this process's side of the engine's attach stream) holds at
+    most HELD_BYTES beyond one message for a client that does not read: libzmq's queue towards
+    the client's SUB counts messages (64 + the SUB's high-water mark, each up to the frame
+    bound), so the bridge counts each IOPub message's bytes until the client read it. The
+    engine's side is a socket pair here, carrying the attach stream's multiplexed stdout; with
+    the bytes released when ZMQ took a message instead, all 40 messages of 2 MiB (80 MiB) were
+    read from it at once."""
+    asyncio.run(_client_that_reads_late())
+
+
+async def _client_that_reads_late() -> None:
+    host, engine = socket.socketpair()
+    for sock in (host, engine):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    bridge = AttachBridge(host, argv=["kernel"], launcher=None, max_frame=4 * 1024**2,
+                          on_drop=lambda channel: None, on_end=lambda: None)
+    bridge.start()
+    client = SandboxKernelClient(context=bridge.context, max_message_bytes=4 * 1024**2, iopub_taken=bridge.taken)
+    client.load_connection_info(bridge.connection)
+    client.start_channels(shell=False, stdin=False, control=False, hb=False)
+    session = Session(key=bridge.key.encode())
+    size, count, written = 2 * 1024**2, 40, [0]
+
+    def sandbox() -> None:  # the relay's stdout, as the engine multiplexes it
+        stream = [encode(HELLO, [b"{}"])]
+        for i in range(count):
+            msg = session.msg("display_data", {"data": {"text/plain": f"{i} " + "x" * size}, "metadata": {}})
+            stream.append(encode(CHANNELS.index("iopub"), [b"display_data", *session.serialize(msg)]))
+        for record in stream:
+            for start in range(0, len(record), 1 << 16):
+                piece = record[start:start + (1 << 16)]
+                engine.sendall(struct.pack(">BxxxI", 1, len(piece)) + piece)
+                written[0] += len(piece)
+
+    try:
+        writer = threading.Thread(target=sandbox, daemon=True)
+        writer.start()
+        while not bridge._subscribed:  # the SUB's subscription reached the bridge
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(1.5)  # the client reads nothing meanwhile
+        assert written[0] < HELD_BYTES + 2 * size + READ_SIZE, f"{written[0] >> 20} MiB read from the stream"
+        got = []
+        while len(got) < count:  # now it reads: every message arrives, in order, and the rest is read
+            msg = await client.get_iopub_msg(timeout=10)
+            got.append(int(msg["content"]["data"]["text/plain"].split()[0]))
+        assert got == list(range(count))
+        writer.join(10)
+        assert bridge._held_bytes == 0
+    finally:
+        client.stop_channels()
+        bridge.close()
+        engine.close()

@@ -23,6 +23,7 @@ import re
 import secrets
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -432,6 +433,10 @@ class DockerBackend(KernelClientBackend):
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._bridge.hello.wait(), self.ready_timeout)
         return dict(self._bridge.connection)
+
+    def _iopub_taken(self) -> Callable[[int], None] | None:
+        """The api transport's bridge counts each IOPub message until the client read it."""
+        return self._bridge.taken if self._bridge is not None else None
 
     def _unreachable_hint(self) -> str:
         if self._transport != "ipc":

@@ -54,10 +54,11 @@ READ_SIZE = 1 << 20
 RETRY_S = 0.002
 """Seconds between tries of a send ZMQ refused (the client is behind)."""
 HELD_BYTES = 8 * 1024**2
-"""Bytes of messages from the sandbox the bridge holds for the client at most (beyond one
-message): past it the bridge stops reading the stream until the client caught up, so a flood
-waits in the sandbox (whose IOPub has no high-water mark, under the container's memory limit)
-instead of in this process."""
+"""Bytes of messages from the sandbox held in this process for the client at most (beyond one
+message): in the bridge's queues, and for IOPub in libzmq's queue until the client read them.
+Past it the bridge stops reading the stream until the client caught up, so a flood waits in the
+sandbox (the relay holds :data:`.inside.OUTGOING_BYTES` at most, the kernel's IOPub the rest,
+under the container's memory limit) instead of in this process."""
 CLIENT_HWM = 64
 """Messages per channel socket queued towards the client; the rest wait in the bridge's own
 queue, which :data:`HELD_BYTES` bounds in bytes."""
@@ -250,12 +251,16 @@ class AttachBridge:
         elif not self.ended:
             self._send(channel, frames)
 
-    def _send(self, channel: int, frames: list[bytes], held: bool = False) -> None:
+    def _send(self, channel: int, frames: list[bytes], counted: bool = False) -> None:
         """To the client, in order. What ZMQ cannot take now (a DEALER with no peer yet, a full
-        queue: XPUB_NODROP answers Again) waits in this channel's queue, drained by a task, and
-        counts toward :data:`HELD_BYTES`. (pyzmq's own queued sends are not used: on Again after
-        a wait they fail the send instead of retrying, which lost messages of a burst.)"""
+        queue: XPUB_NODROP answers Again) waits in this channel's queue, drained by a task. The
+        message counts toward :data:`HELD_BYTES` (already, when ``counted``) until ZMQ took it,
+        and an IOPub message until the client read it (:meth:`taken`). (pyzmq's own queued sends
+        are not used: on Again after a wait they fail the send instead of retrying, which lost
+        messages of a burst.)"""
         size = sum(map(len, frames))
+        if not counted:
+            self._hold(size)
         queue = self._queues[channel]
         if not queue:
             try:
@@ -263,12 +268,9 @@ class AttachBridge:
             except zmq.Again:
                 pass
             else:
-                if held:
-                    self._hold(-size)
+                self._sent(channel, size)
                 return
         queue.append(frames)
-        if not held:
-            self._hold(size)
         if self._drainers.get(channel) is None or self._drainers[channel].done():
             self._drainers[channel] = self._loop.create_task(self._drain(channel))
 
@@ -283,7 +285,21 @@ class AttachBridge:
                 except zmq.Again:
                     await asyncio.sleep(RETRY_S)
                     continue
-                self._hold(-sum(map(len, queue.popleft())))
+                self._sent(channel, sum(map(len, queue.popleft())))
+
+    def _sent(self, channel: int, size: int) -> None:
+        """ZMQ took a message of ``size`` bytes. An IOPub message stays counted: libzmq's queue
+        towards the client's SUB is bounded in messages only (this socket's and the client's
+        high-water marks, each message up to the frame bound), so its bytes are released when
+        the client reads it (:meth:`taken`)."""
+        if channel != self._iopub:
+            self._hold(-size)
+
+    def taken(self, size: int) -> None:
+        """The client read an IOPub message of ``size`` bytes (its frames', as sent): they no
+        longer count toward :data:`HELD_BYTES`. Its IOPub channel calls this for each message
+        (:class:`..kernel_client.backend.SandboxKernelClient`'s ``iopub_taken``)."""
+        self._hold(-size)
 
     def _hold(self, size: int) -> None:
         """Count ``size`` bytes more (or fewer) held for the client; past :data:`HELD_BYTES` the
@@ -318,7 +334,7 @@ class AttachBridge:
                     if frames and frames[0][:1] == b"\x01" and not self._subscribed:
                         self._subscribed = True
                         while self._held:
-                            self._send(self._iopub, self._held.popleft(), held=True)
+                            self._send(self._iopub, self._held.popleft(), counted=True)
                     continue
                 self._out += encode(index, frames)
                 self._flush()

@@ -46,6 +46,17 @@ WELCOME_WAIT = 3.0
 """Seconds the relay waits for the kernel's ``iopub_welcome`` before it says HELLO anyway (a
 kernel that predates JEP 65 never sends it)."""
 KERNEL_DIR = "/tmp/.sandbox-kernel"
+OUTGOING_BYTES = 8 * 1024**2
+"""Bytes the relay holds for the host at most (beyond one message): past it the relay stops
+reading the kernel's sockets until the host took the bytes, so a flood waits in the kernel's
+own IOPub queue (no high-water mark: see ..kernel_client.launcher), not in a second copy here,
+whose growth doubled it (measured: 20 displays of 20 MB peaked at 650 to 711 MiB in the
+sandbox with an unbounded relay, 524 MiB with this bound)."""
+KERNEL_QUEUE = 4
+"""IOPub messages the relay's SUB lets libzmq queue from the kernel (its receive high-water
+mark): the rest waits in the kernel's IOPub queue, which never drops. libzmq's default, 1000
+messages of any size, would hold a flood here again. (The DEALERs keep the default: the
+kernel's ROUTERs drop what a full peer cannot take.)"""
 RECONNECT_MS = 10
 """Milliseconds between the relay's tries to connect to a kernel that has not bound its sockets
 yet (libzmq's default, 100, made each start wait up to 0.1 s more after the kernel was ready)."""
@@ -189,6 +200,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
         sock.linger = 0
         sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)  # the kernel binds its sockets after its imports
         if name == "iopub":
+            sock.setsockopt(zmq.RCVHWM, KERNEL_QUEUE)
             sock.setsockopt(zmq.SUBSCRIBE, b"")
         elif name in ("shell", "stdin"):
             sock.setsockopt(zmq.IDENTITY, routing_id)
@@ -203,6 +215,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
     os.set_blocking(stdout, False)
     outgoing = bytearray()
     welcomed, connected, greeted, started, watching_out = False, handshake is None, False, time.monotonic(), False
+    reading = True  # the kernel's sockets, while outgoing is under OUTGOING_BYTES
     poller = zmq.Poller()
     for sock in sockets.values():
         poller.register(sock, zmq.POLLIN)
@@ -229,6 +242,10 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                 outgoing += encode(HELLO, [b"{}"])
             if not claimed and ttl and time.monotonic() - started > ttl:  # pooled, and nobody took it
                 stop(0)
+            if (len(outgoing) < OUTGOING_BYTES) != reading:  # a flood waits in the kernel, not here
+                reading = not reading
+                for sock in sockets.values():
+                    poller.register(sock, zmq.POLLIN) if reading else poller.unregister(sock)
             if bool(outgoing and claimed) != watching_out:  # wait for room on stdout only with bytes to write
                 watching_out = bool(outgoing and claimed)
                 poller.register(stdout, zmq.POLLOUT) if watching_out else poller.unregister(stdout)
@@ -251,7 +268,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                 sys.exit(128 - code if code < 0 else code)
             for sock, index in by_socket.items():
                 if events.get(sock):
-                    while True:
+                    while len(outgoing) < OUTGOING_BYTES:
                         try:
                             frames = sock.recv_multipart(zmq.NOBLOCK, copy=True)
                         except zmq.Again:

@@ -24,8 +24,10 @@ from typing import Any
 import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.connect import channel_socket_types
-from traitlets import CaselessStrEnum, Float, Integer
+from traitlets import Callable as CallableTrait
+from traitlets import CaselessStrEnum, Float, Integer, Type
 
 from ...errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
 from ...events import Emit, Event, Outcome, Stream
@@ -114,6 +116,21 @@ def check_open_files(need: int) -> None:
             "the process.")
 
 
+class IOPubChannel(AsyncZMQSocketChannel):
+    """jupyter_client's IOPub channel, which tells ``taken`` (when set) the size of each message
+    it reads: the sum of its frames' lengths in bytes, as they arrived, before they are
+    deserialized (a message that fails to deserialize was taken all the same)."""
+
+    taken: Callable[[int], None] | None = None
+
+    async def _recv(self, **kwargs: Any) -> dict[str, Any]:
+        frames = await self.socket.recv_multipart(**kwargs)
+        if self.taken is not None:
+            self.taken(sum(map(len, frames)))
+        _, message = self.session.feed_identities(frames)
+        return self.session.deserialize(message)
+
+
 class SandboxKernelClient(AsyncKernelClient):
     """jupyter_client's async client, with what a sandbox's kernel needs of it:
 
@@ -126,12 +143,17 @@ class SandboxKernelClient(AsyncKernelClient):
       shared context, whose other clients may have other bounds;
     - a proof that the stdin channel is connected (:meth:`stdin_connected`): the kernel's stdin
       ROUTER silently drops an ``input_request`` addressed to a peer whose connection is not
-      complete, and the first cell's ``input()`` then waits for ever.
+      complete, and the first cell's ``input()`` then waits for ever;
+    - ``iopub_taken``, told the size in bytes of each IOPub message read (:class:`IOPubChannel`):
+      the docker ``api`` transport's bridge counts what waits in libzmq's queue towards this
+      client, which libzmq bounds in messages only.
 
     The sandboxes' connection info carries no CurveZMQ keys, so the sockets use none."""
 
     transport = CaselessStrEnum(["tcp", "ipc", "inproc"], default_value="tcp")
     max_message_bytes = Integer(0, help="Bytes; a frame from the kernel over it is refused (0: no bound).")
+    iopub_channel_class = Type(IOPubChannel)
+    iopub_taken = CallableTrait(None, allow_none=True, help="Called with the size in bytes of each IOPub message read.")
 
     _handshake: zmq.asyncio.Socket | None = None  # the stdin socket's monitor, until the proof is taken
 
@@ -181,6 +203,11 @@ class SandboxKernelClient(AsyncKernelClient):
             if stdin is not None and not stdin.closed:
                 stdin.disable_monitor()
         monitor.close(linger=0)
+
+    def start_channels(self, *args: Any, **kwargs: Any) -> None:
+        super().start_channels(*args, **kwargs)
+        if self._iopub_channel is not None:
+            self._iopub_channel.taken = self.iopub_taken
 
     def stop_channels(self) -> None:
         monitor, self._handshake = self._handshake, None
@@ -273,7 +300,7 @@ class KernelClientBackend(Backend):
     async def _open_client(self, info: dict[str, Any]) -> AsyncKernelClient:
         """A client with started channels for the kernel :meth:`_launch` described."""
         context = self._client_context()
-        client = SandboxKernelClient(max_message_bytes=self.message_bound[0],
+        client = SandboxKernelClient(max_message_bytes=self.message_bound[0], iopub_taken=self._iopub_taken(),
                                      **({"context": context} if context is not None else {}))
         client.load_connection_info(info)
         # No heartbeat: death is known from the process or the engine (_wait_dead), and a
@@ -356,6 +383,11 @@ class KernelClientBackend(Backend):
         if not await client.stdin_connected(self.STDIN_PROOF_S):
             self.log.warning("The sandbox's kernel is ready but its stdin channel did not connect within %g s; "
                              "a first input() may not reach this client.", self.STDIN_PROOF_S)
+
+    def _iopub_taken(self) -> Callable[[int], None] | None:
+        """What the client tells the size in bytes of each IOPub message it reads (see
+        :class:`SandboxKernelClient`), or None."""
+        return None
 
     def _client_context(self) -> Any:
         """The ZMQ context for the client's sockets (a ``zmq.asyncio.Context``): the process's
