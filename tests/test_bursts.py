@@ -15,7 +15,11 @@ import time
 import psutil
 import pytest
 
+from sandbox_kernel import Sandbox
+from sandbox_kernel.events import Display
+from tests import targets
 from tests.kernels import kernel, run, stdout
+from tests.support.backends import prepared
 from tests.support.host import host_kernel
 from tests.targets import backend_of
 
@@ -108,25 +112,40 @@ def test_a_flood_keeps_the_wrappers_memory_bounded_and_the_cell_ends(name, flood
     the wrapper holds a bounded amount meanwhile (the flood waits in the sandbox), and the next
     cell works."""
     with kernel(name) as (km, kc):
-        wrapper = psutil.Process(km.provisioner.process.pid)
-        run(kc, "1")
-        base, peak, done = wrapper.memory_info().rss, [0], threading.Event()
+        flooded(km, kc, flood, bound)
 
-        def sample() -> None:
-            while not done.wait(0.05):
-                peak[0] = max(peak[0], wrapper.memory_info().rss)
 
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        try:
-            reply, outputs = run(kc, flood, timeout=120)
-        finally:
-            done.set()
-            sampler.join()
-        assert reply["status"] == "ok"
-        assert "output limit of 10 MiB reached" in stdout(outputs, "stderr")
-        assert peak[0] - base < bound * 1024**2  # FLOOD: +27 to +41 MiB; +106 MiB when the api bridge held all
-        assert stdout(run(kc, "print(i)")[1]) == "19999\n"
+@pytest.mark.parametrize("name", ["local", "docker"])
+def test_a_flood_through_the_magic_keeps_the_notebook_kernels_memory_bounded_and_the_cell_ends(name):
+    """The same through ``%%sandbox``: the notebook's own kernel is the host that holds what
+    waits (measured +5 MiB on both)."""
+    with host_kernel(name) as (km, kc):
+        flooded(km, kc, FLOOD, 80, f"%%sandbox --backend {backend_of(name)}\n")
+
+
+def flooded(km, kc, flood: str, bound: int, prefix: str = "") -> None:
+    """Run ``flood`` (after ``prefix``, the magic's line) while sampling the RSS of the kernel
+    process ``km`` started: it grows less than ``bound`` MiB, the budget's marker shows, the
+    cell ends, and the next cell sees ``i == 19999``."""
+    host = psutil.Process(km.provisioner.process.pid)
+    run(kc, prefix + "1")
+    base, peak, done = host.memory_info().rss, [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], host.memory_info().rss)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        reply, outputs = run(kc, prefix + flood, timeout=120)
+    finally:
+        done.set()
+        sampler.join()
+    assert reply["status"] == "ok"
+    assert "output limit of 10 MiB reached" in stdout(outputs, "stderr")
+    assert peak[0] - base < bound * 1024**2  # FLOOD: +27 to +41 MiB; +106 MiB when the api bridge held all
+    assert stdout(run(kc, prefix + "print(i)")[1]) == "19999\n"
 
 
 @pytest.mark.parametrize("name", ["local", "docker"])
@@ -163,3 +182,19 @@ def test_a_frontend_that_reads_late_gets_every_message_of_the_magic_and_the_idle
         time.sleep(6)  # a frontend busy while the burst arrives
         values, idle = displays_until_idle(kc, msg_id, timeout=60)
         assert idle and values == [str(i) for i in range(10000)]
+
+
+@pytest.mark.parametrize("name", ["local", "docker", "docker_api"])
+def test_bursts_through_the_python_api_arrive_whole(name):
+    """The API's path (the backend in this process, no wrapper kernel): 5000 displays and 5000
+    updates of one display id, twice, each event passed to ``on_output`` in order."""
+    with targets.env_vars(prepared(name).kernel_env):
+        sandbox = Sandbox(backend_of(name), **prepared(name).traits)
+    with sandbox:
+        for _ in range(2):
+            assert [d.data["text/plain"] for d in sandbox.run(DISPLAYS).displays] == EXPECTED
+            updates: list[str] = []
+            result = sandbox.run(UPDATES, on_output=lambda e: isinstance(e, Display) and e.update
+                                 and updates.append(e.data["text/plain"]))
+            assert result.status == "ok" and result.stderr == "" and updates == EXPECTED
+        assert sandbox.run("print(i)").stdout == "4999\n"
