@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from jupyter_client.session import Session
 
 from sandbox_kernel.backends.docker.bridge import HELD_BYTES, READ_SIZE, AttachBridge, _Demux
-from sandbox_kernel.backends.kernel_client.backend import SandboxKernelClient
 from sandbox_kernel.backends.docker.inside import CHANNELS, HELLO, Decoder, encode
+from sandbox_kernel.backends.kernel_client.backend import SandboxKernelClient
 
 records = st.lists(st.tuples(st.sampled_from([*range(len(CHANNELS)), HELLO]),
                              st.lists(st.binary(max_size=64), max_size=4)), max_size=8)
@@ -100,7 +100,9 @@ async def _client_that_reads_late() -> None:
     try:
         writer = threading.Thread(target=sandbox, daemon=True)
         writer.start()
-        while not bridge._subscribed:  # the SUB's subscription reached the bridge
+        for _ in range(1000):  # until the SUB's subscription reached the bridge (10 s at most)
+            if bridge._subscribed:
+                break
             await asyncio.sleep(0.01)
         await asyncio.sleep(1.5)  # the client reads nothing meanwhile
         assert written[0] < HELD_BYTES + 2 * size + READ_SIZE, f"{written[0] >> 20} MiB read from the stream"
