@@ -13,15 +13,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.backends import backends
+from tests.targets.docker import Recorder
 
 pytestmark = pytest.mark.timeout(240)
 
 STARTS = 8
-
-
-class Recorder(list):
-    def __call__(self, event):
-        self.append(event)
 
 
 @pytest.mark.parametrize("name", ["local", pytest.param("docker", marks=pytest.mark.docker),
