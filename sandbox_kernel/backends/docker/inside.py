@@ -233,13 +233,19 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                 kernel.wait()
         sys.exit(code)
 
+    def greet() -> None:
+        """HELLO to the host, once: the kernel's IOPub has greeted us and our stdin connection is
+        complete, or WELCOME_WAIT has passed (see the module's text)."""
+        nonlocal greeted
+        waited = time.monotonic() - started > WELCOME_WAIT
+        if not greeted and (welcomed or waited) and (connected or waited):
+            greeted = True
+            outgoing.extend(encode(HELLO, [b"{}"]))
+
     signal.signal(signal.SIGTERM, lambda *_: stop(143))
     try:
         while True:
-            waited = time.monotonic() - started > WELCOME_WAIT
-            if not greeted and (welcomed or waited) and (connected or waited):
-                greeted = True
-                outgoing += encode(HELLO, [b"{}"])
+            greet()
             if not claimed and ttl and time.monotonic() - started > ttl:  # pooled, and nobody took it
                 stop(0)
             if (len(outgoing) < OUTGOING_BYTES) != reading:  # a flood waits in the kernel, not here
@@ -275,9 +281,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                             break
                         if index == CHANNELS.index("iopub") and not greeted:
                             welcomed = True
-                            if connected:
-                                greeted = True
-                                outgoing += encode(HELLO, [b"{}"])
+                            greet()  # before this first IOPub message
                         outgoing += encode(index, frames)
             if events.get(stdin):  # bytes from the host, or the end of its stream
                 try:
