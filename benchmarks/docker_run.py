@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import sys
 import subprocess
+import sys
 import threading
 import time
 

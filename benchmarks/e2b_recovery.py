@@ -35,9 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox_kernel.backends.e2b.stream import sandbox_class  # noqa: E402
 from sandbox_kernel.backends.e2b import E2BBackend  # noqa: E402
-from sandbox_kernel.errors import ExecutionTimeout, SandboxDied  # noqa: E402
+from sandbox_kernel.backends.e2b.stream import sandbox_class  # noqa: E402
+from sandbox_kernel.core.errors import ExecutionTimeout, SandboxDied  # noqa: E402
 
 BULK = "import sys\nfor _ in range(20):\n    sys.stdout.write('x' * 1_000_000 + '\\n')"
 

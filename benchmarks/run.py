@@ -89,7 +89,7 @@ def wait_for_pool(name: str) -> None:
     refill), so each start measures a take; the first start of the row fills it."""
     if "/pool" not in name:
         return
-    from sandbox_kernel import pool
+    from sandbox_kernel.backends import pool
 
     backend = VARIANTS[name][0].removeprefix("sandbox-")
     deadline = time.monotonic() + POOL_WAIT_S

@@ -24,8 +24,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from run import first_result, report, run_cell, warm_round_trips
 from jupyter_client.manager import start_new_kernel
+from run import first_result, report, run_cell, warm_round_trips
 
 FILES = """
 import os, time

@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from sandbox_kernel.api import AsyncSandbox
+from sandbox_kernel.frontdoors.api import AsyncSandbox
 
 IMPORTS = "import numpy, pandas"
 ROUNDS = 5

@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython):
     """``%load_ext sandbox_kernel``: the same as ``%load_ext magics``."""
-    from magics import load_ipython_extension as load
+    from sandbox_kernel.frontdoors.magics import load_ipython_extension as load
 
     load(ipython)
 
@@ -18,11 +18,11 @@ def __getattr__(name):
     """``from sandbox_kernel import Sandbox, AsyncSandbox, ExecutionResult, CommandResult``
     (imported on first use, so ``import sandbox_kernel`` stays light)."""
     if name in ("Sandbox", "AsyncSandbox"):
-        from . import api
+        from .frontdoors import api
 
         return getattr(api, name)
     if name in ("ExecutionResult", "CommandResult"):
-        from . import results
+        from .session import results
 
         return getattr(results, name)
     raise AttributeError(f"module 'sandbox_kernel' has no attribute {name!r}")

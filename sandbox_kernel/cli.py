@@ -14,9 +14,9 @@ import sys
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from . import kernelspec
 from .backends import backend_names
-from .errors import SandboxError
+from .core.errors import SandboxError
+from .frontdoors.kernel import kernelspec
 
 COMMAND_GROUP = "sandbox_kernel.commands"
 """Entry-point group of the subcommands other modules provide (``image``, ``gc``, ``mcp``): each
@@ -47,7 +47,7 @@ def _parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if _is_kernel_launch(argv):
-        from .app import launch
+        from .frontdoors.kernel.app import launch
 
         launch(argv)
         return 0

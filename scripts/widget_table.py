@@ -1,6 +1,6 @@
-"""Write ``sandbox_kernel/widget_models.json``: every standard widget model's synced traits and types.
+"""Write ``sandbox_kernel/policy/widgets/models.json``: every standard widget model's synced traits and types.
 
-The table the widget rules check state against (:mod:`sandbox_kernel.widget_types`), derived
+The table the widget rules check state against (:mod:`sandbox_kernel.policy.widgets.types`), derived
 from the installed ipywidgets' Python classes: each ``Widget`` subclass in ``ipywidgets`` gives
 its model (``_model_module``, ``_model_name``), its view (``_view_module``, ``_view_name``) and
 its traits tagged ``sync=True``; traits of classes sharing a model are merged. Where a view puts
@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-TABLE = Path(__file__).resolve().parent.parent / "sandbox_kernel" / "widget_models.json"
+TABLE = Path(__file__).resolve().parent.parent / "sandbox_kernel" / "policy" / "widgets" / "models.json"
 STANDARD = ("@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output")
 
 # Style traits → the CSS property the style model sets (``styleProperties`` in
@@ -91,7 +91,7 @@ def _models_of(klass, classes) -> list[str] | None:
 
 
 def _type(trait, classes):
-    """A traitlets trait as the table's type (see ``sandbox_kernel/widget_types.py``)."""
+    """A traitlets trait as the table's type (see ``sandbox_kernel/policy/widgets/types.py``)."""
     import traitlets
     from ipywidgets.widgets import trait_types
 

@@ -17,16 +17,13 @@ BACKEND_TIERS = {"local": "kernel", "docker": "docker", "docker_api": "docker", 
 BACKEND_PARAMS = ("backend_name", "name", "kind")
 """Parameter names whose value is a backend's name."""
 
-UNIT_MODULES = {"test_capabilities", "test_docker_wire", "test_cli", "test_compat", "test_config_check", "test_docker_boundary",
-                "test_docker_spec", "test_held", "test_options", "test_paths", "test_pipeline", "test_policy", "test_widget_policy",
-                "test_widget_policy_props"}
-"""Modules whose every test runs in process, with no kernel: all ``unit`` unless marked."""
 
 
 def pytest_collection_modifyitems(config, items):
-    """Give every test its tier marker: a case parametrized with a backend's name gets that
-    backend's tier (so ``-m "not docker"`` leaves out the docker case of a contract test); a
-    test with no tier marker gets ``unit`` in :data:`UNIT_MODULES`, else ``kernel``."""
+    """A case parametrized with a backend's name also gets that backend's tier (so ``-m "not
+    docker"`` leaves out the docker case of a contract test). Every other test has the tier its
+    module declares (``pytestmark``) or its own marker; a test with none is a collection error."""
+    untiered = []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         notebook = getattr(item.parent, "nb", None)  # an nbval cell: its notebook's kernel says
@@ -35,8 +32,13 @@ def pytest_collection_modifyitems(config, items):
         for key in BACKEND_PARAMS:
             if params.get(key) in BACKEND_TIERS:
                 item.add_marker(BACKEND_TIERS[params[key]])
+        if notebook is not None and not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker("kernel")  # a notebook on python3: nbval starts a kernel
         if not any(item.get_closest_marker(tier) for tier in TIERS):
-            item.add_marker("unit" if item.path.stem in UNIT_MODULES else "kernel")
+            untiered.append(item.nodeid)
+    if untiered:
+        raise pytest.UsageError(f"{len(untiered)} test(s) have no tier marker ({', '.join(TIERS)}): declare it "
+                                f"with `pytestmark = pytest.mark.TIER` in the module, e.g. {untiered[0]}")
 
 
 def pytest_sessionfinish(session, exitstatus):

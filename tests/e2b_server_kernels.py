@@ -24,7 +24,6 @@ import queue
 import signal
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path

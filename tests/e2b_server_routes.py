@@ -16,19 +16,19 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import parse_qsl
 from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import parse_qsl
 
 try:
     from .e2b_server_http import HandlerBase, HTTPError
     from .e2b_server_kernels import Context
-    from .e2b_server_wire import END_OF_EXECUTION, error_event
     from .e2b_server_sandbox import ContextError, Sandbox
+    from .e2b_server_wire import END_OF_EXECUTION, error_event
 except ImportError:  # tests/ itself is on sys.path
     from e2b_server_http import HandlerBase, HTTPError
     from e2b_server_kernels import Context
-    from e2b_server_wire import END_OF_EXECUTION, error_event
     from e2b_server_sandbox import ContextError, Sandbox
+    from e2b_server_wire import END_OF_EXECUTION, error_event
 
 if TYPE_CHECKING:
     from e2b_server import E2BTestServer

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel import AsyncSandbox, Sandbox
-from sandbox_kernel.commands import CommandRefused
-from sandbox_kernel.errors import ConfigError, ExecutionTimeout
-from sandbox_kernel.events import Display, Stream
+from sandbox_kernel.core.errors import CommandRefused, ConfigError, ExecutionTimeout
+from sandbox_kernel.core.events import Display, Stream
 from tests import targets
 from tests.support.backends import prepared
+
+pytestmark = pytest.mark.kernel
 
 API_BACKENDS = ["local", "docker"]
 ALLOWED = [r"echo .*", r"ls( -l)?", r"sleep \d+", r"sh -c .*"]

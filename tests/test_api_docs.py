@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.backends import prepared
 
+pytestmark = pytest.mark.kernel
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
 

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from sandbox_kernel import AsyncSandbox, Sandbox
-from sandbox_kernel.transfer import TransferError
+from sandbox_kernel.core.errors import TransferError
 from tests import targets
 from tests.support.backends import prepared
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
 
 def sandbox(name: str, **options) -> Sandbox:

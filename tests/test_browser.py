@@ -42,8 +42,18 @@ import pytest
 
 from tests import page_attacks as attacks
 from tests import page_controls as controls
-from tests.browser import (ARTIFACTS, JupyterLab, RequestRecorder, cell_outputs, jupyterlab, run_all, run_cell,
-                           screenshot, wait_cell, wait_finished)
+from tests.browser import (
+    ARTIFACTS,
+    JupyterLab,
+    RequestRecorder,
+    cell_outputs,
+    jupyterlab,
+    run_all,
+    run_cell,
+    screenshot,
+    wait_cell,
+    wait_finished,
+)
 from tests.support.backends import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.timeout(400)]
@@ -109,7 +119,7 @@ def kernelspecs(allowed_origin: str) -> dict[str, dict[str, Any]]:
     """``sandbox-docker`` with the docker test set-up and ``allowed_origin`` as its one allowed
     image origin, its ``trust`` and ``isolate`` copies, and a ``python3`` whose argv carries the
     docker test set-up for the magic's backends."""
-    from sandbox_kernel.kernelspec import kernel_json
+    from sandbox_kernel.frontdoors.kernel.kernelspec import kernel_json
     from tests.support.host import host_arguments
 
     setup = prepared("docker")

@@ -16,12 +16,14 @@ import psutil
 import pytest
 
 from sandbox_kernel import Sandbox
-from sandbox_kernel.events import Display
+from sandbox_kernel.core.events import Display
 from tests import targets
 from tests.kernels import kernel, run, stdout
 from tests.support.backends import prepared
 from tests.support.host import host_kernel
 from tests.targets import backend_of
+
+pytestmark = pytest.mark.kernel
 
 ROUNDS = 10  # of 5000 displays, on local and docker through the kernelspec and the magic (issue 20)
 UPDATE_EVERY = 5  # rounds 0 and 5 follow their displays with 5000 updates on one display id

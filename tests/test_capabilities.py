@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.api import AsyncSandbox
 from sandbox_kernel.backends import backend_names, get_backend_class
 from sandbox_kernel.backends.base import Backend, Capabilities
-from sandbox_kernel.errors import NotSupported
+from sandbox_kernel.core.errors import NotSupported
+from sandbox_kernel.frontdoors.api import AsyncSandbox
+
+pytestmark = pytest.mark.unit
 
 KERNEL = ["completion", "inspection", "stdin", "comms", "display_updates"]
 
 DECLARED = {
-    "local": [*KERNEL, "files"],
-    "docker": [*KERNEL, "files"],
+    "local": [*KERNEL, "files", "pool"],
+    "docker": [*KERNEL, "files", "pool"],
     "gateway": [*KERNEL, "files", "reattach"],
     # docs/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
     # and comms; sandboxes can be paused and attached to by id.
@@ -22,12 +24,12 @@ DECLARED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(DECLARED))
-def test_each_builtin_backend_declares_what_its_docs_say(name):
-    cls = get_backend_class(name)
+@pytest.mark.parametrize("builtin", sorted(DECLARED))
+def test_each_builtin_backend_declares_what_its_docs_say(builtin):
+    cls = get_backend_class(builtin)
     assert "capabilities" in {k for c in cls.__mro__ if c is not Backend for k in vars(c)}, \
-        f"{name} states no capabilities of its own"
-    assert cls.capabilities.names() == DECLARED[name]
+        f"{builtin} states no capabilities of its own"
+    assert cls.capabilities.names() == DECLARED[builtin]
 
 
 def test_every_registered_backend_is_covered():
@@ -41,14 +43,20 @@ def test_capabilities_are_a_frozen_value():
     assert caps.names() == ["files"] and Capabilities().names() == []
 
 
-def test_a_backend_missing_a_required_method_fails_when_it_is_made():
-    class Half(Backend):
-        async def start(self): ...
-        async def shutdown(self): ...
-        async def execute(self, code, emit, *, timeout=None, stdin=None): ...
-        async def restart(self): ...
+REQUIRED = ("start", "shutdown", "execute", "interrupt", "restart")
+"""The five methods of the backend contract."""
 
-    with pytest.raises(TypeError, match="interrupt"):
+
+def test_the_five_required_methods_are_abstract():
+    assert Backend.__abstractmethods__ == frozenset(REQUIRED)
+
+
+@pytest.mark.parametrize("missing", REQUIRED)
+def test_a_backend_missing_a_required_method_fails_when_it_is_made(missing):
+    async def method(self, *args, **kwargs): ...
+
+    Half = type("Half", (Backend,), {name: method for name in REQUIRED if name != missing})
+    with pytest.raises(TypeError, match=missing):
         Half()
 
 

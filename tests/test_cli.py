@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from jupyter_client.kernelspec import KernelSpecManager
+
+pytestmark = pytest.mark.kernel
 
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess:

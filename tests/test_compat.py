@@ -1,16 +1,20 @@
-"""The private upstream names the project uses (sandbox_kernel/compat.py) still exist."""
+"""The private upstream names the project uses (sandbox_kernel/runtime/compat.py) still exist."""
 
 from __future__ import annotations
 
 import importlib
 
-from sandbox_kernel import compat
+import pytest
+
+from sandbox_kernel.runtime import compat
+
+pytestmark = pytest.mark.unit
 
 
 def test_every_private_upstream_name_still_exists():
     gone = compat.missing()
     assert not gone, ("an upstream upgrade removed private names sandbox-kernel uses; adapt the code that uses "
-                      "each, then sandbox_kernel/compat.py:\n  " + "\n  ".join(gone))
+                      "each, then sandbox_kernel/runtime/compat.py:\n  " + "\n  ".join(gone))
 
 
 def test_a_removed_name_is_reported_with_where_it_is_used(monkeypatch):

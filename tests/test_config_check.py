@@ -1,4 +1,4 @@
-"""Unknown option names (``sandbox_kernel.config_check``): a pure function over traitlets
+"""Unknown option names (``sandbox_kernel.runtime.config_check``): a pure function over traitlets
 config, for the kernel's own options and every registered backend's."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ import pytest
 from traitlets.config import Config
 
 from sandbox_kernel.backends import backend_names, get_backend_class
-from sandbox_kernel.config_check import unknown_options
-from sandbox_kernel.kernel import SandboxKernel
+from sandbox_kernel.frontdoors.kernel.kernel import SandboxKernel
+from sandbox_kernel.runtime.config_check import unknown_options
+
+pytestmark = pytest.mark.unit
 
 
 def typo(name: str) -> str:

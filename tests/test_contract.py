@@ -8,6 +8,8 @@ from tests.support.backends import prepared
 from tests.support.contract import *  # noqa: F403 - its test_* functions are collected here
 from tests.targets import CONTRACT_NAMES
 
+pytestmark = pytest.mark.kernel
+
 
 @pytest.fixture(params=CONTRACT_NAMES)
 def backend_name(request) -> str:

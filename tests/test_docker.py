@@ -16,12 +16,16 @@ import time
 import pytest
 
 from sandbox_kernel.backends.docker import engine
-from sandbox_kernel.errors import SandboxDied
+from sandbox_kernel.core.errors import SandboxDied
 from tests.support.backends import backends
-from tests.support.hostile import (run, test_memory_bomb_is_reported_as_out_of_memory,  # noqa: F401 - collected here
-                                   test_network_connect_and_dns_fail, test_root_is_read_only_tmp_and_workdir_are_writable,
-                                   test_workdir_has_a_size_limit)
-from tests.targets.docker import client, NOTHING, Recorder, SocketProxy, held_by  # noqa: F401 (client is a fixture)
+from tests.support.hostile import (  # noqa: F401 - collected here
+    run,
+    test_memory_bomb_is_reported_as_out_of_memory,
+    test_network_connect_and_dns_fail,
+    test_root_is_read_only_tmp_and_workdir_are_writable,
+    test_workdir_has_a_size_limit,
+)
+from tests.targets.docker import NOTHING, Recorder, SocketProxy, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 

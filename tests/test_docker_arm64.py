@@ -15,12 +15,12 @@ import pytest
 
 from sandbox_kernel.backends.docker.images import (
     PLATFORMS,
-    ImageBuildError,
     engine_platform,
     image_platform,
     platform_of,
     wheelhouse_for,
 )
+from sandbox_kernel.core.errors import ImageBuildError
 from tests.kernels import kernel, run, stdout
 from tests.targets import skip_or_fail
 from tests.targets.docker import client  # noqa: F401 (a fixture)

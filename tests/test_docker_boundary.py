@@ -9,6 +9,10 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 GC = "import runpy, sys; sys.argv = ['sandbox-kernel', 'gc']; runpy.run_module('sandbox_kernel', run_name='__main__')"
 HIDE_PARAMIKO = "import sys; sys.modules['paramiko'] = None; "  # `import paramiko` -> ImportError
 
@@ -76,8 +80,8 @@ def test_the_engines_own_ca_wins_over_requests_ca_bundle_and_proxies_still_come_
 
 def test_without_proc_a_live_owner_is_not_judged_gone(monkeypatch, tmp_path):
     """On macOS (no /proc) a live kernel's sandbox must survive another sandbox's leftover sweep."""
-    from sandbox_kernel import owners
     from sandbox_kernel.backends.docker import engine
+    from sandbox_kernel.runtime import owners
 
     monkeypatch.setattr(owners, "PROC", tmp_path)  # a machine without /proc
     me = engine.owner()

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.backends.docker import DockerBackend
-from sandbox_kernel.errors import ExecutionTimeout, SandboxStartError
-from sandbox_kernel.events import Display
 from sandbox_kernel.backends.docker.images.dockerfile import DOCKERFILE_LABEL, context_digest, dockerfile_tag
 from sandbox_kernel.backends.docker.images.packages import packages_tag
-from tests.support.backends import backends, prepared
+from sandbox_kernel.core.errors import ExecutionTimeout, SandboxStartError
+from sandbox_kernel.core.events import Display
 from tests.kernels import kernel, run, stdout
+from tests.support.backends import backends, prepared
 from tests.targets.docker import IMAGE, NOTHING, Recorder, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -161,7 +161,7 @@ def test_bad_option_values_are_refused():
 
 
 def test_the_magic_line_sets_the_new_options():
-    from magics.options import backend_traits
+    from sandbox_kernel.frontdoors.magics.options import backend_traits
 
     traits = backend_traits(DockerBackend, ["--packages", "tqdm", "--packages=rich>=13", "--dockerfile", "d/Dockerfile",
                                             "--build-args", "A=1", "--build-args", "B=x=y", "--kernel-name", "bash"])

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.kernels import kernel, kinds, run, stdout
-from tests.targets.docker import client, NOTHING, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 

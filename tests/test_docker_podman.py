@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from sandbox_kernel.errors import ConfigError, SandboxDied
+from sandbox_kernel.core.errors import ConfigError, SandboxDied
 from tests.support.backends import backends, prepared
 from tests.support.hostile import run, test_workdir_has_a_size_limit  # noqa: F401 - collected here
 from tests.targets import env_vars

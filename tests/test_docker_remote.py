@@ -15,8 +15,8 @@ from tests.kernels import kernel, run
 from tests.support.backends import backends, prepared
 from tests.support.contract import *  # noqa: F403 - the contract's test_* functions are collected here
 from tests.support.contract import Recorder
-from tests.support.widgets import WidgetFrontend, comm_msgs, result
 from tests.support.hostile import test_memory_bomb_is_reported_as_out_of_memory  # noqa: F401 - collected here
+from tests.support.widgets import WidgetFrontend, comm_msgs, result
 from tests.targets import REMOTE_NAMES, env_vars, remote_engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -66,7 +66,7 @@ async def test_no_host_path_of_the_wrapper_is_mounted_and_auto_picks_the_api(mak
 
 
 async def test_transport_ipc_on_a_remote_engine_is_one_message_naming_the_option(make_backend):
-    from sandbox_kernel.errors import ConfigError
+    from sandbox_kernel.core.errors import ConfigError
 
     backend = make_backend(transport="ipc")
     with pytest.raises(ConfigError, match=r"transport=ipc needs an engine on this machine.*transport=api"):
@@ -76,7 +76,7 @@ async def test_transport_ipc_on_a_remote_engine_is_one_message_naming_the_option
 async def test_mounts_name_paths_on_the_engines_host(make_backend, tmp_path):
     """A path of the engine's host (the rig's sshd config, absent from this machine's checks)
     mounts; a path that exists only on this machine is refused by the engine, in one message."""
-    from sandbox_kernel.errors import SandboxStartError
+    from sandbox_kernel.core.errors import SandboxStartError
 
     async with make_backend(mounts=["/etc/ssh:/home/sandbox/ssh"]) as backend:
         rec = Recorder()

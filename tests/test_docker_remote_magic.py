@@ -7,15 +7,25 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.api import Sandbox
+from sandbox_kernel.frontdoors.api import Sandbox
 from tests.support.backends import prepared
-from tests.targets import env_vars
 from tests.support.magic import (  # noqa: F401 - fixtures and tests, collected here for the rig
-    cells, replies, test_clear_output_and_display_updates, test_error_fails_the_cell_with_the_sandbox_traceback,
-    test_input_reaches_the_notebook_user, test_interrupt_reaches_the_sandbox_and_the_session_survives,
-    test_list_and_status, test_matplotlib_figure_is_a_png, test_restart_and_stop,
-    test_state_persists_per_session_and_host_is_untouched, test_stdout_is_live, test_streams_reach_the_cell,
-    test_timeout_gives_one_short_message_and_keeps_state, test_upload_and_download)
+    cells,
+    replies,
+    test_clear_output_and_display_updates,
+    test_error_fails_the_cell_with_the_sandbox_traceback,
+    test_input_reaches_the_notebook_user,
+    test_interrupt_reaches_the_sandbox_and_the_session_survives,
+    test_list_and_status,
+    test_matplotlib_figure_is_a_png,
+    test_restart_and_stop,
+    test_state_persists_per_session_and_host_is_untouched,
+    test_stdout_is_live,
+    test_streams_reach_the_cell,
+    test_timeout_gives_one_short_message_and_keeps_state,
+    test_upload_and_download,
+)
+from tests.targets import env_vars
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

@@ -9,12 +9,11 @@ import os
 
 import pytest
 
-from sandbox_kernel.errors import SandboxDied
-
+from sandbox_kernel.core.errors import SandboxDied
 from tests.support import contract, hostile
 from tests.support.backends import backends, prepared
 from tests.targets import skip_or_fail
-from tests.targets.docker import client, NOTHING, Recorder, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, Recorder, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 RUNTIME = "runsc"

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.backends.docker.mounts import MountError, check_access, parse_gpus, parse_mount, parse_mounts
-from sandbox_kernel.backends.docker.spec import container_spec
 from sandbox_kernel.backends.docker import DockerBackend
-from sandbox_kernel.errors import ConfigError
+from sandbox_kernel.backends.docker.mounts import check_access, parse_gpus, parse_mount, parse_mounts
+from sandbox_kernel.backends.docker.spec import container_spec
+from sandbox_kernel.core.errors import ConfigError, MountError
+
+pytestmark = pytest.mark.unit
 
 pytest.importorskip("docker")
 

@@ -12,10 +12,11 @@ import sys
 import pytest
 
 from sandbox_kernel.backends.docker import workspace
-from sandbox_kernel.errors import ConfigError, SandboxStartError
+from sandbox_kernel.core.errors import ConfigError, SandboxStartError
+from tests.kernels import kernel, stdout
+from tests.kernels import run as run_in_kernel
 from tests.support.backends import backends
-from tests.kernels import kernel, run as run_in_kernel, stdout
-from tests.targets.docker import client, NOTHING, Recorder, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, Recorder, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 

@@ -17,6 +17,8 @@ from sandbox_kernel.backends.docker.bridge import HELD_BYTES, READ_SIZE, AttachB
 from sandbox_kernel.backends.docker.inside import CHANNELS, HELLO, Decoder, encode
 from sandbox_kernel.backends.kernel_client.backend import SandboxKernelClient
 
+pytestmark = pytest.mark.unit
+
 records = st.lists(st.tuples(st.sampled_from([*range(len(CHANNELS)), HELLO]),
                              st.lists(st.binary(max_size=64), max_size=4)), max_size=8)
 

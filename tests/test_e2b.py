@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from sandbox_kernel.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
-from sandbox_kernel.events import Display, Error, Stream
+from sandbox_kernel.core.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
+from sandbox_kernel.core.events import Display, Error, Stream
 from tests.kernels import kernel, kinds, run, stdout
 from tests.support.contract import Recorder
 from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures

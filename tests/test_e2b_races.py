@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from sandbox_kernel.errors import ExecutionTimeout, SandboxDied, SandboxError
-from sandbox_kernel.events import Display
+from sandbox_kernel.core.errors import ExecutionTimeout, SandboxDied, SandboxError
+from sandbox_kernel.core.events import Display
 from tests.kernels import kernel, run, stdout
 from tests.support.contract import Recorder
 from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures

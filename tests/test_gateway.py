@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.errors import BackendUnavailable, SandboxDied, SandboxStartError
-from sandbox_kernel.events import Display, Stream
-from tests.support.backends import backends, prepared
+from sandbox_kernel.core.errors import BackendUnavailable, SandboxDied, SandboxStartError
+from sandbox_kernel.core.events import Display, Stream
 from tests.kernels import kernel, run, stdout
+from tests.support.backends import backends, prepared
 from tests.targets.docker import Recorder
 from tests.targets.gateway import OPTIONS, SLOW_START_S, KernelGateway, gateway
 
@@ -235,8 +235,8 @@ async def test_files_travel_in_chunks_and_missing_files_say_so(make, tmp_path):
 def test_the_magic_refuses_a_token_on_its_line():
     from IPython.core.error import UsageError
 
-    from magics.options import backend_traits, option_names
     from sandbox_kernel.backends.gateway import GatewayBackend
+    from sandbox_kernel.frontdoors.magics.options import backend_traits, option_names
 
     with pytest.raises(UsageError, match="secret.*saved in the notebook"):
         backend_traits(GatewayBackend, ["--auth-token", "abc"])

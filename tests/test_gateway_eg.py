@@ -16,11 +16,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.support import contract
 from tests.kernels import kernel, run, stdout
-from tests.targets import env_vars, skip_or_fail
+from tests.support import contract
+from tests.targets import env_vars, gateway_eg, skip_or_fail
 from tests.targets.docker import Recorder
-from tests.targets import gateway_eg
 
 pytestmark = [pytest.mark.gateway, pytest.mark.docker, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[1]

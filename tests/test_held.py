@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from sandbox_kernel.backends.kernel_client.held import IOPubQueue, approx_bytes
+
+pytestmark = pytest.mark.unit
 
 
 def display(text: str) -> dict:

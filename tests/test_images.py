@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.backends.docker.boundary import Missing
 from sandbox_kernel.backends.docker.images import image_has_ipykernel
+from sandbox_kernel.core.errors import Missing
+
+pytestmark = pytest.mark.kernel
 
 docker = pytest.importorskip("docker", reason="docker-py missing: pip install docker")
 

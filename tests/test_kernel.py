@@ -13,6 +13,8 @@ import pytest
 
 from tests.kernels import kernel, kinds, run, stdout
 
+pytestmark = pytest.mark.kernel
+
 
 @pytest.fixture(scope="module")
 def local_kernel():
@@ -210,7 +212,7 @@ def test_bad_configuration_is_one_short_message_and_kernel_keeps_answering(optio
 
 
 def test_unknown_backend_is_one_short_message(tmp_path, monkeypatch):
-    from sandbox_kernel import kernelspec
+    from sandbox_kernel.frontdoors.kernel import kernelspec
 
     kernelspec.install("nosuch", prefix=str(tmp_path))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))

@@ -22,13 +22,28 @@ from tests.kernels import run
 from tests.support.capabilities import lacks, shown  # what a backend cannot do and its fallback; a str result
 from tests.support.host import host_kernel
 from tests.support.magic import (  # noqa: F401 - the scenario's fixtures and its tests, collected here
-    bundles, cells, plain, replies, test_clear_output_and_display_updates,
-    test_error_fails_the_cell_with_the_sandbox_traceback, test_input_reaches_the_notebook_user,
-    test_interrupt_reaches_the_sandbox_and_the_session_survives, test_list_and_status,
-    test_matplotlib_figure_is_a_png, test_restart_and_stop, test_state_persists_per_session_and_host_is_untouched,
-    test_stdout_is_live, test_streams_reach_the_cell, test_timeout_gives_one_short_message_and_keeps_state,
-    test_upload_and_download, text, usage_line)
+    bundles,
+    cells,
+    plain,
+    replies,
+    test_clear_output_and_display_updates,
+    test_error_fails_the_cell_with_the_sandbox_traceback,
+    test_input_reaches_the_notebook_user,
+    test_interrupt_reaches_the_sandbox_and_the_session_survives,
+    test_list_and_status,
+    test_matplotlib_figure_is_a_png,
+    test_restart_and_stop,
+    test_state_persists_per_session_and_host_is_untouched,
+    test_stdout_is_live,
+    test_streams_reach_the_cell,
+    test_timeout_gives_one_short_message_and_keeps_state,
+    test_upload_and_download,
+    text,
+    usage_line,
+)
 from tests.targets import backend_of
+
+pytestmark = pytest.mark.kernel
 
 # -- the notebook scenario (tests/support/magic.py): what only this module checks -----------------
 
@@ -96,8 +111,8 @@ def test_interrupt_at_an_input_prompt(backend_name):
 
 def test_without_a_host_kernel_comms_are_dropped_and_said_once():
     """Terminal IPython has no page: the magic's pipeline drops comms and says so once."""
-    from magics.session import COMMS_NOTE, magic_pipeline
-    from sandbox_kernel.events import Comm, Stream
+    from sandbox_kernel.core.events import Comm, Stream
+    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE, magic_pipeline
     from sandbox_kernel.policy import OutputPolicy
 
     shown = []

@@ -11,7 +11,7 @@ import pytest
 from tests.kernels import run, stdout
 from tests.support.backends import prepared
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module", params=["local", "docker"])

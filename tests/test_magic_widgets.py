@@ -12,9 +12,17 @@ import pytest
 
 from tests.kernels import stdout
 from tests.support.backends import prepared
-from tests.support.widgets import INTERACT, WIDGET_VIEW, WidgetFrontend, check_interact, comm_msgs, e2b_widget_notes, result
+from tests.support.widgets import (
+    INTERACT,
+    WIDGET_VIEW,
+    WidgetFrontend,
+    check_interact,
+    comm_msgs,
+    e2b_widget_notes,
+    result,
+)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module", params=["local", "docker"])

@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.backends import get_backend_class
-from sandbox_kernel.mcp_server import PathRefused, inside_workdir
+from sandbox_kernel.core.errors import PathRefused
+from sandbox_kernel.frontdoors.mcp.server import inside_workdir
 from tests.support.backends import prepared
+
+pytestmark = pytest.mark.kernel
 
 if importlib.util.find_spec("mcp") is None:  # an extra of the project: `make install` has it
     if os.environ.get("SANDBOX_KERNEL_NO_SKIP"):

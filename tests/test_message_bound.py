@@ -11,11 +11,11 @@ import pytest
 import zmq
 
 from sandbox_kernel.backends.local import LocalBackend
-from sandbox_kernel.events import Comm, Display, Error, Stream
-from tests.support.backends import backends
+from sandbox_kernel.core.events import Comm, Display, Error, Stream
 from tests.kernels import kernel, run, stdout
+from tests.support.backends import backends
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 
 MiB = 1024**2
 BUDGET = 10 * MiB  # the front doors' default max_output_bytes

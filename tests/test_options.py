@@ -7,12 +7,14 @@ import pytest
 from IPython.core.error import UsageError
 from traitlets.config import Config, Configurable
 
-from magics.options import backend_traits
-from sandbox_kernel.backends import BadValue, make_backend
+from sandbox_kernel.backends import make_backend
 from sandbox_kernel.backends.docker import DockerBackend
 from sandbox_kernel.backends.gateway import GatewayBackend
-from sandbox_kernel.config_check import closest
-from sandbox_kernel.errors import ConfigError
+from sandbox_kernel.core.errors import BadValue, ConfigError
+from sandbox_kernel.frontdoors.magics.options import backend_traits
+from sandbox_kernel.runtime.config_check import closest
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_magic_line_becomes_traits():

@@ -13,6 +13,8 @@ import pytest
 
 from tests.kernels import kernel, run, stdout
 
+pytestmark = pytest.mark.kernel
+
 HOSTILE = """\
 from IPython.display import display, HTML, Javascript, Markdown, SVG
 display(HTML('<img src=x onerror="fetch(1)"><b>bold</b><img src="http://127.0.0.1:9/leak">'))

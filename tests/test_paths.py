@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_kernel.paths import within
+from sandbox_kernel.runtime.paths import within
+
+pytestmark = pytest.mark.unit
 
 WORK = "/home/sandbox/work"
 

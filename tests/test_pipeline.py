@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 
-from sandbox_kernel.errors import SandboxDied
-from sandbox_kernel.events import Comm, Display, Error, Outcome, Stream
-from sandbox_kernel.pipeline import OutputPipeline
+import pytest
+
+from sandbox_kernel.core.errors import SandboxDied
+from sandbox_kernel.core.events import Comm, Display, Error, Outcome, Stream
 from sandbox_kernel.policy import OutputPolicy
+from sandbox_kernel.session.pipeline import OutputPipeline
+
+pytestmark = pytest.mark.unit
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -239,7 +243,7 @@ def test_an_iopub_message_with_fields_of_the_wrong_type_is_made_whole_not_raised
     """The sandbox writes IOPub messages: a stream or error whose fields have the wrong type (a
     sandbox's own ZMQ socket can send anything) becomes text, never a reader's exception."""
     from sandbox_kernel.backends.kernel_client.messages import event_from_iopub
-    from sandbox_kernel.events import Display, Error, Stream
+    from sandbox_kernel.core.events import Display, Error, Stream
 
     def msg(kind, content):
         return {"header": {"msg_type": kind}, "content": content}

@@ -12,11 +12,13 @@ import re
 
 import pytest
 
-from sandbox_kernel.events import Display
+from sandbox_kernel.core.events import Display
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.css import clean_declarations, clean_stylesheet
 from sandbox_kernel.policy.markup import Sanitizer
 from sandbox_kernel.policy.tex import police_tex
+
+pytestmark = pytest.mark.unit
 
 HANDLERS = ["onerror", "onload", "onclick", "onmouseover", "onfocus", "onanimationstart", "onbegin", "ontoggle",
             "onpointerenter", "onbeforetoggle", "onwheel", "ONERROR", "OnLoad"]

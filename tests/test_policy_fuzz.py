@@ -29,6 +29,8 @@ from hypothesis import strategies as st  # noqa: E402
 from sandbox_kernel.policy import OutputPolicy  # noqa: E402
 from tests.policy_oracle import violations  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 IDEMPOTENCE = settings(FUZZ, max_examples=20)
 

@@ -1,11 +1,10 @@
-"""Warm pools (issue 20, :mod:`sandbox_kernel.pool`): a new session takes a sandbox started
+"""Warm pools (issue 20, :mod:`sandbox_kernel.backends.pool`): a new session takes a sandbox started
 ahead of it, on local and docker (both transports), through the API and through the kernelspec.
 Each pooled sandbox is used once, taken atomically, discarded when it died while it waited,
 ends with the process of the session that took it, and ends by itself after ``pool_ttl``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import multiprocessing
 import os
@@ -16,9 +15,11 @@ import time
 
 import pytest
 
-from sandbox_kernel import pool
-from sandbox_kernel.api import AsyncSandbox
+from sandbox_kernel.backends import pool
+from sandbox_kernel.frontdoors.api import AsyncSandbox
 from tests.kernels import kernel, run, stdout
+
+pytestmark = pytest.mark.kernel
 
 TRANSPORTS = {"local": {}, "docker": {"transport": "ipc"}, "docker_api": {"transport": "api"}}
 """Case -> the API's options besides the pool's."""
@@ -89,7 +90,7 @@ async def filled(name: str, **options) -> dict:
 
 def sandbox_alive(name: str, record: dict) -> bool:
     if name == "local":
-        from sandbox_kernel.backends.local import pooled_alive
+        from sandbox_kernel.backends.local.pooled import pooled_alive
 
         return pooled_alive(record)
     done = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", record["id"]], capture_output=True,
@@ -169,7 +170,8 @@ async def test_a_pooled_sandbox_that_died_is_skipped_without_a_word(name):
 
 TAKER = """
 import asyncio, json, sys
-from sandbox_kernel.api import AsyncSandbox
+from sandbox_kernel.frontdoors.api import AsyncSandbox
+
 async def main():
     box = AsyncSandbox(sys.argv[1], pool_size=1, **json.loads(sys.argv[2]))
     await box.start()

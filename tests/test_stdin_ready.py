@@ -15,7 +15,7 @@ import pytest
 from tests.support.backends import backends
 from tests.targets.docker import Recorder
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 
 STARTS = 8
 

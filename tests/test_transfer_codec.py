@@ -12,8 +12,9 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 
-from sandbox_kernel.transfer import check_name
-from sandbox_kernel.transfer.codec import TransferError, decode, encode, kind_of
+from sandbox_kernel.core.errors import TransferError
+from sandbox_kernel.session.transfer import check_name
+from sandbox_kernel.session.transfer.codec import decode, encode, kind_of
 
 pytestmark = pytest.mark.unit
 

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_kernel.events import Comm
+from sandbox_kernel.core.events import Comm
 from sandbox_kernel.policy import OutputPolicy
-from sandbox_kernel.widget_policy import WidgetRules
-from sandbox_kernel.widget_types import table
+from sandbox_kernel.policy.widgets.rules import WidgetRules
+from sandbox_kernel.policy.widgets.types import table
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTROLS, BASE, OUTPUT = "@jupyter-widgets/controls", "@jupyter-widgets/base", "@jupyter-widgets/output"
@@ -58,7 +60,7 @@ def test_the_table_is_ipywidgets_own():
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     built = script.build()["models"]
-    committed = json.loads((ROOT / "sandbox_kernel" / "widget_models.json").read_text())["models"]
+    committed = json.loads((ROOT / "sandbox_kernel" / "policy" / "widgets" / "models.json").read_text())["models"]
     assert built == committed
 
 

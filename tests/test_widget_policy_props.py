@@ -12,14 +12,17 @@ from __future__ import annotations
 import re
 
 import html5lib
+import pytest
 import tinycss2
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sandbox_kernel.events import Comm
+from sandbox_kernel.core.events import Comm
 from sandbox_kernel.policy import OutputPolicy
-from sandbox_kernel.widget_policy import WidgetRules
-from sandbox_kernel.widget_types import CLASS_NAME, ICON, is_ref, table
+from sandbox_kernel.policy.widgets.rules import WidgetRules
+from sandbox_kernel.policy.widgets.types import CLASS_NAME, ICON, is_ref, table
+
+pytestmark = pytest.mark.unit
 
 HOSTILE = [
     "<img src=x onerror=alert(1)>", "<img src = \"https://x.example/a.png\">", "javascript:alert(1)",

@@ -16,12 +16,20 @@ import time
 
 import pytest
 
+from tests.kernels import kernel, stdout
 from tests.support.backends import prepared
-from tests.kernels import kernel, run, stdout
-from tests.support.widgets import (INTERACT, WIDGET_VIEW, WidgetFrontend, check_interact, comm_msgs, e2b_widget_notes,
-                                   put_buffers, result)
+from tests.support.widgets import (
+    INTERACT,
+    WIDGET_VIEW,
+    WidgetFrontend,
+    check_interact,
+    comm_msgs,
+    e2b_widget_notes,
+    put_buffers,
+    result,
+)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 64  # binary state: travels as a buffer, never as JSON
 
@@ -229,8 +237,8 @@ def test_e2b_says_once_that_widgets_cannot_work():
 
 
 def test_magic_drops_widget_views_the_host_cannot_render():
-    from magics.session import COMMS_NOTE, magic_pipeline
-    from sandbox_kernel.events import Display, Stream
+    from sandbox_kernel.core.events import Display, Stream
+    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE, magic_pipeline
     from sandbox_kernel.policy import OutputPolicy
 
     shown = []
@@ -301,7 +309,7 @@ def test_start_up_progress_shows_then_leaves_only_the_cells_outputs():
         assert [m["header"]["msg_type"] for m in outputs if m["header"]["msg_type"] != "status"] == \
             ["execute_input", "execute_result"]
         frontend.execute("import asyncio\nfrom sandbox_kernel.backends.local import LocalBackend\n"
-                         "from sandbox_kernel.events import Display\n_start = LocalBackend.start\n"
+                         "from sandbox_kernel.core.events import Display\n_start = LocalBackend.start\n"
                          "async def start(self):\n    if self._progress_handler:\n"
                          "        self._progress_handler(Display({'text/plain': 'Step 2/4 : RUN build'}))\n"
                          "        await asyncio.sleep(1)\n    await _start(self)\nLocalBackend.start = start")
@@ -336,10 +344,10 @@ def comm_opened(outputs: list[dict]) -> list[dict]:
 @pytest.mark.unit
 def test_status_and_progress_fall_back_to_text_outside_a_kernel(capsys):
     """In a terminal (no kernel, so no widgets): the status is text and HTML, the start one line."""
-    from magics.session import Registry, Session
-    from magics.widgets import StartProgress, StatusPanel
     from sandbox_kernel.backends.local import LocalBackend
-    from sandbox_kernel.events import Display
+    from sandbox_kernel.core.events import Display
+    from sandbox_kernel.frontdoors.magics.session import Registry, Session
+    from sandbox_kernel.frontdoors.magics.widgets import StartProgress, StatusPanel
 
     registry = Registry()
     session = Session("t", LocalBackend(session="t"))

@@ -16,7 +16,7 @@ from typing import Any
 from traitlets import TraitError
 from traitlets.config import Configurable
 
-from ..errors import BackendUnavailable, ConfigError
+from ..core.errors import BackendUnavailable, BadValue, ConfigError
 from .base import Backend
 
 GROUP = "sandbox_kernel.backends"
@@ -52,19 +52,6 @@ def get_backend_class(name: str) -> type[Backend]:
     return cls
 
 
-class BadValue(ConfigError):
-    """A backend option has a value its trait refuses.
-
-    Attributes:
-        backend: the backend's name.
-        detail: traitlets' (or the option's validator's) message.
-    """
-
-    def __init__(self, backend: str, detail: str) -> None:
-        self.backend, self.detail = backend, detail
-        super().__init__(f"Bad option for the {backend} backend: {detail}")
-
-
 def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, str],
                  options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {}) -> Backend:
     """The backend ``name``, made the one way every front door (kernel, magic, API) makes it.
@@ -76,7 +63,7 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
         output_budget: ``(bytes, setting)``, the front door's output budget and the option that
             sets it (see :meth:`Backend.set_output_budget`).
         options: given the backend's class, checks the option names the front door was given
-            (raising its own error, each unknown name with :func:`~sandbox_kernel.config_check.closest`)
+            (raising its own error, each unknown name with :func:`~sandbox_kernel.runtime.config_check.closest`)
             and returns the traits to make it with.
 
     Returns:

@@ -1,7 +1,7 @@
 """The backend contract: one async class every sandbox implements.
 
-Both front doors (the kernel in :mod:`sandbox_kernel.kernel` and the ``%%sandbox`` magic)
-drive a backend only through this API and only consume :mod:`sandbox_kernel.events`.
+Both front doors (the kernel in :mod:`sandbox_kernel.frontdoors.kernel.kernel` and the ``%%sandbox`` magic)
+drive a backend only through this API and only consume :mod:`sandbox_kernel.core.events`.
 Every option is a traitlets trait, so it is set as ``--DockerBackend.memory_limit=...`` on a
 kernelspec's argv, in a Jupyter config file, or as a keyword argument.
 
@@ -13,7 +13,7 @@ Lifecycle, as the callers use it::
 All methods are called from one asyncio event loop (the kernel's, or the magic's loop thread).
 What a backend can do beyond the five required methods is declared up front in its
 :class:`Capabilities`; the front doors read that instead of calling and catching
-:class:`~sandbox_kernel.errors.NotSupported`.
+:class:`~sandbox_kernel.core.errors.NotSupported`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any, ClassVar
 from traitlets import Unicode
 from traitlets.config import LoggingConfigurable
 
-from ..errors import NotSupported
-from ..events import Emit, Event, Outcome
+from ..core.errors import NotSupported
+from ..core.events import Emit, Event, Outcome
 
 StdinHandler = Callable[[str, bool], Awaitable[str]]
 """``await stdin(prompt, password) -> str``: asks the notebook user for one line of input."""
@@ -46,7 +46,7 @@ frontend's request as their parent: ipywidgets routes ``echo_update`` and the ca
 class Capabilities:
     """What a backend can do beyond the five required methods, declared by each backend class
     as its :attr:`Backend.capabilities`. A front door reads it before it calls; the optional
-    methods of a backend that lacks one raise :class:`~sandbox_kernel.errors.NotSupported`.
+    methods of a backend that lacks one raise :class:`~sandbox_kernel.core.errors.NotSupported`.
     ``tests/test_contract.py`` checks every backend's declaration against its behaviour.
     """
 
@@ -71,6 +71,11 @@ class Capabilities:
     """A later kernel can attach to the running (or paused) sandbox by its id (an option of
     the backend: e2b's ``sandbox_id``, the gateway's ``kernel_id``)."""
 
+    pool: bool = False
+    """The backend keeps warm pools (its ``pool_size`` option: :mod:`~sandbox_kernel.backends.pool`),
+    and its class answers ``sandbox-kernel pool``: classmethods ``pool_status(asked) -> [rows]``
+    and ``pool_stop(asked) -> [names]``."""
+
     def names(self) -> list[str]:
         """The names of the capabilities this backend has, in declaration order."""
         return [name for name, has in asdict(self).items() if has]
@@ -86,7 +91,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     Subclasses implement :meth:`start`, :meth:`shutdown`, :meth:`execute`, :meth:`interrupt`
     and :meth:`restart` (abstract: a class missing one cannot be instantiated) and declare
     :attr:`capabilities`; the optional operations default to raising
-    :class:`~sandbox_kernel.errors.NotSupported`.
+    :class:`~sandbox_kernel.core.errors.NotSupported`.
     """
 
     name = "base"
@@ -128,6 +133,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         return False
 
     # -- running code ----------------------------------------------------------------------
+    @abstractmethod
     async def execute(
         self,
         code: str,
@@ -140,13 +146,13 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
 
         Args:
             code: the cell's source.
-            emit: called with each :data:`~sandbox_kernel.events.Event`, in order, live.
+            emit: called with each :data:`~sandbox_kernel.core.events.Event`, in order, live.
             timeout: seconds the cell may run; past it the sandbox is interrupted. None: no limit.
             stdin: answers ``input()``/``getpass()`` prompts; None means the frontend does not
                 accept input (the sandbox raises StdinNotImplementedError in the user's code).
 
         Returns:
-            The :class:`~sandbox_kernel.events.Outcome`. An exception in the user's code is
+            The :class:`~sandbox_kernel.core.events.Outcome`. An exception in the user's code is
             ``status="error"``, never a raised exception.
 
         Raises:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..events import Display
+from ..core.events import Display
 from . import css, renderers
 from .charts import plotly_figure, vega_spec
 from .frame import frame, is_frame
@@ -175,7 +175,7 @@ class OutputPolicy:
         return out
 
     def display(self, event: Display) -> tuple[Display, Policed]:
-        """``(event, policed)``: a :class:`~sandbox_kernel.events.Display` with its bundle and
+        """``(event, policed)``: a :class:`~sandbox_kernel.core.events.Display` with its bundle and
         metadata under this policy (the same event under ``trust``), and what the policy did."""
         policed = self.bundle(event.data, event.metadata)
         if self.trusts:

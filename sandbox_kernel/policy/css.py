@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 
 import tinycss2
-from tinycss2 import ast
 
 FUNCTIONS = frozenset({
     # colours (CSS Color 4/5)

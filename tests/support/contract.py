@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from sandbox_kernel.errors import ExecutionTimeout, NotSupported, SandboxDied
-from sandbox_kernel.events import ClearOutput, Display, Error, Stream
+from sandbox_kernel.core.errors import ExecutionTimeout, NotSupported, SandboxDied
+from sandbox_kernel.core.events import ClearOutput, Display, Error, Stream
 from tests.support.capabilities import lacks, shown
 from tests.targets.docker import Recorder as EventRecorder
 

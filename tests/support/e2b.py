@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox_kernel.backends.e2b import E2BBackend
-from sandbox_kernel.events import Display
+from sandbox_kernel.core.events import Display
 from tests.support.backends import prepared
 from tests.support.contract import Recorder
 from tests.targets import e2b as target

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sandbox_kernel.errors import SandboxDied
+from sandbox_kernel.core.errors import SandboxDied
 from tests.targets.docker import Recorder
 
 

@@ -23,7 +23,6 @@ from tests.support.capabilities import lacks, shown
 from tests.support.host import host_arguments, host_kernel
 from tests.targets import backend_of, env_vars
 
-
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.backends.docker import engine
-from sandbox_kernel.events import Display, Stream
+from sandbox_kernel.core.events import Display, Stream
 
 from . import Prepared, Target
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from . import Prepared, Target
-from . import podman
+from . import Prepared, Target, podman
 
 
 @contextlib.contextmanager

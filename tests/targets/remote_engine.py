@@ -64,7 +64,8 @@ CAPABILITIES = (
 def unavailable(ssh: bool = False) -> str | None:
     """Why the rig cannot run here, or None. Asked once a session: the tests ask again while
     DOCKER_HOST names the rig's engine, and the answer is about the local one."""
-    from .docker import missing_image, unavailable as docker_unavailable
+    from .docker import missing_image
+    from .docker import unavailable as docker_unavailable
 
     if (reason := docker_unavailable()) is not None:
         return reason

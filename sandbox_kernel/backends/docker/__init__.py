@@ -30,31 +30,38 @@ from typing import Any
 
 from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
-from ... import pool
-from ...errors import SandboxError, SandboxStartError
-from ...events import Emit, Outcome, Stream
-from ...paths import within
-from ...pool import pool_size_trait, pool_ttl_trait
-from ...traits import ByteSize, format_bytes
+from ...core.errors import Refused, SandboxError, SandboxStartError
+from ...core.events import Emit, Outcome, Stream
+from ...runtime.paths import within
+from ...runtime.traits import ByteSize, format_bytes
+from .. import pool
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend
 from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
+from ..pool import pool_size_trait, pool_ttl_trait
 from . import engine, podman, pooled, workspace
+from .boundary import container_log, engine_errors, image_identity, running_container, stats
 from .bridge import AttachBridge, claim_by_stdin
-from .boundary import Refused, container_log, engine_errors, image_identity, running_container, stats
 from .image import BuildProgress
 from .images import DEFAULT_TAG
-from .mounts import parse_gpus
-from .orphans import Orphans
-from .prepare import check_option, kernel_argv, prepare_image, use_image
 from .inside import KERNEL_DIR as INSIDE_DIR
 from .inside import SOURCE as RELAY_SOURCE
 from .inside import pooled_environment
-from .spec import (LAUNCHER, POOL_TTL_VARIABLE, container_spec, launcher_argv, prepare_hostdir, seal_hostdir, uid_gid,
-                   volume_options)
+from .mounts import parse_gpus
+from .orphans import Orphans
+from .prepare import check_option, kernel_argv, prepare_image, use_image
+from .spec import (
+    LAUNCHER,
+    POOL_TTL_VARIABLE,
+    container_spec,
+    launcher_argv,
+    prepare_hostdir,
+    seal_hostdir,
+    uid_gid,
+    volume_options,
+)
 from .watch import ContainerWatch, Limits
 from .watch import run_blocking as _run_blocking
-
 
 STREAM_END_WAIT = 5.0
 """Seconds the api transport waits, after the attach stream ended, for the engine to report the
@@ -65,7 +72,17 @@ class DockerBackend(KernelClientBackend):
     """A kernel in a hardened container, one per session (see the module docstring)."""
 
     name = "docker"
-    capabilities = replace(KernelClientBackend.capabilities, files=True)
+    capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True)
+
+    @classmethod
+    def pool_status(cls, asked: bool = False) -> list[dict[str, Any]]:
+        """``sandbox-kernel pool status``: this host's waiting pooled sandboxes (see :mod:`.pooled`)."""
+        return pooled.pool_status(asked)
+
+    @classmethod
+    def pool_stop(cls, asked: bool = False) -> list[str]:
+        """``sandbox-kernel pool stop``: remove this host's waiting pooled sandboxes; their names."""
+        return pooled.pool_stop(asked)
 
     image = Unicode(DEFAULT_TAG, help="Image with `python -m ipykernel_launcher`. sandbox-kernel[:TAG] images are "
                                       "built from the packaged recipe when missing; others are never pulled.").tag(config=True)
@@ -308,7 +325,7 @@ class DockerBackend(KernelClientBackend):
         self._watch = ContainerWatch(client, self._container, None if self._transport == "api" else self._info,
                                      limits, self._created)
 
-    # -- the warm pool (sandbox_kernel.pool) ---------------------------------------------------
+    # -- the warm pool (sandbox_kernel.backends.pool) ---------------------------------------------------
     async def _pool_key(self) -> str | None:
         """Everything that shapes this session's container: its whole specification (the
         per-sandbox names aside), the image's id, the transport and the code the container

@@ -1,6 +1,6 @@
 """The docker backend's boundary with docker-py: the one module of the backend that imports
 docker-py and catches its exceptions (and those of ``requests`` under it), mapping each to the
-:class:`~sandbox_kernel.errors.SandboxError` tree with what to do about it.
+:class:`~sandbox_kernel.core.errors.SandboxError` tree with what to do about it.
 
 Code that talks to the engine runs in :func:`engine_errors`; a caller that treats one answer
 as normal catches the mapped error: :class:`Missing` (404: gone already, no such file or
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ...errors import BackendUnavailable, SandboxError, SandboxStartError
+from ...core.errors import BackendUnavailable, Missing, Refused, SandboxError, SandboxStartError
 
 INSTALL_FIX = "pip install 'sandbox-kernel[docker]'"
 ENGINE_FIX = ("start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`), "
@@ -31,27 +31,6 @@ SSH_FIX = ("make `ssh USER@HOST` work without a prompt: the engine host's key in
            "(`ssh-keyscan -p PORT HOST >> ~/.ssh/known_hosts`) and a key it accepts (~/.ssh/config IdentityFile)")
 
 
-class EngineLost(SandboxError):
-    """The engine stopped answering while a container was in use."""
-
-
-class Refused(SandboxStartError):
-    """The engine answered a request with an error (docker-py's ``APIError``).
-
-    Attributes:
-        status_code: the HTTP status of the engine's answer (409: in use, 500: ...), or None.
-        explanation: the engine's own message.
-    """
-
-    def __init__(self, message: str, status_code: int | None, explanation: str) -> None:
-        super().__init__(message)
-        self.status_code, self.explanation = status_code, explanation
-
-
-class Missing(Refused):
-    """The engine has no such container, volume, image or file (HTTP 404)."""
-
-
 def load_docker() -> Any:
     """The ``docker`` module (docker-py).
 
@@ -59,9 +38,8 @@ def load_docker() -> Any:
         BackendUnavailable: docker-py is not installed (the fix is the pip command).
     """
     try:
-        import docker.errors
-
         import docker
+        import docker.errors
     except ImportError as exc:
         raise BackendUnavailable("The docker backend needs the Python package 'docker' (docker-py), "
                                  "which is not installed.", fix=INSTALL_FIX) from exc

@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import errno
 import json
-import os
 import logging
 import secrets
 import socket

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError, SandboxError
-from ...owners import owned_here, owner, owner_is_gone
-from ...owners import start_time as _start_time
-from .boundary import EngineLost, Missing, Refused, engine_errors, load_docker
+from ...core.errors import ConfigError, EngineLost, Missing, Refused, SandboxError
+from ...runtime.owners import owned_here, owner, owner_is_gone
+from ...runtime.owners import start_time as _start_time
+from .boundary import engine_errors, load_docker
 from .podman import EVENTS_WAIT_S as PODMAN_EVENTS_WAIT_S
 
 LABEL = "org.sandbox-kernel"
@@ -307,7 +307,7 @@ def _reason(client: Any, container_id: str, *, memory_limit: int, image: str, cr
     """:func:`death_reason`, with the engine's errors unmapped."""
     import signal
 
-    from ...traits import format_bytes
+    from ...runtime.traits import format_bytes
 
     state = client.api.inspect_container(container_id)["State"]
     for _ in range(OOM_SETTLE_TRIES):  # a SIGKILL under a memory limit: the engine may learn of the

@@ -2,7 +2,7 @@
 with progress shown in the cell.
 
 Only images of the ``sandbox-kernel`` repository (``sandbox-kernel:latest``, ``sandbox-kernel:TAG``)
-are built automatically, from the recipe in :mod:`sandbox_kernel.images`; an image built from an
+are built automatically, from the recipe in :mod:`sandbox_kernel.backends.docker.images`; an image built from an
 older recipe (its ``org.sandbox-kernel.recipe`` label differs) is rebuilt. Any other image must
 be present locally: the backend never pulls.
 """
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import BackendUnavailable, SandboxStartError
-from ...events import Display, Emit
-from .boundary import Missing, engine_errors
+from ...core.errors import BackendUnavailable, Missing, SandboxStartError
+from ...core.events import Display, Emit
+from .boundary import engine_errors
 
 REPOSITORY = "sandbox-kernel"
 BASES = ("python:3.11-slim-bookworm", "sandbox-kernel-base:bookworm")
@@ -76,7 +76,8 @@ def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", w
         SandboxStartError: another image is missing, the engine's architecture is not one images
             are built for, or the build failed.
     """
-    from .images import ImageBuildError, build_image, engine_platform, image_is_current, image_platform
+    from ...core.errors import ImageBuildError
+    from .images import build_image, engine_platform, image_is_current, image_platform
 
     with engine_errors(f"inspect the image {image}"):
         current = image_is_current(client, image)

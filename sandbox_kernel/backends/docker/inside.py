@@ -21,7 +21,7 @@ and its stdin connection completed its handshake (``ZMQ_EVENT_HANDSHAKE_SUCCEEDE
 :data:`WELCOME_WAIT` seconds: no output is published before it listens, and no ``input_request``
 is dropped by the kernel's stdin ROUTER as addressed to a peer it does not know yet.
 
-A pooled sandbox's relay (:mod:`sandbox_kernel.pool`) gets its source and session from its
+A pooled sandbox's relay (:mod:`sandbox_kernel.backends.pool`) gets its source and session from its
 environment instead (:func:`pooled_environment`: the key is no secret from the sandbox, whose
 kernel reads it from its connection file anyway), starts the kernel at once, and writes nothing
 until the host that takes it sends HELLO; it ends if none comes within the session's ``ttl``.
@@ -332,7 +332,7 @@ A pooled sandbox's relay (:func:`pooled_environment`) comes from its environment
 
 
 def pooled_environment(session: dict) -> dict[str, str]:
-    """The environment of a pooled sandbox's relay (see :mod:`sandbox_kernel.pool`): its source
+    """The environment of a pooled sandbox's relay (see :mod:`sandbox_kernel.backends.pool`): its source
     and its session (``key``, ``argv``, ``launcher``, ``ttl``: seconds it waits to be claimed),
     as HELLO would carry them. The relay starts the kernel at once, writes nothing until a
     host's HELLO claims it, and ends if none comes within ``ttl``. Both variables are removed

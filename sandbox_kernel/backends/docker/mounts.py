@@ -16,13 +16,11 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.errors import MountError
+
 SANDBOX_HOME = "/home/sandbox"
 """The sandbox user's home in the image; mounts go below it."""
 ENGINE_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
-
-
-class MountError(ValueError):
-    """A ``mounts`` entry that cannot be used; its message says which and why."""
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ...errors import SandboxError
-from .boundary import Missing, engine_errors
+from ...core.errors import Missing, SandboxError
+from .boundary import engine_errors
 
 
 class Orphans:

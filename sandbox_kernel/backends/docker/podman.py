@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError
 from .boundary import engine_errors
 
 ENGINE_NAME = "Podman Engine"

@@ -1,4 +1,4 @@
-"""The docker backend's warm pool (see :mod:`sandbox_kernel.pool`): the labels of pooled
+"""The docker backend's warm pool (see :mod:`sandbox_kernel.backends.pool`): the labels of pooled
 containers, and what removes them.
 
 A pooled container has no owner label (its filler's process is gone long before a session
@@ -6,7 +6,7 @@ takes it), so the sweep of :func:`.engine.remove_leftovers` never sees it. It ca
 ``org.sandbox-kernel.pool`` (its key) and ``org.sandbox-kernel.pool-host`` (this host's name:
 on an engine shared by several hosts, each host has its own pool). Its name starts with
 :data:`NAME_PREFIX`, its ipc host directory with ``/tmp/skd-pool-``. Which one is waiting and
-which one a session took is in this host's registry (:class:`~sandbox_kernel.pool.Registry`).
+which one a session took is in this host's registry (:class:`~sandbox_kernel.backends.pool.Registry`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import socket
 import time
 from typing import Any
 
-from ... import pool
-from .boundary import Refused, engine_errors
+from ...core.errors import Refused
+from .. import pool
+from .boundary import engine_errors
 from .engine import CREATED_LABEL, HOSTDIR_LABEL, LABEL, SESSION_LABEL, owner_is_gone, remove_hostdir
 
 POOL_LABEL = f"{LABEL}.pool"
@@ -121,3 +122,44 @@ def status(client: Any) -> list[dict[str, Any]]:
         rows.append({"name": record["name"], "key": record.get("key", ""), "transport": record.get("transport", ""),
                      "waited_s": time.time() - record.get("offered", time.time()), "memory_bytes": memory})
     return rows
+
+
+def _engine(asked: bool) -> Any:
+    """A client of the engine, or None when it cannot be reached and docker was not asked for
+    by name (then its pool is simply not listed)."""
+    from ...core.errors import BackendUnavailable
+    from .engine import connect
+
+    try:
+        return connect()
+    except BackendUnavailable:
+        if asked:
+            raise
+        return None
+
+
+def pool_status(asked: bool = False) -> list[dict[str, Any]]:
+    """``sandbox-kernel pool status``: :func:`status` of the engine, or nothing when none is
+    waiting here (the engine is then not even asked). Raises BackendUnavailable when ``asked``
+    by name and the engine cannot be reached."""
+    if not asked and not pool.waiting_records("docker"):
+        return []
+    client = _engine(asked)
+    if client is None:
+        return []
+    try:
+        return status(client)
+    finally:
+        client.close()
+
+
+def pool_stop(asked: bool = False) -> list[str]:
+    """``sandbox-kernel pool stop``: remove this host's waiting pooled containers (and the
+    unusable ones :func:`sweep` removes); returns their names."""
+    client = _engine(asked)
+    if client is None:
+        return []
+    try:
+        return sweep(client, waiting_too=True)
+    finally:
+        client.close()

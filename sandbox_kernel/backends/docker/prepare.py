@@ -3,7 +3,7 @@ one built from the user's Dockerfile, plus their pip packages) and which Jupyter
 (ipykernel through the backend's launcher, or a kernelspec installed in the image).
 
 Blocking functions, run in a thread by :class:`~sandbox_kernel.backends.docker.DockerBackend`.
-Image building lives in :mod:`sandbox_kernel.images`; engine errors are mapped by
+Image building lives in :mod:`sandbox_kernel.backends.docker.images`; engine errors are mapped by
 :func:`~sandbox_kernel.backends.docker.boundary.engine_errors`.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import SandboxStartError
-from .boundary import Missing, engine_errors
+from ...core.errors import Missing, SandboxStartError
+from .boundary import engine_errors
 from .engine import OWNER_LABEL, owner
 from .image import BuildProgress, _build_lock, default_wheelhouse, ensure_image, is_ours
 from .spec import KERNEL_DIR
@@ -72,9 +72,9 @@ def prepare_image(client: Any, backend: Any, progress: Callable[[str], None]) ->
             kernelspec is missing (each message names it and the fix).
         BackendUnavailable: no engine, or the default image is missing with ``auto_build`` off.
     """
-    from .images import ImageBuildError
+    from ...core.errors import ImageBuildError, RequirementNotFound
     from .images.dockerfile import build_dockerfile_image, from_images, parse_build_args
-    from .images.packages import RequirementNotFound, build_packages_image
+    from .images.packages import build_packages_image
 
     wheelhouse = Path(backend.build_wheelhouse) if backend.build_wheelhouse else default_wheelhouse()
     image = backend.image

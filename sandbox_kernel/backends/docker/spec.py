@@ -20,13 +20,13 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError, MountError
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV
 from ..kernel_client.launcher import IOPUB_APP
 from .boundary import load_docker
-from .inside import KERNEL_DIR as INSIDE_DIR
 from .inside import BOOTSTRAP
-from .mounts import MountError, check_access, parse_gpus, parse_mounts
+from .inside import KERNEL_DIR as INSIDE_DIR
+from .mounts import check_access, parse_gpus, parse_mounts
 
 KERNEL_DIR = "/kernel"
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}

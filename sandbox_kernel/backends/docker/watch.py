@@ -20,10 +20,10 @@ from typing import Any
 
 from jupyter_client.asynchronous import AsyncKernelClient
 
-from ...errors import SandboxError
-from ...events import Emit, Stream
+from ...core.errors import EngineLost, SandboxError
+from ...core.events import Emit, Stream
 from . import engine
-from .boundary import EngineLost, stats
+from .boundary import stats
 from .spec import PIDS_HEADROOM, REAPER
 
 

@@ -15,8 +15,9 @@ import re
 import time
 from typing import Any
 
+from ...core.errors import Missing, Refused
 from . import engine
-from .boundary import Missing, Refused, engine_errors, load_docker
+from .boundary import engine_errors, load_docker
 from .podman import workspace_size
 
 WORKSPACE_LABEL = f"{engine.LABEL}.workspace"  # value: the volume's name

@@ -26,12 +26,12 @@ from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
 
-from ...errors import SandboxError, SandboxStartError
-from ...events import Emit, Outcome, Stream
-from ...traits import ByteSize
+from ...core.errors import SandboxError, SandboxStartError
+from ...core.events import Emit, Outcome, Stream
+from ...runtime.traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler
-from .execution import Cells, Limits
 from .boundary import ENV, Connection, SandboxGone, sdk, translate
+from .execution import Cells, Limits
 
 SESSION_KEY = "sandbox-kernel-session"
 """Metadata key of the sandboxes this package creates: the session name (``%sandbox status``

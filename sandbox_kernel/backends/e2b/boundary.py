@@ -4,7 +4,7 @@
 it). :class:`Connection` holds how to reach E2B (options first, then the ``E2B_*`` environment
 variables) and gives the SDK's keyword arguments. :func:`translate` maps an exception of the
 SDK, or of httpx (which the SDK lets through for network failures), to the
-:class:`~sandbox_kernel.errors.SandboxError` tree with one short, user-facing message;
+:class:`~sandbox_kernel.core.errors.SandboxError` tree with one short, user-facing message;
 :meth:`Connection.boundary` applies it to a block. No message ever carries the API key.
 
 What the SDK raises (e2b 2.x, measured against the local E2B-compatible test server):
@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...errors import BackendUnavailable, ConfigError, SandboxDied, SandboxError
+from ...core.errors import BackendUnavailable, ConfigError, SandboxDied, SandboxError
 
 ENV = ("E2B_API_KEY", "E2B_DOMAIN", "E2B_API_URL", "E2B_SANDBOX_URL", "E2B_DEBUG")
 """The SDK's environment variables; read once, when the backend is made."""

@@ -30,15 +30,15 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ExecutionTimeout, SandboxDied, SandboxError
-from ...events import Emit, Outcome, Stream
-from ...traits import format_bytes
-from .results import Relay
+from ...core.errors import ExecutionTimeout, SandboxDied, SandboxError
+from ...core.events import Emit, Outcome, Stream
+from ...runtime.traits import format_bytes
 from .boundary import Connection, SandboxGone
+from .results import Relay
 
 SETTLE_BOUND = 1.0
 """Seconds an empty execution of :meth:`Cells._settle` may be answered by nothing but

@@ -4,7 +4,7 @@ The code interpreter's ``POST /execute`` streams newline-delimited JSON; the SDK
 line and calls ``on_stdout``/``on_stderr`` (``OutputMessage``), ``on_result`` (``Result``) and
 ``on_error`` (``ExecutionError``) as the line arrives. :class:`Relay` turns those calls into
 events in the same order, and the finished ``Execution`` into an
-:class:`~sandbox_kernel.events.Outcome`.
+:class:`~sandbox_kernel.core.events.Outcome`.
 
 A ``Result`` is a Jupyter MIME bundle that E2B split into fields; :func:`mime_bundle` puts it
 back together (:data:`FIELDS`), keeping every unknown MIME type from ``extra``.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...events import Display, Emit, Error, Outcome, Stream
+from ...core.events import Display, Emit, Error, Outcome, Stream
 
 FIELDS = {
     "text": "text/plain",

@@ -23,13 +23,12 @@ from urllib.parse import urlsplit
 
 from traitlets import Bool, Dict, Float, Unicode, default
 
-from ...errors import BackendUnavailable, SandboxError, SandboxStartError
-from ...events import Emit, Outcome
-from ...traits import ByteSize
+from ...core.errors import BackendUnavailable, GatewayUnreachable, KernelGone, SandboxError, SandboxStartError
+from ...core.events import Emit, Outcome
+from ...runtime.traits import ByteSize
 from ..base import StdinHandler
 from ..kernel_client import KernelClientBackend, drop_note
 from . import files
-from .boundary import GatewayUnreachable, KernelGone
 from .progress import StartProgress
 from .rest import Endpoint, call, kernel_path
 from .watch import DeathWatch, iopub, settle

@@ -1,5 +1,5 @@
 """The gateway backend's boundary with tornado's HTTP client (and ssl, and the OS): the one
-place their exceptions are caught and mapped to the :class:`~sandbox_kernel.errors.SandboxError`
+place their exceptions are caught and mapped to the :class:`~sandbox_kernel.core.errors.SandboxError`
 tree, each with what to do about it. The REST calls (:mod:`.rest`) and the websocket's connect
 (:mod:`.ws`) run in :func:`http_errors`."""
 
@@ -12,15 +12,7 @@ from collections.abc import Iterator
 
 from tornado.httpclient import HTTPClientError
 
-from ...errors import BackendUnavailable, SandboxError, SandboxStartError
-
-
-class KernelGone(SandboxError):
-    """The gateway answered 404 for the kernel: it was deleted, culled, or never existed."""
-
-
-class GatewayUnreachable(SandboxStartError):
-    """No answer from the gateway: refused, timed out, or the connection dropped."""
+from ...core.errors import BackendUnavailable, GatewayUnreachable, KernelGone, SandboxStartError
 
 
 @contextlib.contextmanager

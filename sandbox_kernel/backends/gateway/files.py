@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import SandboxError
+from ...core.errors import SandboxError
 
 CHUNK = 512 * 1024
 """Bytes per message (base64 makes them a third larger)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ...events import Display, Emit
+from ...core.events import Display, Emit
 
 
 class StartProgress:

@@ -4,7 +4,7 @@ Endpoints (Jupyter Server REST API, also served by Kernel Gateway and Enterprise
 ``POST /api/kernels``, ``GET``/``DELETE /api/kernels/{id}``, ``POST /api/kernels/{id}/interrupt``
 and ``/restart``. Spec: https://jupyter-server.readthedocs.io/en/latest/developers/rest-api.html
 
-Third-party errors (tornado, ssl, OS) become :mod:`sandbox_kernel.errors` in
+Third-party errors (tornado, ssl, OS) become :mod:`sandbox_kernel.core.errors` in
 :func:`.boundary.http_errors` and nowhere else (the websocket's connect goes through it too).
 """
 

@@ -15,9 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...errors import SandboxError
+from ...core.errors import KernelGone, SandboxError
 from ..kernel_client import Request
-from .boundary import KernelGone
 from .rest import Endpoint, call, kernel_path
 from .ws import KernelWebsocket
 

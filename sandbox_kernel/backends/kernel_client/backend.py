@@ -29,9 +29,9 @@ from jupyter_client.connect import channel_socket_types
 from traitlets import Callable as CallableTrait
 from traitlets import CaselessStrEnum, Float, Integer, Type
 
-from ...errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
-from ...events import Emit, Event, Outcome, Stream
-from ...traits import ByteSize
+from ...core.errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
+from ...core.events import Emit, Event, Outcome, Stream
+from ...runtime.traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler, request_msg_id
 from .message_bound import (
     DEFAULT_OUTPUT_BUDGET,
@@ -42,7 +42,6 @@ from .message_bound import (
 from .message_bound import Request as _Request
 from .messages import event_from_iopub, receive
 from .relay import relay_outputs, relay_reply
-
 
 _CONTEXTS: dict[int, zmq.asyncio.Context] = {}
 

@@ -30,9 +30,9 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from ...errors import SandboxError
-from ...events import Stream
-from ...traits import format_bytes
+from ...core.errors import MessageDropped
+from ...core.events import Stream
+from ...runtime.traits import format_bytes
 from ..base import StdinHandler
 from .held import IOPubQueue
 
@@ -147,10 +147,6 @@ with a dropped message: its IOPub stream ends there (its ``status: idle`` may ha
 
 PROBE_IOPUB_WAIT = 1.0
 """Seconds the recovery waits for IOPub after its probe's reply before it probes again."""
-
-
-class MessageDropped(SandboxError):
-    """The sandbox's reply to a request was larger than the bound and was dropped."""
 
 
 class DropRecovery:

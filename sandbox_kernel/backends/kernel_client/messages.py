@@ -11,7 +11,7 @@ from typing import Any
 
 import zmq.asyncio
 
-from ...events import ClearOutput, Comm, Display, Error, Event, Stream
+from ...core.events import ClearOutput, Comm, Display, Error, Event, Stream
 
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 

@@ -1,12 +1,13 @@
 """What comes back for one request, relayed as events: its IOPub outputs until ``status: idle``,
-then its reply as an :class:`~sandbox_kernel.events.Outcome`.
+then its reply as an :class:`~sandbox_kernel.core.events.Outcome`.
 Spec: https://jupyter-client.readthedocs.io/en/latest/messaging.html#execute
 """
 
 from __future__ import annotations
 
-from ...events import Emit, Error, Outcome, Stream
-from .message_bound import RESYNCED, MessageDropped, Request
+from ...core.errors import MessageDropped
+from ...core.events import Emit, Error, Outcome, Stream
+from .message_bound import RESYNCED, Request
 from .messages import REPLY_STATUS, event_from_iopub
 
 

@@ -5,6 +5,7 @@ reaching a package index from inside the build; see README.md in this folder for
 air-gapped path and the base image made from Debian packages.
 """
 
+from ....core.errors import ImageBuildError
 from .build import (
     BASE_LABEL,
     DEFAULT_TAG,
@@ -12,7 +13,6 @@ from .build import (
     PLATFORMS,
     RECIPE_LABEL,
     REQUIREMENTS,
-    ImageBuildError,
     Platform,
     build_image,
     download_wheelhouse,

@@ -18,9 +18,19 @@ import sys
 import time
 from pathlib import Path
 
-from ....errors import SandboxError
-from .build import (DEFAULT_BASE, DEFAULT_TAG, PLATFORMS, ImageBuildError, build_image, download_wheelhouse,
-                    engine_platform, image_has_ipykernel, image_is_current, image_platform, platform_of)
+from ....core.errors import ImageBuildError, SandboxError
+from .build import (
+    DEFAULT_BASE,
+    DEFAULT_TAG,
+    PLATFORMS,
+    build_image,
+    download_wheelhouse,
+    engine_platform,
+    image_has_ipykernel,
+    image_is_current,
+    image_platform,
+    platform_of,
+)
 
 _PLATFORM_HELP = f"build for this platform: {' or '.join(p.docker for p in PLATFORMS.values())}"
 

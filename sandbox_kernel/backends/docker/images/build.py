@@ -29,7 +29,8 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from ..boundary import Refused, engine_errors, local_image, remove_image_if_unused, wait_exited
+from ....core.errors import ImageBuildError, Refused
+from ..boundary import engine_errors, local_image, remove_image_if_unused, wait_exited
 
 if TYPE_CHECKING:
     import docker
@@ -145,25 +146,6 @@ def _target(platform: Platform) -> list[str]:
     """pip's arguments that select wheels for the image's Python on ``platform``."""
     return ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
             "--abi", "cp311"] + [arg for tag in platform.pip_platforms for arg in ("--platform", tag)]
-
-
-class ImageBuildError(Exception):
-    """The engine could not build an image.
-
-    Attributes:
-        message: What failed, and what to do about it.
-        log_tail: The last build log lines (at most ``LOG_TAIL_LINES``), oldest first.
-        engine_error: The engine's error when it failed a build step, else None.
-    """
-
-    def __init__(self, message: str, log_tail: Iterable[str] = ()) -> None:
-        self.message = message
-        self.log_tail = list(log_tail)
-        self.engine_error: str | None = None
-        text = message
-        if self.log_tail:
-            text += "\nlast build log lines:\n" + "\n".join(self.log_tail)
-        super().__init__(text)
 
 
 def recipe_digest(requirements: Path | None = None) -> str:

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ....core.errors import ImageBuildError
 from ..boundary import engine_errors, local_image, remove_image_if_unused
-from .build import ImageBuildError, run_build
+from .build import run_build
 
 if TYPE_CHECKING:
     import docker

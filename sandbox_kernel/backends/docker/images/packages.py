@@ -18,16 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from ....core.errors import ImageBuildError, RequirementNotFound
 from ..boundary import engine_errors, local_image, remove_image_if_unused
-from .build import (
-    BASE_LABEL,
-    ImageBuildError,
-    Platform,
-    download_wheelhouse,
-    image_platform,
-    needed_wheels,
-    run_build,
-)
+from .build import BASE_LABEL, download_wheelhouse, image_platform, needed_wheels, run_build
 
 if TYPE_CHECKING:
     import docker
@@ -40,17 +33,6 @@ _RECIPE = [resources.files(__package__) / name for name in ("packages.Dockerfile
 _NOT_FOUND = re.compile(r"No matching distribution found for (\S+)")
 _UNREACHABLE = re.compile(r"NewConnectionError|Could not fetch URL|ConnectTimeout|Name or service not known|"
                           r"Temporary failure in name resolution|ProxyError")
-
-
-class RequirementNotFound(ImageBuildError):
-    """pip found no wheel for a requirement. Attributes: ``requirement`` (as pip named it)."""
-
-    def __init__(self, requirement: str, wheelhouse: Path, platform: Platform, index_answered: bool = True) -> None:
-        self.requirement = requirement
-        fix = ("check its name and version in the packages option" if index_answered else
-               "the package index did not answer: check this machine's network, or bring a wheelhouse that has it")
-        super().__init__(f"no wheel of {requirement!r} for the sandbox's Python (CPython 3.11, manylinux "
-                         f"{platform.machine}) was found on the package index or in the wheelhouse {wheelhouse}: {fix}")
 
 
 def packages_digest(base_id: str, packages: list[str]) -> str:
@@ -128,7 +110,7 @@ def build_packages_image(client: docker.DockerClient, base: str, packages: list[
         except ImageBuildError as exc:
             log = "\n".join(exc.log_tail)
             if match := _NOT_FOUND.search(log):
-                raise RequirementNotFound(match.group(1), wheelhouse, platform,
+                raise RequirementNotFound(match.group(1), wheelhouse, platform.machine,
                                           not _UNREACHABLE.search(log)) from exc
             raise
         wheels = needed_wheels(wheelhouse, requirements, platform=platform)  # not the rest of a shared wheelhouse

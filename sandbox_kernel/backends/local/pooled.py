@@ -1,0 +1,196 @@
+"""The local backend's warm pool (see :mod:`sandbox_kernel.backends.pool`): pooled kernels are
+processes in their own session, each waiting on a claim socket; the session that takes one
+connects and holds the connection, and the kernel ends when it closes (or, untaken, after
+``pool_ttl``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.connect import write_connection_file
+from jupyter_client.launcher import launch_kernel
+
+from ...core.errors import SandboxStartError
+from ...runtime.owners import owner_is_gone
+from ...runtime.owners import start_time as _start_time
+from .. import pool
+from ..kernel_client.launcher import IOPUB_APP, READY_LINE, READY_VARIABLE
+
+
+def sweep() -> None:
+    """Pooled kernels no session can use: a claimed one whose session's process is gone (its
+    claim socket closed, so it ended: only its directories are left), a waiting one that died."""
+    for record in pool.claimed_records("local"):
+        if owner_is_gone(record.get("claimed_by", "")):
+            remove_pooled(record)
+            pool.release("local", record["name"])
+    for registry, record in pool.waiting_records("local"):
+        if not pooled_alive(record) and registry.withdraw(record["name"]):
+            remove_pooled(record)
+
+
+def pooled_alive(record: dict[str, Any]) -> bool:
+    return _start_time(int(record.get("pid", 0))) == record.get("started")
+
+
+def remove_pooled(record: dict[str, Any]) -> None:
+    if pooled_alive(record):
+        with contextlib.suppress(OSError):
+            os.killpg(record["pid"], signal.SIGKILL)
+    for path in (record.get("scratch"), record.get("runtime")):
+        if path and Path(path).name.startswith(POOL_PREFIX):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+POOL_PREFIX = "sandbox-local-pool-"
+CLAIM_SOCKET = "claim.sock"
+POOLED_LAUNCH = """\
+import os, socket, sys, threading
+if sys.path and sys.path[0] == {runtime!r}:
+    del sys.path[0]
+
+
+def _end_with_the_session(listener):
+    # A pooled kernel: the session that takes it connects here and holds the connection;
+    # when it closes (that process ended), so does this kernel. Nobody within the TTL: ends.
+    listener.settimeout({ttl!r})
+    try:
+        connection, _ = listener.accept()
+    except OSError:
+        os._exit(0)
+    listener.close()
+    connection.settimeout(None)
+    try:
+        while connection.recv(1024):
+            pass
+    except OSError:
+        pass
+    os._exit(0)
+
+
+_listener = socket.socket(socket.AF_UNIX)
+_listener.bind({claim!r})
+_listener.listen(1)
+threading.Thread(target=_end_with_the_session, args=(_listener,), daemon=True).start()
+"""
+
+
+def process_memory(pid: int) -> int | None:
+    """Bytes of resident memory of process ``pid`` (``VmRSS`` in ``/proc/PID/status``; Linux), or None."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+    return int(match.group(1)) * 1024 if match else None
+
+
+class PooledProcess:
+    """A pooled kernel's process, which this process did not start: ``poll`` and ``pid`` as
+    ``subprocess.Popen`` has them; its exit status is not known here."""
+
+    def __init__(self, pid: int, started: str | None) -> None:
+        self.pid, self._started, self.returncode = pid, started, None
+
+    def poll(self) -> int | None:
+        return None if _start_time(self.pid) == self._started else -1
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0; a process of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+
+
+def pool_status(asked: bool = False) -> list[dict[str, Any]]:
+    """``sandbox-kernel pool status``: this host's waiting pooled kernels (name, key, seconds
+    waited, resident memory in bytes)."""
+    return [{"name": record["name"], "key": registry.key, "waited_s": time.time() - record.get("offered", time.time()),
+             "memory_bytes": process_memory(record["pid"]) if pooled_alive(record) else None}
+            for registry, record in pool.waiting_records("local")]
+
+
+def pool_stop(asked: bool = False) -> list[str]:
+    """``sandbox-kernel pool stop``: end this host's waiting pooled kernels; returns their names."""
+    removed = []
+    for registry, record in pool.waiting_records("local"):
+        if registry.withdraw(record["name"]):
+            remove_pooled(record)
+            removed.append(record["name"])
+    return removed
+
+
+async def launch(command: Callable[[Path, str], list[str]], environment: Callable[[], dict[str, str]],
+                 ttl: float, ready_timeout: float) -> tuple[str, dict[str, Any]]:
+    """Start a pooled kernel: ``command(runtime, connection_file)`` in a scratch directory of
+    its own, in its own process session (it outlives this process), waiting on its claim
+    socket for ``ttl`` seconds. Returns its name and registry record once its kernel is ready
+    (within ``ready_timeout`` seconds).
+
+    Raises:
+        SandboxStartError: it did not become ready.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix=POOL_PREFIX))
+    runtime = Path(tempfile.mkdtemp(prefix=f"{POOL_PREFIX}conn-"))
+    (scratch / "home").mkdir()
+    connection_file, info = write_connection_file(str(runtime / "kernel.json"), transport="ipc", ip=str(runtime / "k"))
+    claim_path = runtime / CLAIM_SOCKET
+    (runtime / "launch.py").write_text(POOLED_LAUNCH.format(runtime=str(runtime), ttl=ttl, claim=str(claim_path))
+                                       + IOPUB_APP)
+    log = runtime / "kernel.log"
+    env = {**environment(), "HOME": str(scratch / "home"), READY_VARIABLE: "1"}
+    with open(log, "wb") as stderr:
+        proc = launch_kernel(command(runtime, connection_file), env=env, cwd=str(scratch), independent=True,
+                             stdout=subprocess.DEVNULL, stderr=stderr)
+    deadline = time.monotonic() + ready_timeout  # offered once its kernel is ready
+    while READY_LINE.encode() not in log.read_bytes() and proc.poll() is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    record = {"pid": proc.pid, "started": _start_time(proc.pid), "scratch": str(scratch), "runtime": str(runtime)}
+    if READY_LINE.encode() not in log.read_bytes() or not claim_path.exists():
+        remove_pooled(record)
+        raise SandboxStartError(f"A pooled local kernel did not start (exit code {proc.poll()}).")
+    return f"{POOL_PREFIX}{proc.pid}-{secrets.token_hex(4)}", {**record, "info": info}
+
+
+def claim(record: dict[str, Any]) -> socket.socket | None:
+    """Connect to a pooled kernel's claim socket, or None when it is gone. The kernel ends when
+    this connection closes (this process ended, or the session removed it)."""
+    if not pooled_alive(record):
+        return None
+    connection = socket.socket(socket.AF_UNIX)
+    connection.settimeout(2.0)
+    try:
+        connection.connect(str(Path(record["runtime"]) / CLAIM_SOCKET))
+    except OSError:
+        connection.close()
+        return None
+    return connection

@@ -1,0 +1,142 @@
+"""The registry of warm pools on this host: one JSON record per pooled sandbox, taken atomically
+(see :mod:`sandbox_kernel.backends.pool`), and the two options every pooled backend declares."""
+
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from traitlets import Float, Integer
+
+from ...runtime.owners import owner
+
+POOL_ROOT = Path(tempfile.gettempdir()) / f"sandbox-kernel-pool-{os.getuid() if hasattr(os, 'getuid') else 0}"
+"""This user's pool registry on this host."""
+CLAIMED = "claimed"
+FILL_LOG = "fill.log"
+
+
+def pool_size_trait() -> Integer:
+    """The ``pool_size`` option, as each pooled backend declares it."""
+    return Integer(0, min=0, help="Sandboxes of this configuration kept started on this host, each with its kernel "
+                                  "ready, for new sessions to take (used once each; refilled in the background). "
+                                  "0: none, every session starts its own. Each holds its memory while it waits "
+                                  "(measured: about 49 MiB for local, 36 MiB for docker; 67 MiB with numpy and pandas imported). "
+                                  "`sandbox-kernel pool stop` removes them.").tag(config=True)
+
+
+def pool_ttl_trait() -> Float:
+    """The ``pool_ttl`` option, as each pooled backend declares it."""
+    return Float(3600.0, min=1.0, help="Seconds a pooled sandbox waits to be taken; then it ends by itself.").tag(
+        config=True)
+
+
+def key_of(parts: Any) -> str:
+    """A pool key: 16 hex digits of the SHA-256 of ``parts`` as canonical JSON (objects the
+    JSON module cannot write are taken by ``repr``)."""
+    text = json.dumps(parts, sort_keys=True, default=repr, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def options_of(backend: Any) -> dict[str, Any]:
+    """A backend's configurable option values, to make the same sandboxes in the filler."""
+    return {name: getattr(backend, name) for name in backend.trait_names(config=True)}
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+class Registry:
+    """The pooled sandboxes of one backend and key on this host (see the module docstring)."""
+
+    def __init__(self, backend: str, key: str, root: Path = POOL_ROOT) -> None:
+        self.backend, self.key, self.root = backend, key, root
+        self.dir = root / backend / key
+
+    def offer(self, name: str, record: dict[str, Any]) -> None:
+        """Put a started sandbox in the pool (atomically: a reader never sees half a file)."""
+        _private_dir(self.dir)
+        temporary = self.dir / f".{name}.new"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            json.dump({**record, "name": name, "offered": time.time()}, file)
+        os.replace(temporary, self.dir / f"{name}.json")
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The records waiting in the pool, oldest first."""
+        records = []
+        for path in sorted(self.dir.glob("*.json"), key=_mtime):
+            with contextlib.suppress(OSError, ValueError):
+                records.append(json.loads(path.read_text()))
+        return records
+
+    def count(self) -> int:
+        return len(list(self.dir.glob("*.json")))
+
+    def claim(self) -> dict[str, Any] | None:
+        """Take the oldest waiting sandbox's record, atomically (``rename(2)``), or None when
+        the pool is empty. The caller owns it from then on (:func:`release` when it is gone)."""
+        claimed = _private_dir(self.root / CLAIMED)
+        for path in sorted(self.dir.glob("*.json"), key=_mtime):
+            target = claimed / f"{self.backend}-{path.name}"
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:  # another session took it first
+                continue
+            try:
+                record = json.loads(target.read_text())
+            except (OSError, ValueError):
+                target.unlink(missing_ok=True)
+                continue
+            record["claimed_by"] = owner()
+            with contextlib.suppress(OSError):
+                target.write_text(json.dumps(record))
+            return record
+        return None
+
+    def withdraw(self, name: str) -> bool:
+        """Remove a waiting sandbox's record (to stop it); False if it was taken meanwhile."""
+        try:
+            (self.dir / f"{name}.json").unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def release(backend: str, name: str, root: Path = POOL_ROOT) -> None:
+    """Forget a claimed sandbox (its session removed it)."""
+    (root / CLAIMED / f"{backend}-{name}.json").unlink(missing_ok=True)
+
+
+def claimed_records(backend: str, root: Path = POOL_ROOT) -> list[dict[str, Any]]:
+    """The records of ``backend``'s claimed sandboxes on this host."""
+    records = []
+    for path in (root / CLAIMED).glob(f"{backend}-*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            records.append(json.loads(path.read_text()))
+    return records
+
+
+def waiting_records(backend: str, root: Path = POOL_ROOT) -> list[tuple[Registry, dict[str, Any]]]:
+    """Every key's waiting sandboxes of ``backend`` on this host, with their registry."""
+    found = []
+    for directory in sorted((root / backend).glob("*")) if (root / backend).is_dir() else []:
+        registry = Registry(backend, directory.name, root)
+        found += [(registry, record) for record in registry.entries()]
+    return found

@@ -1,0 +1,353 @@
+"""The Python API: sandboxes for programs and agents, on the same backends and cell pipeline.
+
+::
+
+    from sandbox_kernel import Sandbox
+
+    with Sandbox("docker", memory_limit="512m") as sb:
+        sb.run("x = 21")
+        print(sb.run("x * 2").text)             # 42
+
+:class:`AsyncSandbox` is the API (``async with AsyncSandbox(...) as sb``); :class:`Sandbox`
+runs it on one background event loop (:func:`~sandbox_kernel.runtime.loop_thread.shared_loop`), the
+way the ``%%sandbox`` magic runs its backends. Every execution goes through the same
+:class:`~sandbox_kernel.session.pipeline.OutputPipeline` as the kernel's and the magic's cells (output
+policy, output budget, error mapping); only the sink differs: a
+:class:`~sandbox_kernel.session.results.Collector` that builds the :class:`ExecutionResult`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import tempfile
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from traitlets import Float, List, TraitError, Unicode
+from traitlets.config import LoggingConfigurable
+
+from ..backends import make_backend
+from ..backends.base import Backend, Capabilities
+from ..core.errors import BadValue, ConfigError, SandboxError
+from ..core.events import Emit, Event, Outcome
+from ..policy import OutputOptions
+from ..runtime.config_check import closest
+from ..runtime.loop_thread import at_exit, shared_loop
+from ..runtime.traits import ByteSize
+from ..session import commands, transfer
+from ..session.pipeline import OutputPipeline
+from ..session.results import Collector, CommandResult, ExecutionResult
+
+OnOutput = Callable[[Event], None]
+
+NO_COMMS_NOTE = ("[ipywidgets cannot work through the Python API or MCP (no page holds their views): "
+                 "widgets are shown as text]\n")
+
+
+def api_hint(option: str, value: str) -> str:
+    """How an API user sets an output option: ``Sandbox(..., output_policy='isolate')``."""
+    return f"{option}={value!r}"
+
+
+class AsyncSandbox(LoggingConfigurable, OutputOptions):
+    """One sandbox (a backend by name) and its output pipeline, for asyncio programs.
+
+    Args:
+        backend: the backend's name (``local``, ``docker``, ``e2b`` or any registered one).
+        config: a traitlets ``Config`` (e.g. ``{"DockerBackend": {"memory_limit": "1g"}}``).
+        **options: this class's traits (``timeout``, ``max_output_bytes``, ``allowed_commands``,
+            ``output_policy``, ``allowed_origins``, ...) and the backend's traits by name
+            (``memory_limit="512m"``, ``mounts=[...]``).
+
+    Raises:
+        ConfigError: an unknown backend or option (the message names the closest option), or
+            a bad value.
+        BackendUnavailable: the backend's package is not installed.
+    """
+
+    option_hint = staticmethod(api_hint)
+    """How a note names an option (``output_policy='isolate'``); front doors built on this
+    class (the MCP server) say it their way."""
+
+    timeout = Float(None, allow_none=True, help="Seconds an execution may run before it is interrupted "
+                                                "(None: no limit); run(timeout=...) overrides it.").tag(config=True)
+    max_output_bytes = ByteSize(10 * 1024**2, help="Output one execution may return, e.g. '10m'; the rest is "
+                                                   "dropped with a note. 0: no limit.").tag(config=True)
+    max_transfer_bytes = ByteSize(256 * 1024**2, help="Encoded size one value moved by put/get may have, e.g. "
+                                                      "'1g'; a larger one is refused before it is read. 0: no "
+                                                      "limit.").tag(config=True)
+    allowed_commands = List(Unicode(), default_value=None, allow_none=True,
+                            help="Regular expressions; run_command refuses a command line that fully matches "
+                                 "none. None: any command. Limits the caller, not code in the sandbox."
+                            ).tag(config=True)
+
+    def __init__(self, backend: str = "local", *, config: Any = None, **options: Any) -> None:
+        own = {k: options.pop(k) for k in list(options) if self.has_trait(k)}
+
+        def traits(cls: type[Backend]) -> dict[str, Any]:
+            _check_options(backend, cls, options, set(self.class_trait_names(config=True)))
+            _check_config(backend, cls, config)
+            return options
+
+        try:
+            super().__init__(config=config, **own)
+            self.backend: Backend = make_backend(backend, parent=self, options=traits,
+                                                 output_budget=(self.max_output_bytes, "max_output_bytes"))
+        except BadValue as exc:
+            raise ConfigError(f"Bad option for the {backend} sandbox: {exc.detail}") from None
+        except (TraitError, ValueError) as exc:
+            raise ConfigError(f"Bad option for the {backend} sandbox: {exc}") from None
+        self._allowlist = commands.compile_allowlist(self.allowed_commands)
+        policy = self.make_policy(hint=type(self).option_hint)
+        self.pipeline = OutputPipeline(policy, comms=False, no_comms_note=NO_COMMS_NOTE,
+                                       budget_setting="max_output_bytes")
+        self.pipeline.backend = self.backend.name
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> AsyncSandbox:
+        """Create the sandbox and wait until it runs code (idempotent; other calls start it
+        too). Raises what :meth:`Backend.start` raises (``BackendUnavailable``, ``SandboxStartError``)."""
+        await self.backend.start()
+        return self
+
+    async def close(self) -> None:
+        """Remove the sandbox and everything it holds (idempotent)."""
+        await self.backend.shutdown()
+
+    async def __aenter__(self) -> AsyncSandbox:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def restart(self) -> None:
+        """A fresh interpreter with the same settings; variables and files in memory are lost."""
+        await self.backend.restart()
+
+    async def interrupt(self) -> None:
+        """Interrupt the running execution (like Ctrl-C); the state survives."""
+        await self.backend.interrupt()
+
+    def describe(self) -> dict[str, Any]:
+        """The backend's description (``backend``, ``sandbox_id``, ``limits``, ``workdir``, ...)
+        with this API's ``output_policy`` and ``allowed_commands``; JSON-able, no secrets."""
+        return {**self.backend.describe(), "started": self.backend.started, "output_policy": self.output_policy,
+                "allowed_commands": self.allowed_commands, "capabilities": self.capabilities.names()}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend can do beyond running code (files, completion, pause, ...)."""
+        return self.backend.capabilities
+
+    # -- running code ------------------------------------------------------------------------
+    async def run(self, code: str, *, timeout: float | None = None, language: str | None = None,
+                  on_output: OnOutput | None = None) -> ExecutionResult:
+        """Run ``code`` in the sandbox; the state (variables, imports, files) is kept.
+
+        Args:
+            code: source in the sandbox's language.
+            timeout: seconds before the execution is interrupted (default: :attr:`timeout`).
+            language: the language ``code`` is in; must be the sandbox's (``python``, or the
+                e2b backend's ``language``).
+            on_output: called with each output event (Stream, Display, ClearOutput, Error) as it
+                arrives, after the output policy and budget; for :class:`Sandbox`, on its loop thread.
+
+        Returns:
+            The :class:`ExecutionResult`; an exception in ``code`` is its ``error``.
+
+        Raises:
+            ExecutionTimeout: the code ran past ``timeout`` (state kept); ``exc.result`` holds
+                the outputs until then. SandboxDied, SandboxError: the sandbox failed.
+        """
+        if language is not None and language != (mine := getattr(self.backend, "language", "python")):
+            raise ConfigError(f"This {self.backend.name} sandbox runs {mine}, not {language}.")
+        collector = Collector()
+        sink: Emit = collector if on_output is None else (lambda e: (collector(e), on_output(e)))
+        outcome = await self._execute(code, sink, collector, self.timeout if timeout is None else timeout)
+        return collector.result(outcome)
+
+    async def _execute(self, code: str, sink: Emit, collector: Collector, timeout: float | None,
+                       max_output_bytes: int | None = None) -> Outcome:
+        """``code`` through the cell pipeline into ``sink``; a SandboxError is raised again
+        after the pipeline has shown it (with the collected outputs as ``exc.result``)."""
+        failures: list[SandboxError] = []
+
+        async def work(emit: Emit) -> Outcome:
+            try:
+                return await self.backend.execute(code, emit, timeout=timeout)
+            except SandboxError as exc:
+                failures.append(exc)
+                raise
+
+        budget = self.max_output_bytes if max_output_bytes is None else max_output_bytes
+        outcome = await self.pipeline.cell(sink, budget).run(work)
+        if failures:
+            failures[0].result = collector.result(outcome)
+            raise failures[0]
+        return outcome
+
+    async def run_command(self, command: str, *, timeout: float | None = None) -> CommandResult:
+        """Run the shell command line ``command`` (``/bin/sh -c``) in the sandbox's working directory.
+
+        Returns:
+            Its :class:`CommandResult` (``exit_code``, ``stdout``, ``stderr``).
+
+        Raises:
+            CommandRefused: ``command`` fully matches none of :attr:`allowed_commands`.
+            ExecutionTimeout: it ran past ``timeout`` seconds (default :attr:`timeout`) and was killed.
+            SandboxError: the sandbox failed, or cannot run Python (e.g. an e2b bash context).
+        """
+        commands.check(command, self._allowlist)
+        timeout = self.timeout if timeout is None else timeout
+        collector = Collector()
+        code = commands.runner_code(command, timeout, self.max_output_bytes)
+        outcome = await self._execute(code, collector, collector, None if timeout is None else timeout + 30, 0)
+        error = outcome.error and f"{outcome.error.ename}: {outcome.error.evalue}"
+        return commands.parse(collector.text("stdout"), error or collector.text("stderr"), timeout)
+
+    # -- files -------------------------------------------------------------------------------
+    async def upload(self, local: str | Path, remote: str) -> str:
+        """Copy the host file ``local`` into the sandbox at ``remote`` (relative: its working
+        directory); returns the path inside the sandbox. Raises FileNotFoundError,
+        NotSupported (the backend's ``capabilities.files`` is false), SandboxError."""
+        self.backend.require("files", "file upload")
+        return await self.backend.upload(local, remote)
+
+    async def download(self, remote: str, local: str | Path) -> Path:
+        """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.
+        Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
+        self.backend.require("files", "file download")
+        return await self.backend.download(remote, local)
+
+    # -- variables ---------------------------------------------------------------------------
+    async def put(self, name: str, value: Any, *, max_bytes: int | None = None) -> int:
+        """Set the sandbox's variable ``name`` to a copy of ``value``, as data only (JSON,
+        bytes, ``.npy``, Arrow IPC: the table in docs/api.md); returns the encoded size in bytes.
+
+        Raises:
+            TransferError: a bad name, a type that does not travel, a value over ``max_bytes``
+                (default :attr:`max_transfer_bytes`), a failure in the sandbox.
+            NotSupported: the backend cannot copy files.
+        """
+        limit = self.max_transfer_bytes if max_bytes is None else max_bytes
+        return await transfer.put(self.backend, name, value, max_bytes=limit, setting="max_transfer_bytes")
+
+    async def get(self, name: str, *, max_bytes: int | None = None) -> Any:
+        """A host copy of the sandbox's variable ``name``, built from data only (never pickle);
+        over ``max_bytes`` (default :attr:`max_transfer_bytes`) it is refused before it is read.
+
+        Raises:
+            TransferError: a bad or unknown name, a type that does not travel, a value over the
+                bound, data that is not what it claims.
+            NotSupported: the backend cannot copy files.
+        """
+        limit = self.max_transfer_bytes if max_bytes is None else max_bytes
+        return await transfer.get(self.backend, name, max_bytes=limit, setting="max_transfer_bytes")
+
+    async def read_file(self, remote: str) -> bytes:
+        """The bytes of the sandbox's file ``remote`` (through :meth:`download`)."""
+        with tempfile.TemporaryDirectory(prefix="sandbox-kernel-") as tmp:
+            return (await self.download(remote, Path(tmp) / "file")).read_bytes()
+
+    async def write_file(self, remote: str, data: bytes) -> str:
+        """Write ``data`` to the sandbox's file ``remote`` (through :meth:`upload`); returns its path."""
+        with tempfile.TemporaryDirectory(prefix="sandbox-kernel-") as tmp:
+            (local := Path(tmp) / "file").write_bytes(data)
+            return await self.upload(local, remote)
+
+
+def _check_options(backend: str, cls: type[Backend], options: dict[str, Any], own: set[str]) -> None:
+    """Raise ConfigError for an option that is neither ours nor the backend's, naming the closest."""
+    known = set(cls.class_trait_names(config=True)) | own
+    for name in options:
+        if name not in known:
+            close = closest(name, known)
+            hint = f" Did you mean {close!r}?" if close else ""
+            raise ConfigError(f"Unknown option {name!r} for the {backend} sandbox.{hint} "
+                              f"Options: {', '.join(sorted(known))}.")
+
+
+def _check_config(backend: str, cls: type[Backend], config: Any) -> None:
+    """Raise ConfigError for a config section or option that this sandbox would ignore."""
+    classes = {c.__name__: c for c in (AsyncSandbox, *cls.mro()) if hasattr(c, "class_trait_names")}
+    for section, values in (config or {}).items():
+        if section not in classes:
+            close = closest(section, classes)
+            raise ConfigError(f"Options for {section!r} do not apply to the {backend} sandbox"
+                              + (f"; did you mean {close!r}?" if close else "."))
+        _check_options(backend, classes[section], dict(values), set())
+
+
+class Sandbox:
+    """The synchronous :class:`AsyncSandbox`: the same arguments, methods and results.
+
+    Every coroutine method of :class:`AsyncSandbox` is available here as a blocking call,
+    run on one background event loop shared by all sandboxes of the process (no copy of
+    each method: calls are delegated). A Ctrl-C while waiting interrupts the sandbox and
+    raises KeyboardInterrupt. Open sandboxes are removed when the interpreter exits.
+    """
+
+    def __init__(self, backend: str = "local", **options: Any) -> None:
+        self._loop = shared_loop()
+        self._sandbox = AsyncSandbox(backend, **options)
+        _open.add(self)
+
+    @property
+    def aio(self) -> AsyncSandbox:
+        """The underlying :class:`AsyncSandbox`."""
+        return self._sandbox
+
+    def _wait(self, coro: Any) -> Any:
+        if self._loop.in_loop():
+            coro.close()
+            raise RuntimeError("Sandbox is blocking; from its own loop thread (an on_output callback) "
+                               "use AsyncSandbox")
+        future = self._loop.submit(coro)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            self._loop.submit(self._sandbox.interrupt()).result(timeout=30)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # ours are set in __init__; never delegate private names
+            raise AttributeError(name)
+        attr = getattr(self._sandbox, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return self._wait(attr(*args, **kwargs))
+
+        return blocking
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *(n for n in dir(self._sandbox) if not n.startswith("_"))})
+
+    def start(self) -> Sandbox:
+        self._wait(self._sandbox.start())
+        return self
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._wait(self._sandbox.close())
+
+
+_open: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+
+
+def _close_all() -> None:
+    for sandbox in list(_open):
+        try:
+            sandbox._loop.submit(sandbox._sandbox.close()).result(timeout=30)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+at_exit(_close_all)

@@ -1,0 +1,1 @@
+"""The wrapper kernel (:class:`~.kernel.SandboxKernel`), its application and its kernelspecs."""

@@ -1,0 +1,377 @@
+"""``SandboxKernel``: a Jupyter wrapper kernel whose cells run in a sandbox backend.
+
+It overrides ipykernel's ``do_*`` methods and nothing of the wire protocol: each
+``execute_request`` becomes ``backend.execute(code, emit)`` and each event an IOPub message.
+Options are traitlets config: ``--SandboxKernel.backend=docker --DockerBackend.memory_limit=2g``
+on the kernelspec's argv, or in ``sandbox_kernel_config.py`` in a Jupyter config directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections import OrderedDict
+from typing import Any
+
+import zmq
+from ipykernel.kernelbase import Kernel
+from traitlets import Bool, Float, TraitError, Unicode
+
+from ... import __version__
+from ...backends import make_backend
+from ...backends.base import Backend, request_msg_id
+from ...core.errors import ConfigError, SandboxError
+from ...core.events import Comm, Emit, Event, Outcome
+from ...core.iopub import to_iopub
+from ...policy import OutputOptions
+from ...runtime.config_check import unknown_options
+from ...runtime.sigint import on_sigint
+from ...runtime.traits import ByteSize
+from ...session.pipeline import OutputPipeline
+
+
+class SandboxKernel(Kernel, OutputOptions):
+    """The wrapper kernel. One backend per kernel process, started at the first cell.
+
+    Every cell, comm message and unsolicited output of the sandbox goes through one
+    :class:`~sandbox_kernel.session.pipeline.OutputPipeline` (output policy, widget rules, budget)
+    before it becomes an IOPub message.
+    """
+
+    implementation = "sandbox_kernel"
+    implementation_version = __version__
+    python_language_info = {
+        "name": "python",
+        "version": "3",
+        "mimetype": "text/x-python",
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "pygments_lexer": "ipython3",
+        "nbconvert_exporter": "python",
+        "file_extension": ".py",
+    }
+
+    backend = Unicode("local", config=True, help="The sandbox backend: local, docker, e2b, or any "
+                           "name registered under the 'sandbox_kernel.backends' entry point.")
+    cell_timeout = Float(None, allow_none=True, config=True,
+                         help="Seconds a cell may run before it is interrupted; None: no limit.")
+    max_output_bytes = ByteSize(10 * 1024**2, config=True,
+                                help="Output (stdout, stderr, rich data) one cell may show, e.g. '10m'; "
+                                     "the rest is dropped with a marker. 0: no limit.")
+    start_sandbox_at_launch = Bool(None, allow_none=True, config=True,
+                                   help="Start the sandbox when the kernel starts, not at the first cell. "
+                                        "None (default): as the backend prefers: at launch for local (a "
+                                        "process that boots beside the kernel) and for a backend that keeps "
+                                        "a warm pool (pool_size > 0), else at the first cell.")
+
+    # ipykernel sleeps 0.5 ms before each execute_reply to let output flush; our outputs are
+    # published before do_execute returns, so that sleep is pure latency.
+    _execute_sleep = 0.0
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._config_error: ConfigError | None = None
+        super().__init__(**kwargs)
+        self.sandbox: Backend | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._requests: OrderedDict[str, dict] = OrderedDict()  # recent frontend requests by msg_id
+        self.pipeline = OutputPipeline(self.make_policy())
+        for msg_type in ("comm_open", "comm_msg", "comm_close"):
+            self.shell_handlers[msg_type] = self._forward_comm
+        if self.start_sandbox_at_launch is not False:  # a failure here is reported again by the first cell
+            task = asyncio.get_event_loop().create_task(self._start_at_launch())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
+                "The sandbox did not start: %s", t.exception()))
+
+    async def _start_at_launch(self) -> None:
+        """Start the sandbox now if ``start_sandbox_at_launch`` says so (None: if its backend
+        :attr:`~sandbox_kernel.backends.base.Backend.starts_at_launch`)."""
+        if self.start_sandbox_at_launch is None:
+            try:
+                at_launch = self._make_sandbox().starts_at_launch
+            except SandboxError:  # the first cell says it
+                return
+            if not at_launch:
+                return
+        await self._ensure_sandbox()
+
+    LANGUAGE_WAIT_S = 30.0
+    """Seconds ``kernel_info_request`` waits for a sandbox that runs another language's kernel."""
+
+    @property
+    def language_info(self) -> dict[str, Any]:
+        """The sandbox kernel's ``language_info`` once it runs (so a bash or R kernel in the
+        sandbox is highlighted as such), else Python's."""
+        inner = self.sandbox.kernel_info if self.sandbox else None
+        return (inner or {}).get("language_info") or self.python_language_info
+
+    @property
+    def banner(self) -> str:
+        info = self.sandbox.describe() if self.sandbox else {"backend": self.backend}
+        details = ", ".join(f"{k}={v}" for k, v in info.items() if v and k != "backend")
+        language = self.language_info.get("name", "python")
+        text = f"sandbox-kernel {__version__}: {'Python' if language == 'python' else language} in a " \
+               f"{info['backend']} sandbox" + (f" ({details})" if details else "")
+        inner = (self.sandbox.kernel_info or {}).get("banner") if self.sandbox else None
+        return text + (f"\n{inner}" if inner and language != "python" else "")
+
+    async def kernel_info_request(self, stream, ident, parent):
+        """``kernel_info_request``: frontends ask once, when they connect, and highlight cells in the
+        language of the reply; so a sandbox that runs another language's kernel is started first
+        (up to :data:`LANGUAGE_WAIT_S`; a failure is reported again by the first cell)."""
+        with contextlib.suppress(Exception):
+            if self._make_sandbox().runs_other_language and not self.sandbox.started:
+                await asyncio.wait_for(asyncio.shield(self._ensure_sandbox()), self.LANGUAGE_WAIT_S)
+        await super().kernel_info_request(stream, ident, parent)
+
+    @property
+    def kernel_info(self) -> dict[str, Any]:
+        """The ``kernel_info_reply`` content: ipykernel's, but ``supported_features`` never lists
+        ``debugger`` (ipykernel lists it whenever debugpy is installed, and a frontend would then
+        offer to debug this wrapper's process, not the sandbox's code), and debugpy is not
+        imported to find out (65 ms of the first reply, and its "frozen modules" warning shown
+        as the reply's output). Spec: the messaging spec's "Kernel info" (JEP 92 for
+        ``supported_features``)."""
+        from ipykernel._version import kernel_protocol_version
+
+        return {"protocol_version": kernel_protocol_version, "implementation": self.implementation,
+                "implementation_version": self.implementation_version, "language_info": self.language_info,
+                "banner": self.banner, "help_links": self.help_links,
+                "supported_features": ["kernel subshells"] if getattr(self, "_supports_kernel_subshells", False) else []}
+
+    def _load_config(self, cfg, section_names=None, traits=None):
+        """Keep a bad option value from killing the kernel process: the kernel starts, and
+        every cell reports the bad value (a frontend would only say "the kernel died")."""
+        try:
+            super()._load_config(cfg, section_names=section_names, traits=traits)
+        except (TraitError, ValueError) as exc:
+            self._config_error = ConfigError(f"Bad option for the sandbox kernel: {exc}")
+
+    # -- the backend -------------------------------------------------------------------------
+    async def _ensure_sandbox(self) -> Backend:
+        """The backend, created from config on first use and started.
+
+        Raises:
+            SandboxError: an unknown backend, a bad option value, or a start failure.
+        """
+        self._loop = asyncio.get_running_loop()
+        await self._make_sandbox().start()
+        return self.sandbox
+
+    def _make_sandbox(self) -> Backend:
+        """The backend, created from config on first use (not started).
+
+        Raises:
+            SandboxError: an unknown backend or a bad option value.
+        """
+        if self._config_error is not None:
+            raise self._config_error
+        if self.sandbox is None:
+            def options(cls: type[Backend]) -> dict[str, Any]:
+                if unknown := unknown_options(self.config, [type(self), cls]):  # traitlets only warns
+                    raise ConfigError(f"Bad option for the sandbox kernel: {'; '.join(unknown)}.")
+                return {}  # the backend's traits come from this kernel's config
+
+            self.sandbox = make_backend(self.backend, parent=self, options=options,
+                                        output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"))
+            self.pipeline.comms, self.pipeline.backend = self.sandbox.capabilities.comms, self.sandbox.name
+            self.sandbox.set_comm_handler(self._publish_unsolicited)
+            self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
+        return self.sandbox
+
+    def _publish(self, event: Event, parent: dict | None = None) -> None:
+        msg_type, content = to_iopub(event)
+        buffers = list(event.buffers) if isinstance(event, Comm) else None
+        metadata = event.metadata if isinstance(event, Comm) else None
+        parent = self.get_parent("shell") if parent is None else parent
+        self.session.send(self.iopub_socket, msg_type, content, parent,
+                          ident=self._topic(msg_type), metadata=metadata, buffers=buffers)
+
+    @contextlib.contextmanager
+    def _serving(self, parent: dict):
+        """Around the backend calls for the frontend's request ``parent``: the sandbox's
+        request gets its msg_id (:data:`request_msg_id`), and it is remembered as the parent
+        of what the sandbox later sends on its behalf."""
+        msg_id = parent.get("header", {}).get("msg_id")
+        if msg_id:
+            self._requests[msg_id] = parent
+            self._requests.move_to_end(msg_id)
+            while len(self._requests) > 256:
+                self._requests.popitem(last=False)
+        token = request_msg_id.set(msg_id)
+        try:
+            yield
+        finally:
+            request_msg_id.reset(token)
+
+    def _publish_unsolicited(self, event: Event, parent_id: str | None) -> None:
+        """What the sandbox sends outside any request (a widget changed by a sandbox thread,
+        a thread's output): published with the frontend request the sandbox names as parent,
+        else the latest one. (JupyterLab routes comm messages by comm_id and display updates
+        by display_id, whatever the parent.)"""
+        parent = self._requests.get(parent_id) if parent_id else None
+        if parent is None and self._requests:
+            parent = next(reversed(self._requests.values()))
+        self._publish_policed(event, parent or {})
+
+    def _publish_policed(self, event: Event, parent: dict) -> None:
+        """Publish what the sandbox sent outside a cell, under the output policy and the
+        outside-cell budget (max_output_bytes from one cell's start to the next)."""
+        self.pipeline.outside_cell(event, lambda shown: self._publish(shown, parent))
+
+    # -- comms (ipywidgets) -------------------------------------------------------------------
+    async def _forward_comm(self, stream, ident, msg) -> None:
+        """A frontend's ``comm_open``/``comm_msg``/``comm_close``: pass it into the sandbox and
+        publish what handling it produced (e.g. ipywidgets' ``echo_update``) before this
+        request goes idle. (No reply: comm messages have none.)
+
+        It never starts a sandbox: JupyterLab's widget manager opens a comm at every connect.
+        With no running sandbox, or one that cannot carry comms, no target can take the comm,
+        so a ``comm_open`` is answered with ``comm_close``, as a kernel without the target does.
+        """
+        msg_type, content = msg["header"]["msg_type"], msg["content"]
+        sandbox = self.sandbox
+        if sandbox is None or not sandbox.started or not sandbox.capabilities.comms:
+            if msg_type == "comm_open":
+                self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
+            return
+        self.pipeline.from_frontend(msg_type, content)
+        # what the message's handling shows (e.g. interact's output) has a budget of its own
+        event_outputs = self.pipeline.cell(lambda event: self._publish(event, msg), self.max_output_bytes,
+                                           scope="of this widget event", say_changes=False)
+        with self._serving(msg):
+            try:
+                await sandbox.send_comm(msg_type, content, msg.get("metadata"),
+                                        [bytes(b) for b in msg.get("buffers", [])], emit=event_outputs.emit)
+            except SandboxError as exc:
+                self.log.warning("A %s did not reach the sandbox: %s", msg_type, exc)
+            finally:
+                event_outputs.finish()
+
+    async def comm_info_request(self, stream, ident, parent):
+        """``comm_info_request``: the comms open in the sandbox's kernel."""
+        content: dict[str, Any] = {"status": "ok", "comms": {}}
+        with contextlib.suppress(SandboxError):
+            if self.sandbox is not None and self.sandbox.started and self.sandbox.capabilities.comms:
+                reply = await self.sandbox.comm_info(parent["content"].get("target_name"))
+                content["comms"] = reply.get("comms", {})
+        self.session.send(stream, "comm_info_reply", content, parent, ident)
+
+    # -- execute_request ---------------------------------------------------------------------
+    async def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False,
+                         *, cell_meta=None, cell_id=None):
+        """``execute_request``: the cell runs in the sandbox; its outputs pass the cell pipeline
+        and become IOPub messages; a failure of the sandbox is one short ``error``."""
+        cell = self.pipeline.cell((lambda event: None) if silent else self._publish, self.max_output_bytes)
+        self.pipeline.renew_outside_budget(self.max_output_bytes)
+        # The request's parent and routing id, taken now: ipykernel keeps them in context
+        # variables, and the input_request comes through the backend's stdin reader, a task
+        # whose context is the sandbox's start (at launch: no request at all, and the prompt
+        # went nowhere, so the cell waited for ever).
+        parent, ident = self.get_parent("shell"), self._parent_ident["shell"]
+        stdin = functools.partial(self._ask_frontend, parent=parent, ident=ident) if allow_stdin else None
+        outcome = await cell.run(lambda emit: self._execute(code, emit, stdin))
+        if outcome.execution_count is not None and not silent:
+            self.execution_count = outcome.execution_count
+        reply: dict[str, Any] = {"status": outcome.status, "execution_count": self.execution_count}
+        if outcome.status == "ok":
+            reply.update(payload=[], user_expressions={})
+        elif outcome.error is not None:
+            reply.update(ename=outcome.error.ename, evalue=outcome.error.evalue, traceback=outcome.error.traceback)
+        return reply
+
+    async def _execute(self, code: str, emit: Emit, stdin) -> Outcome:
+        sandbox = await self._ensure_sandbox()
+        with self._sigint_interrupts(), self._serving(self.get_parent("shell")):
+            return await sandbox.execute(code, emit, timeout=self.cell_timeout, stdin=stdin)
+
+    def _sigint_interrupts(self):
+        """While a cell runs, SIGINT to this process interrupts the sandbox (ipykernel's
+        ``_cancel_on_sigint`` pattern) instead of raising KeyboardInterrupt here."""
+        loop = asyncio.get_running_loop()
+        return on_sigint(lambda: loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.sandbox.interrupt())))
+
+    async def interrupt_request(self, stream, ident, parent):
+        """``interrupt_request`` (control channel; kernelspec ``interrupt_mode: message``):
+        interrupt the sandbox's running cell; the sandbox's state survives."""
+        content: dict[str, Any] = {"status": "ok"}
+        if self.sandbox is not None:
+            try:
+                await self._on_sandbox_loop(self.sandbox.interrupt(), timeout=10)
+            except Exception as exc:
+                content = {"status": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
+        self.session.send(stream, "interrupt_reply", content, parent, ident=ident)
+
+    async def _on_sandbox_loop(self, coro, timeout: float | None):
+        """Await ``coro`` on the event loop that owns the backend (the shell's), from a
+        control-channel handler, which ipykernel runs on its control thread's loop.
+
+        Raises:
+            TimeoutError: not done within ``timeout`` seconds (None: no limit).
+        """
+        here = asyncio.get_running_loop()
+        if self._loop is None or self._loop is here or not self._loop.is_running():
+            return await asyncio.wait_for(coro, timeout)
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+
+    async def _ask_frontend(self, prompt: str, password: bool, *, parent: dict, ident: Any) -> str:
+        """Send ``input_request`` for the request ``parent`` (from the frontend ``ident``) on
+        the stdin channel and await its ``input_reply`` without blocking the event loop
+        (cancellable, unlike ipykernel's blocking ``_input_request``)."""
+        while True:  # drop stale replies
+            try:
+                self.stdin_socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.ZMQError:
+                break
+        self.session.send(self.stdin_socket, "input_request", {"prompt": prompt, "password": password},
+                          parent, ident=ident)
+        while True:
+            try:
+                _, reply = self.session.recv(self.stdin_socket, zmq.NOBLOCK)
+            except zmq.ZMQError:
+                reply = None
+            if reply is not None:
+                return reply["content"].get("value", "")
+            await asyncio.sleep(0.02)
+
+    # -- completion, inspection, is_complete ---------------------------------------------------
+    # A backend without the capability (e2b) gets the local answer at once; one that has it but
+    # fails (not started, gone) gets it too.
+    async def _sandbox_with(self, capability: str) -> Backend | None:
+        """The started backend when it declares ``capability``, else None (also on a failure)."""
+        with contextlib.suppress(SandboxError):
+            if getattr(self._make_sandbox().capabilities, capability):
+                return await self._ensure_sandbox()
+        return None
+
+    async def do_complete(self, code, cursor_pos):
+        if (sandbox := await self._sandbox_with("completion")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await sandbox.complete(code, cursor_pos)
+        return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
+
+    async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+        if (sandbox := await self._sandbox_with("inspection")) is not None:
+            with contextlib.suppress(SandboxError):
+                reply = await sandbox.inspect(code, cursor_pos, detail_level)
+                # the tooltip renders the reply's bundle in the page (untrusted, but images of any
+                # origin load): it passes the output policy like any output
+                policed = self.pipeline.policy.bundle(reply.get("data") or {}, reply.get("metadata"))
+                return {**reply, "data": policed.data, "metadata": policed.metadata}
+        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+
+    async def do_is_complete(self, code):
+        if (sandbox := await self._sandbox_with("completion")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await sandbox.is_complete(code)
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        status, indent = TransformerManager().check_complete(code)
+        return {"status": status, **({"indent": " " * indent} if indent else {})}
+
+    async def do_shutdown(self, restart):
+        """``shutdown_request`` (control channel): end the sandbox's session on the loop that
+        owns its tasks, then reply."""
+        if self.sandbox is not None:
+            await self._on_sandbox_loop(self.sandbox.shutdown(), timeout=None)
+        return {"status": "ok", "restart": restart}

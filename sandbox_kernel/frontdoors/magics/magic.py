@@ -1,0 +1,291 @@
+"""``SandboxMagics``: the ``%%sandbox`` cell magic and the ``%sandbox`` line magic.
+
+Options of the magic itself are traitlets config of ``SandboxMagics``
+(``%config SandboxMagics.default_backend = 'docker'``, or ``c.SandboxMagics...`` in
+``ipython_config.py``); a backend made by the magic is its child, so ``c.DockerBackend...``
+in the host's config applies too (the line's options take precedence).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import queue
+import sys
+from pathlib import Path
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from traitlets import Float, Unicode
+
+from sandbox_kernel.backends import make_backend
+from sandbox_kernel.backends.base import Backend
+from sandbox_kernel.core.errors import BadValue, ConfigError, SandboxError
+from sandbox_kernel.core.events import Error
+from sandbox_kernel.policy import OutputOptions, OutputPolicy
+from sandbox_kernel.runtime.config_check import unknown_options
+from sandbox_kernel.runtime.traits import ByteSize
+
+from ...core.errors import SandboxCellError
+from . import session as sessions
+from . import variables
+from .comms import CommRelay, host_kernel
+from .display import SandboxResult, cell_error, infrastructure_error
+from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
+from .run import run_cell, wait
+from .session import Session, magic_hint, magic_pipeline
+from .status import ListView, status_info
+from .widgets import StartProgress, StatusPanel
+
+
+@magics_class
+class SandboxMagics(Magics, OutputOptions):
+    """Run chosen cells in a sandbox; everything else stays on the host.
+
+    The sandbox's outputs pass the output policy (``output_policy``: ``sanitize`` by default,
+    or ``--output-policy`` on a cell's line) before they reach the host's page.
+    """
+
+    default_backend = Unicode("local", help="The backend of sessions made without --backend.").tag(config=True)
+    default_timeout = Float(None, allow_none=True,
+                            help="Seconds a sandboxed cell may run when --timeout is not given; None: no limit."
+                            ).tag(config=True)
+    max_output_bytes = ByteSize(10 * 1024**2, help="Output one sandboxed cell may show, e.g. '10m'; the rest "
+                                                   "is dropped with a marker. 0: no limit.").tag(config=True)
+    max_transfer_bytes = ByteSize(256 * 1024**2, help="Encoded size of one variable moved by -i/-o, push or pull, "
+                                                      "e.g. '1g'; a larger one is refused before it is read. 0: no "
+                                                      "limit.").tag(config=True)
+
+    def __init__(self, shell: Any = None, registry: sessions.Registry | None = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.registry = registry or sessions.registry
+
+    @line_cell_magic
+    def sandbox(self, line: str, cell: str | None = None) -> Any:
+        """Run a cell in a sandbox, or manage the sandbox sessions.
+
+        Cell magic::
+
+            %%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS]
+                      [--output-policy sanitize|isolate|trust] [--OPTION VALUE ...]
+
+        runs the cell in the session SESSION (default: ``default``), made with backend NAME
+        (default: ``local``) on first use; ``--OPTION VALUE`` sets the backend's options (e.g.
+        ``--memory-limit 1g``) when the session is made. State persists across cells of a
+        session; the host's namespace is untouched. ``--output-policy`` decides what the
+        cell's outputs may do in the page (default ``SandboxMagics.output_policy``, sanitize).
+
+        Line magic::
+
+            %sandbox list                       the sessions
+            %sandbox status [SESSION]           backend, sandbox id, uptime, limits
+            %sandbox restart SESSION            a fresh interpreter (state is lost)
+            %sandbox stop SESSION | --all       shut sandboxes down
+            %sandbox upload LOCAL [REMOTE] [--name SESSION]
+            %sandbox download REMOTE [LOCAL] [--name SESSION]
+            %sandbox push NAME ... [--name SESSION]     host variables into the sandbox
+            %sandbox pull NAME ... [--name SESSION]     sandbox variables onto the host
+
+        ``-i NAME`` / ``-o NAME`` on the cell's line (repeatable, or comma lists) copy host
+        variables in before the cell, and sandbox variables back after it succeeded, as data
+        only (JSON, bytes, ``.npy``, Arrow IPC: see docs/magic.md); at most
+        ``max_transfer_bytes`` each.
+
+        Files move between the notebook's directory and the sandbox's working directory.
+        """
+        try:
+            return self._line(line) if cell is None else self._cell(line, cell)
+        except ConfigError as exc:
+            raise usage(str(exc).rstrip("."), CELL_USAGE if cell is not None else LINE_USAGE) from None
+        except SandboxError as exc:
+            raise infrastructure_error(exc) from None
+        except KeyboardInterrupt:  # while starting, restarting, stopping or copying
+            raise cell_error(Error("KeyboardInterrupt", "interrupted; if a session misbehaves now, "
+                                                        "%sandbox restart it")) from None
+
+    # -- %%sandbox ---------------------------------------------------------------------------
+    def _cell(self, line: str, cell: str) -> SandboxResult | None:
+        args = parse_cell_line(line)
+        session = self._open(args.name, args.backend, args.options)
+        timeout = args.timeout if args.timeout is not None else self.default_timeout
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        variables.push(self.registry.loop, session, args.inputs, namespace, self.max_transfer_bytes)
+        try:
+            result = run_cell(self.registry.loop, session, cell, timeout=timeout,
+                              max_output_bytes=self.max_output_bytes, policy=self._policy(args.output_policy))
+        except SandboxCellError:
+            variables.say_nothing_came_back(args.outputs)
+            raise
+        variables.pull(self.registry.loop, session, args.outputs, namespace, self.max_transfer_bytes)
+        return result
+
+    def _policy(self, mode: str | None = None) -> OutputPolicy:
+        """The output policy of the magic's options now, with ``mode`` (the line's) if given."""
+        return OutputPolicy((mode or self.output_policy).lower(), self.allowed_origins, hint=magic_hint,
+                            widget_modules=self.allowed_widget_modules, comm_targets=self.allowed_comm_targets,
+                            mime_types=self.allowed_mime_types)
+
+    def _open(self, name: str, backend_name: str | None = None, options: list[str] | tuple = ()) -> Session:
+        """The session ``name``, made (and its sandbox started) on first use."""
+        session = self.registry.get(name)
+        if session is not None:
+            if backend_name and backend_name != session.backend.name:
+                raise usage(f"session {name!r} runs the {session.backend.name} backend; to use {backend_name}, "
+                            f"stop it first (%sandbox stop {name}) or choose another --name", CELL_USAGE)
+            if options:
+                backend_traits(type(session.backend), list(options))  # a typo is still an error
+                print(f"Note: backend options apply when a session is made; session {name!r} exists, so "
+                      f"{' '.join(options)} is ignored (%sandbox stop {name} first to change them).", file=sys.stderr)
+            return session
+        backend = self._make_backend(name, backend_name or self.default_backend, list(options))
+        progress_events: queue.Queue = queue.Queue()
+        backend.set_progress_handler(progress_events.put)  # e.g. the docker image being built
+        try:
+            with StartProgress(name, backend.name) as progress:
+                wait(self.registry.loop, backend.start(), inbox=progress_events, handle=progress.take)
+        except BaseException:
+            self.registry.loop.submit(backend.shutdown())
+            raise
+        finally:
+            backend.set_progress_handler(None)
+        kernel = host_kernel()
+        pipeline = magic_pipeline(self._policy(), backend, host_comms=kernel is not None)
+        session = Session(name, backend, pipeline=pipeline)
+        if pipeline.comms:
+            session.comms = CommRelay(kernel, backend, pipeline, functools.partial(wait, self.registry.loop),
+                                      lambda: self.max_output_bytes)
+        self.registry.add(session)
+        return session
+
+    def _make_backend(self, name: str, backend_name: str, options: list[str]) -> Backend:
+        def traits(cls: type[Backend]) -> dict[str, Any]:
+            line = backend_traits(cls, options)
+            sections = [c.__name__ for c in cls.__mro__ if issubclass(c, Backend)]  # the host's config for it
+            if unknown := unknown_options(self.config, [cls], sections=sections, prefix="c."):
+                raise usage(f"bad option for the {backend_name} backend in the IPython config: {'; '.join(unknown)}",
+                            CELL_USAGE)
+            return {"session": name, **line}
+
+        try:
+            return make_backend(backend_name, parent=self, options=traits,
+                                output_budget=(self.max_output_bytes, "SandboxMagics.max_output_bytes"))
+        except BadValue as exc:
+            raise usage(f"bad option for the {backend_name} backend: {exc.detail}", CELL_USAGE) from None
+
+    def _existing(self, name: str) -> Session:
+        session = self.registry.get(name)
+        if session is None:
+            known = ", ".join(s.name for s in self.registry.sessions()) or "none yet"
+            raise usage(f"unknown session {name!r} (sessions: {known})", LINE_USAGE)
+        return session
+
+    # -- %sandbox ----------------------------------------------------------------------------
+    def _line(self, line: str) -> Any:
+        tokens = split(line, LINE_USAGE)
+        if not tokens:
+            raise usage("%sandbox needs a command", LINE_USAGE)
+        handler = getattr(self, f"_cmd_{tokens[0]}", None)
+        if handler is None:
+            raise usage(f"unknown command {tokens[0]!r}", LINE_USAGE)
+        return handler(tokens[1:])
+
+    @staticmethod
+    def _positional(command: str, args: list[str], least: int, most: int) -> list[str]:
+        for arg in args:
+            if arg.startswith("-"):
+                raise usage(f"unknown option {arg} for {command}", LINE_USAGE)
+        if not least <= len(args) <= most:
+            raise usage(f"{command} takes {least if least == most else f'{least} to {most}'} argument(s), "
+                        f"not {len(args)}", LINE_USAGE)
+        return args
+
+    def _cmd_list(self, args: list[str]) -> ListView | None:
+        self._positional("list", args, 0, 0)
+        if not self.registry.sessions():
+            print("No sandbox sessions yet: run a %%sandbox cell to start one.")
+            return None
+        return ListView([status_info(s) for s in self.registry.sessions()])
+
+    def _cmd_status(self, args: list[str]) -> StatusPanel | None:
+        names = self._positional("status", args, 0, 1)
+        chosen = [self._existing(names[0])] if names else self.registry.sessions()
+        if not chosen:
+            print("No sandbox sessions yet: run a %%sandbox cell to start one.")
+            return None
+        return StatusPanel(chosen, self.registry, restart=self._restart, stop=self._stop)
+
+    def _restart(self, name: str) -> str:
+        session = self._existing(name)
+        wait(self.registry.loop, session.backend.restart())
+        session.reset()
+        return f"Restarted session {session.name!r} ({session.backend.name}): a fresh interpreter, state cleared."
+
+    def _stop(self, name: str) -> str:
+        session = self._existing(name)
+        self.registry.remove(name)
+        if session.comms is not None:
+            session.comms.detach()
+        wait(self.registry.loop, session.backend.shutdown())
+        return f"Stopped session {name!r} ({session.backend.name})."
+
+    def _cmd_restart(self, args: list[str]) -> None:
+        print(self._restart(self._positional("restart", args, 1, 1)[0]))
+
+    def _cmd_stop(self, args: list[str]) -> None:
+        if args == ["--all"]:
+            names = [s.name for s in self.registry.sessions()]
+        else:
+            names = [self._existing(self._positional("stop", args, 1, 1)[0]).name]
+        for name in names:
+            print(self._stop(name))
+        if not names:
+            print("No sandbox sessions to stop.")
+
+    def _cmd_upload(self, args: list[str]) -> None:
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        paths = self._positional("upload", rest, 1, 2)
+        local = Path(paths[0]).expanduser()
+        remote = paths[1] if len(paths) > 1 else local.name
+        if not local.is_file():
+            raise usage(f"no such file on the host: {paths[0]} (in {os.getcwd()})", LINE_USAGE)
+        session = self._open(found.get("name", "default"))
+        session.backend.require("files", "file upload")
+        wait(self.registry.loop, session.backend.upload(local, remote))
+        print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
+
+    def _cmd_push(self, args: list[str]) -> None:
+        self._transfer("push", args)
+
+    def _cmd_pull(self, args: list[str]) -> None:
+        self._transfer("pull", args)
+
+    def _transfer(self, command: str, args: list[str]) -> None:
+        """``%sandbox push NAMES`` (host variables into the session) or ``pull`` (back)."""
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        names = self._variable_names(command, rest)
+        name = found.get("name", "default")
+        push = command == "push"
+        session = self._open(name) if push else self._existing(name)
+        (variables.push if push else variables.pull)(self.registry.loop, session, names, self.shell.user_ns,
+                                                     self.max_transfer_bytes)
+        print(f"{'Pushed' if push else 'Pulled'} {', '.join(names)} {'to' if push else 'from'} session {session.name!r}.")
+
+    def _variable_names(self, command: str, args: list[str]) -> list[str]:
+        names = [n.strip() for arg in self._positional(command, args, 1, 10_000) for n in arg.split(",") if n.strip()]
+        if not names:
+            raise usage(f"{command} needs variable names", LINE_USAGE)
+        return names
+
+    def _cmd_download(self, args: list[str]) -> None:
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        paths = self._positional("download", rest, 1, 2)
+        session = self._existing(found.get("name", "default"))
+        local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
+        if not local.parent.is_dir():
+            raise usage(f"no such directory on the host: {local.parent}", LINE_USAGE)
+        session.backend.require("files", "file download")
+        try:
+            wait(self.registry.loop, session.backend.download(paths[0], local))
+        except FileNotFoundError:
+            raise usage(f"no such file in session {session.name!r}: {paths[0]}", LINE_USAGE) from None
+        print(f"Downloaded {paths[0]} from session {session.name!r} to {local}.")

@@ -1,0 +1,1 @@
+"""The MCP server: sandboxes as tools for agents (``sandbox-kernel mcp``)."""

@@ -1,0 +1,86 @@
+"""Every private attribute of another project that sandbox-kernel reads, calls or overrides, in
+one list, with the upstream versions it was checked against.
+
+A private name can change in any upstream release without notice. Listing them here says what
+an upgrade can break and where; :func:`missing` (run by ``tests/test_compat.py``) says which of
+them an installed version no longer has, naming the file that uses each. When you add a use of
+a private upstream name, add it here; when an upgrade removes one, that test names it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Private:
+    """One private upstream name the project depends on."""
+
+    module: str
+    """The module that defines it, e.g. ``"ipykernel.kernelbase"``."""
+    owner: str
+    """The class that has it, or ``""`` for a module attribute."""
+    name: str
+    """The attribute, e.g. ``"_parent_ident"``."""
+    checked: str
+    """The upstream distribution and the versions it was checked against."""
+    used_in: str
+    """Where and why the project uses it."""
+
+    @property
+    def qualname(self) -> str:
+        return ".".join(part for part in (self.module, self.owner, self.name) if part)
+
+
+# One line each: module | class ("" for a module attribute) | name | versions checked | where and why.
+_TABLE = """
+ipykernel.kernelbase | Kernel | _parent_ident | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py do_execute: the routing identity an input_request is sent to
+ipykernel.kernelbase | Kernel | _supports_kernel_subshells | ipykernel 7.4 (6.29 has no subshells: read with a default) | frontdoors/kernel/kernel.py kernel_info: whether the reply lists kernel subshells
+ipykernel._version |  | kernel_protocol_version | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py kernel_info: the reply's protocol_version
+ipykernel.kernelbase | Kernel | _topic | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py _publish: the IOPub topic of each published message
+ipykernel.kernelbase | Kernel | _execute_sleep | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py (class attribute) and kernel_client KERNEL_ARGS: no 0.5 ms sleep per reply
+ipykernel.kernelbase | Kernel | _allow_stdin | ipykernel 6.29, 7.4 | frontdoors/magics/run.py host_allows_stdin: whether the host's frontend takes input() now
+IPython.core.interactiveshell | InteractiveShell | _showtraceback | ipython 8, 9.18 | frontdoors/magics/display.py: the sandbox's traceback shown as the host cell's error
+traitlets.config.configurable | Configurable | _load_config | traitlets 5.9, 5.16 | frontdoors/kernel/kernel.py SandboxKernel._load_config: a bad option value does not kill the kernel
+jupyter_client.client | KernelClient | _create_connected_socket | jupyter_client 8.10 | backends/kernel_client/backend.py SandboxKernelClient: socket options (reconnect interval, frame bound, stdin monitor) set before connect
+jupyter_client.client | KernelClient | _make_url | jupyter_client 8.10 | backends/kernel_client/backend.py SandboxKernelClient._create_connected_socket: the address of a channel
+jupyter_client.client | KernelClient | _iopub_channel | jupyter_client 8.10 | backends/kernel_client/backend.py SandboxKernelClient.start_channels: the IOPub channel made, to give it the byte counter
+jupyter_client.client | KernelClient | _stdin_channel | jupyter_client 8.10 | backends/kernel_client/backend.py SandboxKernelClient._close_monitor: the stdin socket whose monitor is closed
+jupyter_client.channels | AsyncZMQSocketChannel | _recv | jupyter_client 8.10 | backends/kernel_client/backend.py IOPubChannel: counts each message's bytes as it is read
+jupyter_client.asynchronous.client | AsyncKernelClient | _async_is_alive | jupyter_client 8.10 | backends/gateway/ws.py GatewayKernelClient: alive while its websocket is open
+e2b_code_interpreter.code_interpreter_async | AsyncSandbox | _client | e2b-code-interpreter 2.11, e2b 2.63 | backends/e2b/stream.py sandbox_class: code-interpreter requests through a bounded transport
+e2b.api.client_async |  | get_transport | e2b 2.63 | backends/e2b/stream.py sandbox_class: the SDK's own transport under the bounded one
+tornado.websocket | WebSocketProtocol | close | tornado 6.4, 6.6 | backends/gateway/ws.py _on_local_close: wraps conn.protocol.close to learn close code 1009
+threading |  | _register_atexit | CPython 3.10-3.13 | runtime/loop_thread.py: the loop thread stops before the interpreter's executors refuse work
+signal | Signals | _value2member_map_ | CPython 3.10-3.13 | backends/docker/engine.py death_reason: a signal number's name, if it has one
+"""
+
+PRIVATE: tuple[Private, ...] = tuple(Private(*(cell.strip() for cell in row.split(" | ")))
+                                     for row in _TABLE.strip().splitlines())
+"""The private upstream names used, grouped by project."""
+
+
+def _has(owner: object, name: str) -> bool:
+    """Whether ``owner`` (a module or class) has ``name``, also as an instance attribute that a
+    class only declares (``_parent_ident: Mapping[...]``)."""
+    if hasattr(owner, name):
+        return True
+    return any(name in getattr(cls, "__annotations__", {}) for cls in getattr(owner, "__mro__", ()))
+
+
+def missing() -> list[str]:
+    """The entries of :data:`PRIVATE` that the installed packages no longer have, each as one
+    line ("QUALNAME (checked: ...; used in ...)"). Entries of an optional package that is not
+    installed (docker-py, the E2B SDK) are not checked."""
+    gone = []
+    for entry in PRIVATE:
+        try:
+            owner = importlib.import_module(entry.module)
+        except ImportError:
+            continue
+        if entry.owner:
+            owner = getattr(owner, entry.owner, None)
+        if owner is None or not _has(owner, entry.name):
+            gone.append(f"{entry.qualname} (checked: {entry.checked}; used in {entry.used_in})")
+    return gone
