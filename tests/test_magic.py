@@ -112,11 +112,11 @@ def test_interrupt_at_an_input_prompt(backend_name):
 def test_without_a_host_kernel_comms_are_dropped_and_said_once():
     """Terminal IPython has no page: the magic's pipeline drops comms and says so once."""
     from sandbox_kernel.core.events import Comm, Stream
-    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE, magic_pipeline
-    from sandbox_kernel.policy import OutputPolicy
+    from sandbox_kernel.frontdoors.magics import SandboxMagics
+    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE
 
     shown = []
-    cell = magic_pipeline(OutputPolicy()).cell(shown.append)
+    cell = SandboxMagics()._make_session("t", "local", [], host_comms=False).cell(shown.append)
     for _ in range(2):
         cell.emit(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
     assert shown == [Stream("stderr", COMMS_NOTE)]

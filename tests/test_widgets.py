@@ -238,11 +238,13 @@ def test_e2b_says_once_that_widgets_cannot_work():
 
 def test_magic_drops_widget_views_the_host_cannot_render():
     from sandbox_kernel.core.events import Display, Stream
-    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE, magic_pipeline
+    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE
     from sandbox_kernel.policy import OutputPolicy
+    from sandbox_kernel.session.session import SandboxSession
 
     shown = []
-    cell = magic_pipeline(OutputPolicy()).cell(shown.append)
+    session = SandboxSession("local", parent=None, policy=OutputPolicy(), page_comms=False, no_comms_note=COMMS_NOTE)
+    cell = session.cell(shown.append)
     cell.emit(Display({"text/plain": "IntSlider(value=0)", WIDGET_VIEW: {"model_id": "m"}}, execution_count=1))
     assert shown == [Stream("stderr", COMMS_NOTE), Display({"text/plain": "IntSlider(value=0)"}, execution_count=1)]
 
@@ -344,13 +346,14 @@ def comm_opened(outputs: list[dict]) -> list[dict]:
 @pytest.mark.unit
 def test_status_and_progress_fall_back_to_text_outside_a_kernel(capsys):
     """In a terminal (no kernel, so no widgets): the status is text and HTML, the start one line."""
-    from sandbox_kernel.backends.local import LocalBackend
     from sandbox_kernel.core.events import Display
     from sandbox_kernel.frontdoors.magics.session import Registry, Session
     from sandbox_kernel.frontdoors.magics.widgets import StartProgress, StatusPanel
+    from sandbox_kernel.policy import OutputPolicy
+    from sandbox_kernel.session.session import SandboxSession
 
     registry = Registry()
-    session = Session("t", LocalBackend(session="t"))
+    session = Session("t", SandboxSession("local", parent=None, policy=OutputPolicy(), options=lambda cls: {"session": "t"}))
     registry.add(session)
     panel = StatusPanel([session], registry, restart=str, stop=str)
     bundle = panel._repr_mimebundle_()

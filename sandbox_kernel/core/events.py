@@ -26,6 +26,13 @@ class Stream:
 
 
 @dataclass(frozen=True)
+class SandboxReplaced(Stream):
+    """The sandbox had stopped (or was gone) and a fresh one replaced it before this cell: its
+    state, files and widgets are lost. A backend emits it instead of an ordinary ``Stream``, so
+    the session knows without reading text; it is shown as its stderr ``text``, which says why."""
+
+
+@dataclass(frozen=True)
 class Display:
     """A rich output: IOPub ``display_data``, ``update_display_data`` or ``execute_result``.
 

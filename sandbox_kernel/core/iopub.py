@@ -43,3 +43,13 @@ def error_event(exc: BaseException) -> Error:
     of our internals."""
     name = type(exc).__name__
     return Error(name, str(exc), [f"\x1b[0;31m{name}\x1b[0m: {exc}"])
+
+
+def publish(session: Any, socket: Any, event: Event, parent: dict[str, Any] | None, ident: Any = None) -> None:
+    """Send ``event`` as its IOPub message on ``socket`` with jupyter_client's ``session``
+    (``Session.send``), as a reply to ``parent`` (the frontend's request; None: none); a Comm's
+    metadata and buffers travel with it. ``ident``: the IOPub topic (ipykernel's ``_topic``)."""
+    msg_type, content = to_iopub(event)
+    comm = isinstance(event, Comm)
+    session.send(socket, msg_type, content, parent or {}, ident=ident, metadata=event.metadata if comm else None,
+                 buffers=list(event.buffers) if comm else None)

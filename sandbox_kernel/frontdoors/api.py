@@ -29,7 +29,6 @@ from typing import Any
 from traitlets import Float, List, TraitError, Unicode
 from traitlets.config import LoggingConfigurable
 
-from ..backends import make_backend
 from ..backends.base import Backend, Capabilities
 from ..core.errors import BadValue, ConfigError, SandboxError
 from ..core.events import Emit, Event, Outcome
@@ -37,9 +36,10 @@ from ..policy import OutputOptions
 from ..runtime.config_check import closest
 from ..runtime.loop_thread import at_exit, shared_loop
 from ..runtime.traits import ByteSize
-from ..session import commands, transfer
+from ..session import commands
 from ..session.pipeline import OutputPipeline
 from ..session.results import Collector, CommandResult, ExecutionResult
+from ..session.session import SandboxSession
 
 OnOutput = Callable[[Event], None]
 
@@ -94,28 +94,35 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
 
         try:
             super().__init__(config=config, **own)
-            self.backend: Backend = make_backend(backend, parent=self, options=traits,
-                                                 output_budget=(self.max_output_bytes, "max_output_bytes"))
+            self.session = SandboxSession(backend, parent=self, policy=self.make_policy(hint=type(self).option_hint),
+                                          options=traits, output_budget=(self.max_output_bytes, "max_output_bytes"),
+                                          page_comms=False, no_comms_note=NO_COMMS_NOTE)
         except BadValue as exc:
             raise ConfigError(f"Bad option for the {backend} sandbox: {exc.detail}") from None
         except (TraitError, ValueError) as exc:
             raise ConfigError(f"Bad option for the {backend} sandbox: {exc}") from None
         self._allowlist = commands.compile_allowlist(self.allowed_commands)
-        policy = self.make_policy(hint=type(self).option_hint)
-        self.pipeline = OutputPipeline(policy, comms=False, no_comms_note=NO_COMMS_NOTE,
-                                       budget_setting="max_output_bytes")
-        self.pipeline.backend = self.backend.name
+
+    @property
+    def backend(self) -> Backend:
+        """The session's backend."""
+        return self.session.backend
+
+    @property
+    def pipeline(self) -> OutputPipeline:
+        """The session's output pipeline."""
+        return self.session.pipeline
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> AsyncSandbox:
         """Create the sandbox and wait until it runs code (idempotent; other calls start it
         too). Raises what :meth:`Backend.start` raises (``BackendUnavailable``, ``SandboxStartError``)."""
-        await self.backend.start()
+        await self.session.start()
         return self
 
     async def close(self) -> None:
         """Remove the sandbox and everything it holds (idempotent)."""
-        await self.backend.shutdown()
+        await self.session.shutdown()
 
     async def __aenter__(self) -> AsyncSandbox:
         return await self.start()
@@ -125,11 +132,11 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
 
     async def restart(self) -> None:
         """A fresh interpreter with the same settings; variables and files in memory are lost."""
-        await self.backend.restart()
+        await self.session.restart()
 
     async def interrupt(self) -> None:
         """Interrupt the running execution (like Ctrl-C); the state survives."""
-        await self.backend.interrupt()
+        await self.session.interrupt()
 
     def describe(self) -> dict[str, Any]:
         """The backend's description (``backend``, ``sandbox_id``, ``limits``, ``workdir``, ...)
@@ -169,25 +176,14 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         outcome = await self._execute(code, sink, collector, self.timeout if timeout is None else timeout)
         return collector.result(outcome)
 
-    async def _execute(self, code: str, sink: Emit, collector: Collector, timeout: float | None,
-                       max_output_bytes: int | None = None) -> Outcome:
-        """``code`` through the cell pipeline into ``sink``; a SandboxError is raised again
-        after the pipeline has shown it (with the collected outputs as ``exc.result``)."""
-        failures: list[SandboxError] = []
-
-        async def work(emit: Emit) -> Outcome:
-            try:
-                return await self.backend.execute(code, emit, timeout=timeout)
-            except SandboxError as exc:
-                failures.append(exc)
-                raise
-
-        budget = self.max_output_bytes if max_output_bytes is None else max_output_bytes
-        outcome = await self.pipeline.cell(sink, budget).run(work)
-        if failures:
-            failures[0].result = collector.result(outcome)
-            raise failures[0]
-        return outcome
+    async def _execute(self, code: str, sink: Emit, collector: Collector, timeout: float | None) -> Outcome:
+        """``code`` through the session into ``sink``; a SandboxError is raised again after the
+        pipeline has shown it (with the collected outputs as ``exc.result``)."""
+        try:
+            return await self.session.run(code, sink, timeout=timeout, raise_failures=True)
+        except SandboxError as exc:
+            exc.result = collector.result(exc.outcome)
+            raise
 
     async def run_command(self, command: str, *, timeout: float | None = None) -> CommandResult:
         """Run the shell command line ``command`` (``/bin/sh -c``) in the sandbox's working directory.
@@ -200,27 +196,20 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             ExecutionTimeout: it ran past ``timeout`` seconds (default :attr:`timeout`) and was killed.
             SandboxError: the sandbox failed, or cannot run Python (e.g. an e2b bash context).
         """
-        commands.check(command, self._allowlist)
-        timeout = self.timeout if timeout is None else timeout
-        collector = Collector()
-        code = commands.runner_code(command, timeout, self.max_output_bytes)
-        outcome = await self._execute(code, collector, collector, None if timeout is None else timeout + 30, 0)
-        error = outcome.error and f"{outcome.error.ename}: {outcome.error.evalue}"
-        return commands.parse(collector.text("stdout"), error or collector.text("stderr"), timeout)
+        return await self.session.run_command(command, timeout=self.timeout if timeout is None else timeout,
+                                              max_output_bytes=self.max_output_bytes, allowlist=self._allowlist)
 
     # -- files -------------------------------------------------------------------------------
     async def upload(self, local: str | Path, remote: str) -> str:
         """Copy the host file ``local`` into the sandbox at ``remote`` (relative: its working
         directory); returns the path inside the sandbox. Raises FileNotFoundError,
         NotSupported (the backend's ``capabilities.files`` is false), SandboxError."""
-        self.backend.require("files", "file upload")
-        return await self.backend.upload(local, remote)
+        return await self.session.upload(local, remote)
 
     async def download(self, remote: str, local: str | Path) -> Path:
         """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.
         Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
-        self.backend.require("files", "file download")
-        return await self.backend.download(remote, local)
+        return await self.session.download(remote, local)
 
     # -- variables ---------------------------------------------------------------------------
     async def put(self, name: str, value: Any, *, max_bytes: int | None = None) -> int:
@@ -233,7 +222,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             NotSupported: the backend cannot copy files.
         """
         limit = self.max_transfer_bytes if max_bytes is None else max_bytes
-        return await transfer.put(self.backend, name, value, max_bytes=limit, setting="max_transfer_bytes")
+        return await self.session.put(name, value, max_bytes=limit, setting="max_transfer_bytes")
 
     async def get(self, name: str, *, max_bytes: int | None = None) -> Any:
         """A host copy of the sandbox's variable ``name``, built from data only (never pickle);
@@ -245,7 +234,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             NotSupported: the backend cannot copy files.
         """
         limit = self.max_transfer_bytes if max_bytes is None else max_bytes
-        return await transfer.get(self.backend, name, max_bytes=limit, setting="max_transfer_bytes")
+        return await self.session.get(name, max_bytes=limit, setting="max_transfer_bytes")
 
     async def read_file(self, remote: str) -> bytes:
         """The bytes of the sandbox's file ``remote`` (through :meth:`download`)."""

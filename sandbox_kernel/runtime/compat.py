@@ -84,3 +84,21 @@ def missing() -> list[str]:
         if owner is None or not _has(owner, entry.name):
             gone.append(f"{entry.qualname} (checked: {entry.checked}; used in {entry.used_in})")
     return gone
+
+
+def parent_ident(kernel: object, channel: str = "shell") -> object:
+    """The routing identity of the request ``kernel`` (an ipykernel ``Kernel``) is serving on
+    ``channel``: where an ``input_request`` for it must go (``Kernel._parent_ident``)."""
+    return kernel._parent_ident[channel]
+
+
+def iopub_topic(kernel: object, msg_type: str) -> bytes:
+    """The IOPub topic ``kernel`` (an ipykernel ``Kernel``) gives a ``msg_type`` message
+    (``Kernel._topic``)."""
+    return kernel._topic(msg_type)
+
+
+def supports_subshells(kernel: object) -> bool:
+    """Whether ``kernel`` (an ipykernel ``Kernel``) serves JEP 91 kernel subshells
+    (``Kernel._supports_kernel_subshells``; ipykernel 6 has none)."""
+    return bool(getattr(kernel, "_supports_kernel_subshells", False))

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.errors import SandboxError
-from ..core.events import Comm, Display, Emit, Event, Outcome, Stream
+from ..core.events import Comm, Display, Emit, Event, Outcome, SandboxReplaced, Stream
 from ..core.iopub import WIDGET_VIEW, error_event
 from ..policy import OutputPolicy
 from ..policy.widgets.rules import WidgetRules
@@ -152,9 +152,12 @@ class Cell:
         self.pipeline, self.sink, self.budget, self.policy = pipeline, sink, budget, policy
         self.say_changes = say_changes  # the policy's one-line note, once, when it changes an output
         self.noted = False  # that note was said
+        self.on_replaced: Callable[[], None] | None = None  # told when the backend replaced the sandbox
 
     def emit(self, event: Event) -> None:
         """Take one event from the backend (in order, live) and show what may be shown."""
+        if isinstance(event, SandboxReplaced) and self.on_replaced is not None:
+            self.on_replaced()
         for shown in self.pipeline.police(event, self.policy, self):
             for admitted in self.budget.admit(shown):
                 self.sink(admitted)

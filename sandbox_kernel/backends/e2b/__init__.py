@@ -27,7 +27,7 @@ from typing import Any
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
 
 from ...core.errors import SandboxError, SandboxStartError
-from ...core.events import Emit, Outcome, Stream
+from ...core.events import Emit, Outcome, SandboxReplaced
 from ...runtime.traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler
 from .boundary import ENV, Connection, SandboxGone, sdk, translate
@@ -287,7 +287,7 @@ class E2BBackend(Backend):
 
     async def _run(self, code: str, emit: Emit, timeout: float | None) -> Outcome:
         while self._notices:
-            emit(Stream("stderr", self._notices.pop(0)))
+            emit(SandboxReplaced("stderr", self._notices.pop(0)))
         cells = self._cells
         renewal = asyncio.ensure_future(self._renew_while_running())  # a long cell keeps its sandbox
         try:

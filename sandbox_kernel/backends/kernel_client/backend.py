@@ -30,7 +30,7 @@ from traitlets import Callable as CallableTrait
 from traitlets import CaselessStrEnum, Float, Integer, Type
 
 from ...core.errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
-from ...core.events import Emit, Event, Outcome, Stream
+from ...core.events import Emit, Event, Outcome, SandboxReplaced
 from ...runtime.traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler, request_msg_id
 from .message_bound import (
@@ -468,7 +468,7 @@ class KernelClientBackend(Backend):
         if self._death is not None and self._death.done():
             reason = self._death.result()
             await self.shutdown()
-            emit(Stream("stderr", f"The sandbox had stopped ({reason}); its state is lost. Starting a fresh one.\n"))
+            emit(SandboxReplaced("stderr", f"The sandbox had stopped ({reason}); its state is lost. Starting a fresh one.\n"))
         await self.start()
 
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,

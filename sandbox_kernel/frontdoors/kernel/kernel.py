@@ -1,7 +1,9 @@
 """``SandboxKernel``: a Jupyter wrapper kernel whose cells run in a sandbox backend.
 
-It overrides ipykernel's ``do_*`` methods and nothing of the wire protocol: each
-``execute_request`` becomes ``backend.execute(code, emit)`` and each event an IOPub message.
+It overrides ipykernel's ``do_*`` methods and a few request handlers whose replies depend on
+the sandbox (``kernel_info_request``, ``comm_info_request``, ``interrupt_request``, the comm
+messages); the rest of the wire protocol is ipykernel's. Each ``execute_request`` becomes
+:meth:`SandboxSession.run` with IOPub messages as its sink.
 Options are traitlets config: ``--SandboxKernel.backend=docker --DockerBackend.memory_limit=2g``
 on the kernelspec's argv, or in ``sandbox_kernel_config.py`` in a Jupyter config directory.
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections import OrderedDict
 from typing import Any
 
 import zmq
@@ -19,24 +20,25 @@ from ipykernel.kernelbase import Kernel
 from traitlets import Bool, Float, TraitError, Unicode
 
 from ... import __version__
-from ...backends import make_backend
-from ...backends.base import Backend, request_msg_id
+from ...backends.base import Backend
 from ...core.errors import ConfigError, SandboxError
 from ...core.events import Comm, Emit, Event, Outcome
-from ...core.iopub import to_iopub
+from ...core.iopub import publish, to_iopub
 from ...policy import OutputOptions
+from ...runtime import compat
 from ...runtime.config_check import unknown_options
 from ...runtime.sigint import on_sigint
 from ...runtime.traits import ByteSize
 from ...session.pipeline import OutputPipeline
+from ...session.session import SandboxSession
 
 
 class SandboxKernel(Kernel, OutputOptions):
     """The wrapper kernel. One backend per kernel process, started at the first cell.
 
-    Every cell, comm message and unsolicited output of the sandbox goes through one
-    :class:`~sandbox_kernel.session.pipeline.OutputPipeline` (output policy, widget rules, budget)
-    before it becomes an IOPub message.
+    Every cell, comm message and unsolicited output of the sandbox goes through its
+    :class:`~sandbox_kernel.session.session.SandboxSession` (output policy, widget rules,
+    budget) before it becomes an IOPub message.
     """
 
     implementation = "sandbox_kernel"
@@ -71,10 +73,9 @@ class SandboxKernel(Kernel, OutputOptions):
     def __init__(self, **kwargs: Any) -> None:
         self._config_error: ConfigError | None = None
         super().__init__(**kwargs)
-        self.sandbox: Backend | None = None
+        self.sandbox: SandboxSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._requests: OrderedDict[str, dict] = OrderedDict()  # recent frontend requests by msg_id
-        self.pipeline = OutputPipeline(self.make_policy())
+        self._policy = self.make_policy()
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
         if self.start_sandbox_at_launch is not False:  # a failure here is reported again by the first cell
@@ -83,16 +84,14 @@ class SandboxKernel(Kernel, OutputOptions):
                 "The sandbox did not start: %s", t.exception()))
 
     async def _start_at_launch(self) -> None:
-        """Start the sandbox now if ``start_sandbox_at_launch`` says so (None: if its backend
-        :attr:`~sandbox_kernel.backends.base.Backend.starts_at_launch`)."""
-        if self.start_sandbox_at_launch is None:
-            try:
-                at_launch = self._make_sandbox().starts_at_launch
-            except SandboxError:  # the first cell says it
-                return
-            if not at_launch:
-                return
-        await self._ensure_sandbox()
+        """Start the sandbox now if ``start_sandbox_at_launch`` says so (None: as its backend
+        prefers: :meth:`SandboxSession.starts_at_launch`)."""
+        try:
+            at_launch = self._session().starts_at_launch(self.start_sandbox_at_launch)
+        except SandboxError:  # the first cell says it
+            return
+        if at_launch:
+            await self._ensure_sandbox()
 
     LANGUAGE_WAIT_S = 30.0
     """Seconds ``kernel_info_request`` waits for a sandbox that runs another language's kernel."""
@@ -101,7 +100,7 @@ class SandboxKernel(Kernel, OutputOptions):
     def language_info(self) -> dict[str, Any]:
         """The sandbox kernel's ``language_info`` once it runs (so a bash or R kernel in the
         sandbox is highlighted as such), else Python's."""
-        inner = self.sandbox.kernel_info if self.sandbox else None
+        inner = self.sandbox.backend.kernel_info if self.sandbox else None
         return (inner or {}).get("language_info") or self.python_language_info
 
     @property
@@ -111,7 +110,7 @@ class SandboxKernel(Kernel, OutputOptions):
         language = self.language_info.get("name", "python")
         text = f"sandbox-kernel {__version__}: {'Python' if language == 'python' else language} in a " \
                f"{info['backend']} sandbox" + (f" ({details})" if details else "")
-        inner = (self.sandbox.kernel_info or {}).get("banner") if self.sandbox else None
+        inner = (self.sandbox.backend.kernel_info or {}).get("banner") if self.sandbox else None
         return text + (f"\n{inner}" if inner and language != "python" else "")
 
     async def kernel_info_request(self, stream, ident, parent):
@@ -119,7 +118,7 @@ class SandboxKernel(Kernel, OutputOptions):
         language of the reply; so a sandbox that runs another language's kernel is started first
         (up to :data:`LANGUAGE_WAIT_S`; a failure is reported again by the first cell)."""
         with contextlib.suppress(Exception):
-            if self._make_sandbox().runs_other_language and not self.sandbox.started:
+            if self._session().backend.runs_other_language and not self.sandbox.started:
                 await asyncio.wait_for(asyncio.shield(self._ensure_sandbox()), self.LANGUAGE_WAIT_S)
         await super().kernel_info_request(stream, ident, parent)
 
@@ -136,7 +135,7 @@ class SandboxKernel(Kernel, OutputOptions):
         return {"protocol_version": kernel_protocol_version, "implementation": self.implementation,
                 "implementation_version": self.implementation_version, "language_info": self.language_info,
                 "banner": self.banner, "help_links": self.help_links,
-                "supported_features": ["kernel subshells"] if getattr(self, "_supports_kernel_subshells", False) else []}
+                "supported_features": ["kernel subshells"] if compat.supports_subshells(self) else []}
 
     def _load_config(self, cfg, section_names=None, traits=None):
         """Keep a bad option value from killing the kernel process: the kernel starts, and
@@ -146,19 +145,19 @@ class SandboxKernel(Kernel, OutputOptions):
         except (TraitError, ValueError) as exc:
             self._config_error = ConfigError(f"Bad option for the sandbox kernel: {exc}")
 
-    # -- the backend -------------------------------------------------------------------------
-    async def _ensure_sandbox(self) -> Backend:
-        """The backend, created from config on first use and started.
+    # -- the sandbox session ----------------------------------------------------------------
+    async def _ensure_sandbox(self) -> SandboxSession:
+        """The session, created from config on first use, with its sandbox started.
 
         Raises:
             SandboxError: an unknown backend, a bad option value, or a start failure.
         """
         self._loop = asyncio.get_running_loop()
-        await self._make_sandbox().start()
+        await self._session().start()
         return self.sandbox
 
-    def _make_sandbox(self) -> Backend:
-        """The backend, created from config on first use (not started).
+    def _session(self) -> SandboxSession:
+        """The session, created from config on first use (its sandbox not started).
 
         Raises:
             SandboxError: an unknown backend or a bad option value.
@@ -171,52 +170,18 @@ class SandboxKernel(Kernel, OutputOptions):
                     raise ConfigError(f"Bad option for the sandbox kernel: {'; '.join(unknown)}.")
                 return {}  # the backend's traits come from this kernel's config
 
-            self.sandbox = make_backend(self.backend, parent=self, options=options,
-                                        output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"))
-            self.pipeline.comms, self.pipeline.backend = self.sandbox.capabilities.comms, self.sandbox.name
-            self.sandbox.set_comm_handler(self._publish_unsolicited)
-            self.sandbox.set_progress_handler(self._publish)  # e.g. an image build at the first cell
+            self.sandbox = SandboxSession(self.backend, parent=self, policy=self._policy, options=options,
+                                          output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"))
+            self.sandbox.set_outside_sink(self._publish)
+            self.sandbox.set_progress_sink(self._publish)  # e.g. an image build at the first cell
         return self.sandbox
 
     def _publish(self, event: Event, parent: dict | None = None) -> None:
-        msg_type, content = to_iopub(event)
-        buffers = list(event.buffers) if isinstance(event, Comm) else None
-        metadata = event.metadata if isinstance(event, Comm) else None
-        parent = self.get_parent("shell") if parent is None else parent
-        self.session.send(self.iopub_socket, msg_type, content, parent,
-                          ident=self._topic(msg_type), metadata=metadata, buffers=buffers)
-
-    @contextlib.contextmanager
-    def _serving(self, parent: dict):
-        """Around the backend calls for the frontend's request ``parent``: the sandbox's
-        request gets its msg_id (:data:`request_msg_id`), and it is remembered as the parent
-        of what the sandbox later sends on its behalf."""
-        msg_id = parent.get("header", {}).get("msg_id")
-        if msg_id:
-            self._requests[msg_id] = parent
-            self._requests.move_to_end(msg_id)
-            while len(self._requests) > 256:
-                self._requests.popitem(last=False)
-        token = request_msg_id.set(msg_id)
-        try:
-            yield
-        finally:
-            request_msg_id.reset(token)
-
-    def _publish_unsolicited(self, event: Event, parent_id: str | None) -> None:
-        """What the sandbox sends outside any request (a widget changed by a sandbox thread,
-        a thread's output): published with the frontend request the sandbox names as parent,
-        else the latest one. (JupyterLab routes comm messages by comm_id and display updates
-        by display_id, whatever the parent.)"""
-        parent = self._requests.get(parent_id) if parent_id else None
-        if parent is None and self._requests:
-            parent = next(reversed(self._requests.values()))
-        self._publish_policed(event, parent or {})
-
-    def _publish_policed(self, event: Event, parent: dict) -> None:
-        """Publish what the sandbox sent outside a cell, under the output policy and the
-        outside-cell budget (max_output_bytes from one cell's start to the next)."""
-        self.pipeline.outside_cell(event, lambda shown: self._publish(shown, parent))
+        """Publish one (policed) event on IOPub as a reply to ``parent`` (default: the shell
+        request being served)."""
+        msg_type, _ = to_iopub(event)
+        publish(self.session, self.iopub_socket, event, self.get_parent("shell") if parent is None else parent,
+                ident=compat.iopub_topic(self, msg_type))
 
     # -- comms (ipywidgets) -------------------------------------------------------------------
     async def _forward_comm(self, stream, ident, msg) -> None:
@@ -229,47 +194,36 @@ class SandboxKernel(Kernel, OutputOptions):
         so a ``comm_open`` is answered with ``comm_close``, as a kernel without the target does.
         """
         msg_type, content = msg["header"]["msg_type"], msg["content"]
-        sandbox = self.sandbox
-        if sandbox is None or not sandbox.started or not sandbox.capabilities.comms:
-            if msg_type == "comm_open":
-                self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
-            return
-        self.pipeline.from_frontend(msg_type, content)
-        # what the message's handling shows (e.g. interact's output) has a budget of its own
-        event_outputs = self.pipeline.cell(lambda event: self._publish(event, msg), self.max_output_bytes,
-                                           scope="of this widget event", say_changes=False)
-        with self._serving(msg):
-            try:
-                await sandbox.send_comm(msg_type, content, msg.get("metadata"),
-                                        [bytes(b) for b in msg.get("buffers", [])], emit=event_outputs.emit)
-            except SandboxError as exc:
-                self.log.warning("A %s did not reach the sandbox: %s", msg_type, exc)
-            finally:
-                event_outputs.finish()
+        sent = self.sandbox is not None and await self.sandbox.comm(
+            msg_type, content, lambda event: self._publish(event, msg), request=msg, metadata=msg.get("metadata"),
+            buffers=[bytes(b) for b in msg.get("buffers", [])])
+        if not sent and msg_type == "comm_open":
+            self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
 
     async def comm_info_request(self, stream, ident, parent):
         """``comm_info_request``: the comms open in the sandbox's kernel."""
-        content: dict[str, Any] = {"status": "ok", "comms": {}}
-        with contextlib.suppress(SandboxError):
-            if self.sandbox is not None and self.sandbox.started and self.sandbox.capabilities.comms:
-                reply = await self.sandbox.comm_info(parent["content"].get("target_name"))
-                content["comms"] = reply.get("comms", {})
-        self.session.send(stream, "comm_info_reply", content, parent, ident)
+        comms = await self.sandbox.comm_info(parent["content"].get("target_name")) if self.sandbox else {}
+        self.session.send(stream, "comm_info_reply", {"status": "ok", "comms": comms}, parent, ident)
 
     # -- execute_request ---------------------------------------------------------------------
     async def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False,
                          *, cell_meta=None, cell_id=None):
         """``execute_request``: the cell runs in the sandbox; its outputs pass the cell pipeline
         and become IOPub messages; a failure of the sandbox is one short ``error``."""
-        cell = self.pipeline.cell((lambda event: None) if silent else self._publish, self.max_output_bytes)
-        self.pipeline.renew_outside_budget(self.max_output_bytes)
         # The request's parent and routing id, taken now: ipykernel keeps them in context
         # variables, and the input_request comes through the backend's stdin reader, a task
         # whose context is the sandbox's start (at launch: no request at all, and the prompt
         # went nowhere, so the cell waited for ever).
-        parent, ident = self.get_parent("shell"), self._parent_ident["shell"]
+        parent, ident = self.get_parent("shell"), compat.parent_ident(self, "shell")
         stdin = functools.partial(self._ask_frontend, parent=parent, ident=ident) if allow_stdin else None
-        outcome = await cell.run(lambda emit: self._execute(code, emit, stdin))
+        sink = (lambda event: None) if silent else self._publish
+        try:
+            session = self._session()
+        except SandboxError as exc:  # a bad option or backend: one short error, every cell
+            outcome = await self._failure(exc, sink)
+        else:
+            with self._sigint_interrupts():
+                outcome = await session.run(code, sink, request=parent, stdin=stdin, timeout=self.cell_timeout)
         if outcome.execution_count is not None and not silent:
             self.execution_count = outcome.execution_count
         reply: dict[str, Any] = {"status": outcome.status, "execution_count": self.execution_count}
@@ -279,10 +233,13 @@ class SandboxKernel(Kernel, OutputOptions):
             reply.update(ename=outcome.error.ename, evalue=outcome.error.evalue, traceback=outcome.error.traceback)
         return reply
 
-    async def _execute(self, code: str, emit: Emit, stdin) -> Outcome:
-        sandbox = await self._ensure_sandbox()
-        with self._sigint_interrupts(), self._serving(self.get_parent("shell")):
-            return await sandbox.execute(code, emit, timeout=self.cell_timeout, stdin=stdin)
+    async def _failure(self, exc: SandboxError, sink: Emit) -> Outcome:
+        """Show ``exc`` as the cell's one short error, through a pipeline of its own (there is
+        no session to hold one)."""
+        async def fail(emit: Emit) -> Outcome:
+            raise exc
+
+        return await OutputPipeline(self._policy).cell(sink, self.max_output_bytes).run(fail)
 
     def _sigint_interrupts(self):
         """While a cell runs, SIGINT to this process interrupts the sandbox (ipykernel's
@@ -337,33 +294,19 @@ class SandboxKernel(Kernel, OutputOptions):
     # -- completion, inspection, is_complete ---------------------------------------------------
     # A backend without the capability (e2b) gets the local answer at once; one that has it but
     # fails (not started, gone) gets it too.
-    async def _sandbox_with(self, capability: str) -> Backend | None:
-        """The started backend when it declares ``capability``, else None (also on a failure)."""
-        with contextlib.suppress(SandboxError):
-            if getattr(self._make_sandbox().capabilities, capability):
-                return await self._ensure_sandbox()
-        return None
-
     async def do_complete(self, code, cursor_pos):
-        if (sandbox := await self._sandbox_with("completion")) is not None:
-            with contextlib.suppress(SandboxError):
-                return await sandbox.complete(code, cursor_pos)
+        with contextlib.suppress(SandboxError):
+            return await self._session().complete(code, cursor_pos)
         return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
-        if (sandbox := await self._sandbox_with("inspection")) is not None:
-            with contextlib.suppress(SandboxError):
-                reply = await sandbox.inspect(code, cursor_pos, detail_level)
-                # the tooltip renders the reply's bundle in the page (untrusted, but images of any
-                # origin load): it passes the output policy like any output
-                policed = self.pipeline.policy.bundle(reply.get("data") or {}, reply.get("metadata"))
-                return {**reply, "data": policed.data, "metadata": policed.metadata}
+        with contextlib.suppress(SandboxError):
+            return await self._session().inspect(code, cursor_pos, detail_level)
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
     async def do_is_complete(self, code):
-        if (sandbox := await self._sandbox_with("completion")) is not None:
-            with contextlib.suppress(SandboxError):
-                return await sandbox.is_complete(code)
+        with contextlib.suppress(SandboxError):
+            return await self._session().is_complete(code)
         from IPython.core.inputtransformer2 import TransformerManager
 
         status, indent = TransformerManager().check_complete(code)

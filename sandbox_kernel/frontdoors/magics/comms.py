@@ -21,11 +21,10 @@ import queue
 from collections.abc import Callable
 from typing import Any
 
-from sandbox_kernel.backends.base import Backend, request_msg_id
 from sandbox_kernel.core.errors import SandboxError
 from sandbox_kernel.core.events import Comm, Event
-from sandbox_kernel.core.iopub import to_iopub
-from sandbox_kernel.session.pipeline import OutputPipeline
+from sandbox_kernel.core.iopub import publish
+from sandbox_kernel.session.session import SandboxSession
 
 
 def host_kernel() -> Any:
@@ -68,20 +67,17 @@ class CommRelay:
 
     Args:
         kernel: the host ipykernel (its ``comm_manager``, ``session`` and ``iopub_socket``).
-        backend: the session's backend (it must declare ``capabilities.comms``).
-        pipeline: the session's output pipeline (policy, widget rules, outside-cell budget).
-        wait: ``wait(coro, inbox, handle)``, :func:`sandbox_kernel.frontdoors.magics.run.wait` bound to the loop thread:
-            runs ``coro`` there and hands what it puts on ``inbox`` to ``handle`` on this thread.
-        max_output_bytes: ``() -> int``, the output budget of one widget event (0: no limit).
+        sandbox: the session's :class:`~sandbox_kernel.session.session.SandboxSession` (its
+            backend carries comms; its pipeline holds the policy and widget rules).
+        wait: ``wait(coro, inbox, handle)``, :func:`sandbox_kernel.frontdoors.magics.run.wait`
+            bound to the loop thread: runs ``coro`` there and hands what it puts on ``inbox`` to
+            ``handle`` on this thread.
     """
 
-    def __init__(self, kernel: Any, backend: Backend, pipeline: OutputPipeline,
-                 wait: Callable[..., Any], max_output_bytes: Callable[[], int]) -> None:
-        self.kernel, self.backend, self.pipeline = kernel, backend, pipeline
-        self._wait, self._max_output_bytes = wait, max_output_bytes
+    def __init__(self, kernel: Any, sandbox: SandboxSession, wait: Callable[..., Any]) -> None:
+        self.kernel, self.sandbox, self._wait = kernel, sandbox, wait
         self.proxies: dict[str, CommProxy] = {}
-        self.parent: dict = {}  # the latest host request: the parent of what comes outside any request
-        backend.set_comm_handler(self._unsolicited)
+        sandbox.set_outside_sink(self._unsolicited)
 
     # -- sandbox -> page ---------------------------------------------------------------------
     def publish(self, event: Event, parent: dict | None = None) -> None:
@@ -89,15 +85,7 @@ class CommRelay:
         a ``comm_open``/``comm_close`` also registers/unregisters its proxy."""
         if isinstance(event, Comm):
             self._track(event)
-        msg_type, content = to_iopub(event)
-        comm = isinstance(event, Comm)
-        self.kernel.session.send(self.kernel.iopub_socket, msg_type, content, parent or self.parent,
-                                 metadata=event.metadata if comm else None,
-                                 buffers=list(event.buffers) if comm else None)
-
-    def serving(self, parent: dict) -> None:
-        """The host is now serving ``parent`` (a cell): it parents later unsolicited output."""
-        self.parent = parent or {}
+        publish(self.kernel.session, self.kernel.iopub_socket, event, parent or host_parent())
 
     def _track(self, event: Comm) -> None:
         comm_id = event.content.get("comm_id")
@@ -110,35 +98,21 @@ class CommRelay:
             if manager.comms.get(comm_id) is proxy:
                 del manager.comms[comm_id]
 
-    def _unsolicited(self, event: Event, parent_id: str | None) -> None:
-        """What the sandbox sends outside any request (loop thread): policed, then published."""
-        self.pipeline.outside_cell(event, self.publish)
+    def _unsolicited(self, event: Event, request: dict | None) -> None:
+        """What the sandbox sends outside any request (loop thread), policed: published with the
+        host request it belongs to (the latest the session served)."""
+        self.publish(event, request or {})
 
     # -- page -> sandbox ---------------------------------------------------------------------
     def from_page(self, msg_type: str, msg: dict) -> None:
         """Send the page's ``comm_msg``/``comm_close`` into the sandbox and show what handling
         it produced (an ``echo_update``, ``interact``'s output) under its own output budget,
         parented by the page's message (an ``Output`` widget captures by that msg_id)."""
-        if not self.backend.started:
-            return
-        content = msg["content"]
-        self.pipeline.from_frontend(msg_type, content)
         inbox: queue.Queue = queue.Queue()
-        outputs = self.pipeline.cell(inbox.put, self._max_output_bytes(), scope="of this widget event",
-                                     say_changes=False)
-        buffers = [bytes(b) for b in msg.get("buffers") or []]
-        msg_id = msg.get("header", {}).get("msg_id")
-
-        async def send() -> None:
-            token = request_msg_id.set(msg_id)
-            try:
-                await self.backend.send_comm(msg_type, content, msg.get("metadata"), buffers, emit=outputs.emit)
-            finally:
-                request_msg_id.reset(token)
-                outputs.finish()
-
+        send = self.sandbox.comm(msg_type, msg["content"], inbox.put, request=msg, metadata=msg.get("metadata"),
+                                 buffers=[bytes(b) for b in msg.get("buffers") or []])
         with contextlib.suppress(SandboxError):
-            self._wait(send(), inbox=inbox, handle=lambda event: self.publish(event, msg))
+            self._wait(send, inbox=inbox, handle=lambda event: self.publish(event, msg))
         while True:  # the closing marker, put after the wait ended
             try:
                 self.publish(inbox.get_nowait(), msg)
@@ -154,4 +128,4 @@ class CommRelay:
 
     def detach(self) -> None:
         self.close_all()
-        self.backend.set_comm_handler(None)
+        self.sandbox.set_outside_sink(None)

@@ -35,10 +35,9 @@ from typing import Any
 from IPython import get_ipython
 from IPython.display import clear_output, publish_display_data
 
+from sandbox_kernel.core.errors import SandboxCellError
 from sandbox_kernel.core.events import ClearOutput, Comm, Display, Error, Event, Outcome, Stream
 from sandbox_kernel.core.iopub import error_event
-
-from ...core.errors import SandboxCellError
 
 
 def show(event: Event) -> None:

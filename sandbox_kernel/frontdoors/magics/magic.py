@@ -18,22 +18,22 @@ from typing import Any
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Float, Unicode
 
-from sandbox_kernel.backends import make_backend
 from sandbox_kernel.backends.base import Backend
-from sandbox_kernel.core.errors import BadValue, ConfigError, SandboxError
+from sandbox_kernel.core.errors import BadValue, ConfigError, SandboxCellError, SandboxError
 from sandbox_kernel.core.events import Error
 from sandbox_kernel.policy import OutputOptions, OutputPolicy
 from sandbox_kernel.runtime.config_check import unknown_options
 from sandbox_kernel.runtime.traits import ByteSize
+from sandbox_kernel.session.pipeline import NO_COMMS_NOTE
+from sandbox_kernel.session.session import SandboxSession
 
-from ...core.errors import SandboxCellError
 from . import session as sessions
 from . import variables
 from .comms import CommRelay, host_kernel
 from .display import SandboxResult, cell_error, infrastructure_error
 from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
 from .run import run_cell, wait
-from .session import Session, magic_hint, magic_pipeline
+from .session import COMMS_NOTE, Session, magic_hint
 from .status import ListView, status_info
 from .widgets import StartProgress, StatusPanel
 
@@ -107,6 +107,7 @@ class SandboxMagics(Magics, OutputOptions):
     def _cell(self, line: str, cell: str) -> SandboxResult | None:
         args = parse_cell_line(line)
         session = self._open(args.name, args.backend, args.options)
+        session.sandbox.max_output_bytes = self.max_output_bytes  # %config may have changed it since
         timeout = args.timeout if args.timeout is not None else self.default_timeout
         namespace = self.shell.user_ns if self.shell is not None else {}
         variables.push(self.registry.loop, session, args.inputs, namespace, self.max_transfer_bytes)
@@ -137,27 +138,27 @@ class SandboxMagics(Magics, OutputOptions):
                 print(f"Note: backend options apply when a session is made; session {name!r} exists, so "
                       f"{' '.join(options)} is ignored (%sandbox stop {name} first to change them).", file=sys.stderr)
             return session
-        backend = self._make_backend(name, backend_name or self.default_backend, list(options))
+        kernel = host_kernel()
+        sandbox = self._make_session(name, backend_name or self.default_backend, list(options), kernel is not None)
         progress_events: queue.Queue = queue.Queue()
-        backend.set_progress_handler(progress_events.put)  # e.g. the docker image being built
+        sandbox.set_progress_sink(progress_events.put)  # e.g. the docker image being built
         try:
-            with StartProgress(name, backend.name) as progress:
-                wait(self.registry.loop, backend.start(), inbox=progress_events, handle=progress.take)
+            with StartProgress(name, sandbox.name) as progress:
+                wait(self.registry.loop, sandbox.start(), inbox=progress_events, handle=progress.take)
         except BaseException:
-            self.registry.loop.submit(backend.shutdown())
+            self.registry.loop.submit(sandbox.shutdown())
             raise
         finally:
-            backend.set_progress_handler(None)
-        kernel = host_kernel()
-        pipeline = magic_pipeline(self._policy(), backend, host_comms=kernel is not None)
-        session = Session(name, backend, pipeline=pipeline)
-        if pipeline.comms:
-            session.comms = CommRelay(kernel, backend, pipeline, functools.partial(wait, self.registry.loop),
-                                      lambda: self.max_output_bytes)
+            sandbox.set_progress_sink(None)
+        session = Session(name, sandbox)
+        if sandbox.pipeline.comms:
+            session.comms = CommRelay(kernel, sandbox, functools.partial(wait, self.registry.loop))
         self.registry.add(session)
         return session
 
-    def _make_backend(self, name: str, backend_name: str, options: list[str]) -> Backend:
+    def _make_session(self, name: str, backend_name: str, options: list[str], host_comms: bool) -> SandboxSession:
+        """The session's :class:`SandboxSession`: the backend from the line's options and the
+        host's config (a bad one is a usage error), its pipeline under the magic's policy."""
         def traits(cls: type[Backend]) -> dict[str, Any]:
             line = backend_traits(cls, options)
             sections = [c.__name__ for c in cls.__mro__ if issubclass(c, Backend)]  # the host's config for it
@@ -167,8 +168,9 @@ class SandboxMagics(Magics, OutputOptions):
             return {"session": name, **line}
 
         try:
-            return make_backend(backend_name, parent=self, options=traits,
-                                output_budget=(self.max_output_bytes, "SandboxMagics.max_output_bytes"))
+            return SandboxSession(backend_name, parent=self, policy=self._policy(), options=traits,
+                                  output_budget=(self.max_output_bytes, "SandboxMagics.max_output_bytes"),
+                                  page_comms=host_comms, no_comms_note=NO_COMMS_NOTE if host_comms else COMMS_NOTE)
         except BadValue as exc:
             raise usage(f"bad option for the {backend_name} backend: {exc.detail}", CELL_USAGE) from None
 
@@ -216,7 +218,7 @@ class SandboxMagics(Magics, OutputOptions):
 
     def _restart(self, name: str) -> str:
         session = self._existing(name)
-        wait(self.registry.loop, session.backend.restart())
+        wait(self.registry.loop, session.sandbox.restart())
         session.reset()
         return f"Restarted session {session.name!r} ({session.backend.name}): a fresh interpreter, state cleared."
 
@@ -225,7 +227,7 @@ class SandboxMagics(Magics, OutputOptions):
         self.registry.remove(name)
         if session.comms is not None:
             session.comms.detach()
-        wait(self.registry.loop, session.backend.shutdown())
+        wait(self.registry.loop, session.sandbox.shutdown())
         return f"Stopped session {name!r} ({session.backend.name})."
 
     def _cmd_restart(self, args: list[str]) -> None:
@@ -249,8 +251,7 @@ class SandboxMagics(Magics, OutputOptions):
         if not local.is_file():
             raise usage(f"no such file on the host: {paths[0]} (in {os.getcwd()})", LINE_USAGE)
         session = self._open(found.get("name", "default"))
-        session.backend.require("files", "file upload")
-        wait(self.registry.loop, session.backend.upload(local, remote))
+        wait(self.registry.loop, session.sandbox.upload(local, remote))
         print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
 
     def _cmd_push(self, args: list[str]) -> None:
@@ -283,9 +284,8 @@ class SandboxMagics(Magics, OutputOptions):
         local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
         if not local.parent.is_dir():
             raise usage(f"no such directory on the host: {local.parent}", LINE_USAGE)
-        session.backend.require("files", "file download")
         try:
-            wait(self.registry.loop, session.backend.download(paths[0], local))
+            wait(self.registry.loop, session.sandbox.download(paths[0], local))
         except FileNotFoundError:
             raise usage(f"no such file in session {session.name!r}: {paths[0]}", LINE_USAGE) from None
         print(f"Downloaded {paths[0]} from session {session.name!r} to {local}.")

@@ -21,13 +21,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox_kernel.backends.base import Backend, request_msg_id
-from sandbox_kernel.core.errors import SandboxError
+from sandbox_kernel.core.errors import SandboxError, StillRunning
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.runtime import sigint
 from sandbox_kernel.runtime.sigint import on_sigint
 
-from ...core.errors import StillRunning
 from .comms import host_parent
 from .display import CellOutputs, SandboxResult, infrastructure_error, show
 from .session import LoopThread, Session
@@ -153,6 +151,7 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
 
     The events pass the session's cell pipeline (``policy``, default the session's; budget
     ``max_output_bytes``) on the loop thread, then a queue to this thread, which shows them.
+    The sandbox's request gets the host cell's msg_id (an ``Output`` widget captures by it).
 
     Returns:
         The cell's last expression as a :class:`SandboxResult`, or None.
@@ -161,14 +160,8 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
         SandboxCellError: the sandboxed code raised (its traceback is the sandbox's), or the
             sandbox failed (dead, timed out: a one-line message).
     """
-    backend: Backend = session.backend
     inbox: queue.Queue = queue.Queue()
     outputs = CellOutputs(session.comms)
-    cell = session.pipeline.cell(inbox.put, max_output_bytes, policy)  # its sink runs on the loop thread
-    session.pipeline.renew_outside_budget(max_output_bytes)
-    parent = host_parent()
-    if session.comms is not None:
-        session.comms.serving(parent)
 
     async def ask(prompt: str, password: bool) -> str:  # on the loop thread
         answer: concurrent.futures.Future = concurrent.futures.Future()
@@ -176,11 +169,10 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
         return await asyncio.wrap_future(answer)
 
     stdin = ask if host_allows_stdin() else None
-    # the sandbox's request gets the host cell's msg_id: an Output widget captures by it
-    work = cell.run(lambda emit: _as_request(parent.get("header", {}).get("msg_id"),
-                                             backend.execute(code, emit, timeout=timeout, stdin=stdin)))
+    work = session.sandbox.run(code, inbox.put, request=host_parent(), stdin=stdin, timeout=timeout,  # sink: loop thread
+                               max_output_bytes=max_output_bytes, policy=policy)
     try:
-        outcome = wait(loop, work, inbox=inbox, handle=outputs.take, on_interrupt=backend.interrupt,
+        outcome = wait(loop, work, inbox=inbox, handle=outputs.take, on_interrupt=session.sandbox.interrupt,
                        session=session.name)
     except SandboxError as exc:  # the magic stopped waiting (StillRunning)
         raise infrastructure_error(exc) from None
@@ -191,16 +183,6 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
     if failure is not None:
         raise failure
     return outputs.result
-
-
-async def _as_request(msg_id: str | None, coro: Coroutine[Any, Any, Any]) -> Any:
-    """Await ``coro`` (on the loop thread) as the host request ``msg_id``
-    (:data:`~sandbox_kernel.backends.base.request_msg_id`)."""
-    token = request_msg_id.set(msg_id)
-    try:
-        return await coro
-    finally:
-        request_msg_id.reset(token)
 
 
 def _drain(inbox: queue.Queue, outputs: CellOutputs) -> None:

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox_kernel.backends.base import Backend
-from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.runtime.loop_thread import LoopThread, at_exit
 from sandbox_kernel.session.pipeline import OutputPipeline
+from sandbox_kernel.session.session import SandboxSession
 
 SHUTDOWN_TIMEOUT = 10.0
 """Seconds each session may take to shut down when the host process exits."""
@@ -29,42 +29,46 @@ SHUTDOWN_TIMEOUT = 10.0
 
 @dataclass
 class Session:
-    """A named sandbox kept across cells.
+    """A named sandbox session kept across cells.
 
     Attributes:
         name: the session's name (``--name``).
-        backend: its started backend.
-        pipeline: its output path (policy, widget rules, notes said once); by default under the
-            ``sanitize`` policy.
+        sandbox: its :class:`~sandbox_kernel.session.session.SandboxSession` (backend, pipeline).
         started_at: wall-clock time (``time.time()``) the current sandbox started.
         cells: cells run in the current sandbox.
+        comms: its CommRelay (:mod:`.comms`) when widgets reach the host's page.
     """
 
     name: str
-    backend: Backend
-    pipeline: OutputPipeline | None = None
+    sandbox: SandboxSession
     started_at: float = field(default_factory=time.time)
     cells: int = 0
-    comms: Any = None  # its CommRelay (sandbox_kernel.frontdoors.magics.comms) when widgets reach the host's page
-    _sandbox_id: Any = None
+    comms: Any = None
+    _replaced: bool = False
 
     def __post_init__(self) -> None:
-        self._sandbox_id = self.sandbox_id()
-        if self.pipeline is None:
-            self.pipeline = magic_pipeline(OutputPolicy(hint=magic_hint))
+        self.sandbox.on_replaced(self._mark_replaced)
 
-    def sandbox_id(self) -> Any:
-        return self.backend.describe().get("sandbox_id")
+    @property
+    def backend(self) -> Backend:
+        return self.sandbox.backend
+
+    @property
+    def pipeline(self) -> OutputPipeline:
+        return self.sandbox.pipeline
+
+    def _mark_replaced(self) -> None:  # on the loop thread: acted on after the cell, on the main thread
+        self._replaced = True
 
     def reset(self) -> None:
         """The sandbox was replaced (restart): its uptime and cell count start again."""
-        self.started_at, self.cells, self._sandbox_id = time.time(), 0, self.sandbox_id()
+        self.started_at, self.cells, self._replaced = time.time(), 0, False
         if self.comms is not None:  # the old sandbox's widgets are gone: close them in the page
             self.comms.close_all()
 
     def after_cell(self) -> None:
-        """Count a cell; notice when the backend replaced a sandbox that had died."""
-        if self.sandbox_id() != self._sandbox_id:
+        """Count a cell; start counting again when the session replaced a sandbox that had died."""
+        if self._replaced:
             self.reset()
         self.cells += 1
 
@@ -82,18 +86,6 @@ def magic_hint(option: str, value: str) -> str:
 
 COMMS_NOTE = ("[ipywidgets inside %%sandbox need a Jupyter kernel as host (here there is none): widgets are "
               "shown as text]\n")
-
-
-def magic_pipeline(policy: OutputPolicy, backend: Backend | None = None, host_comms: bool = False) -> OutputPipeline:
-    """The output pipeline of a magic session. Comms reach the host's page when the host is a
-    Jupyter kernel (``host_comms``) and ``backend`` carries them; a backend that cannot (e2b)
-    gets the sandbox kernel's one-line note naming it, a host without a kernel :data:`COMMS_NOTE`."""
-    budget = "SandboxMagics.max_output_bytes"
-    if backend is None or not host_comms:
-        return OutputPipeline(policy, comms=False, no_comms_note=COMMS_NOTE, budget_setting=budget)
-    pipeline = OutputPipeline(policy, comms=backend.capabilities.comms, budget_setting=budget)
-    pipeline.backend = backend.name
-    return pipeline
 
 
 class Registry:
@@ -134,7 +126,7 @@ class Registry:
         sessions, self._sessions = list(self._sessions.values()), {}
         if not sessions or self._loop is None:
             return
-        futures = [self._loop.submit(s.backend.shutdown()) for s in sessions]
+        futures = [self._loop.submit(s.sandbox.shutdown()) for s in sessions]
         concurrent.futures.wait(futures, timeout=timeout)
 
 

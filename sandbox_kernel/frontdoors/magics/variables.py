@@ -27,7 +27,7 @@ def push(loop: LoopThread, session: Session, names: list[str], namespace: dict[s
         if name not in namespace:
             raise TransferError(f"{name!r} is not defined on the host.")
     for name in names:
-        wait(loop, transfer.put(session.backend, name, namespace[name], max_bytes=max_bytes, setting=SETTING),
+        wait(loop, session.sandbox.put(name, namespace[name], max_bytes=max_bytes, setting=SETTING),
              session=session.name)
 
 
@@ -40,7 +40,7 @@ def pull(loop: LoopThread, session: Session, names: list[str], namespace: dict[s
     """
     for name in names:
         transfer.check_name(name)
-    values = {name: wait(loop, transfer.get(session.backend, name, max_bytes=max_bytes, setting=SETTING),
+    values = {name: wait(loop, session.sandbox.get(name, max_bytes=max_bytes, setting=SETTING),
                          session=session.name) for name in names}
     namespace.update(values)
 

@@ -1,0 +1,340 @@
+"""``SandboxSession``: one sandbox and everything done with it, under every front door.
+
+The kernel, the ``%%sandbox`` magic, the Python API and the MCP server each own sessions and
+differ only in their wire code and their *sink* (the function that shows an event: IOPub
+messages, IPython's display machinery, an execution result). Everything else is written once,
+here::
+
+    door ─► SandboxSession.run(code, sink, request=...) ─► Cell (pipeline) ─► backend.execute
+         ─► SandboxSession.comm(message, sink)          ─► widget rules    ─► backend.send_comm
+    backend's unsolicited output ─► pipeline.outside_cell ─► the door's outside sink(event, request)
+
+A session makes its backend by name (:func:`~sandbox_kernel.backends.make_backend`, with the
+door's option check), wires the output pipeline from the backend's ``capabilities``, knows
+which frontend request it is serving (:data:`~sandbox_kernel.backends.base.request_msg_id`,
+and the recent requests by msg_id, which parent what the sandbox sends later), and offers
+files, variables and shell commands behind the capability each needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from traitlets.config import Configurable
+
+from ..backends import make_backend
+from ..backends.base import Backend, Capabilities, StdinHandler, request_msg_id
+from ..core.errors import SandboxError
+from ..core.events import Emit, Event, Outcome
+from ..policy import OutputPolicy
+from . import commands, transfer
+from .pipeline import NO_COMMS_NOTE, Cell, OutputPipeline
+from .results import Collector, CommandResult
+
+OutsideSink = Callable[[Event, dict[str, Any] | None], None]
+"""``sink(event, request)``: shows what the sandbox sent outside any cell (policed), with the
+frontend request it belongs to (the one the sandbox names as parent, else the latest), or None."""
+
+RECENT_REQUESTS = 256
+"""Frontend requests remembered by msg_id, to parent what the sandbox sends on their behalf later."""
+
+WIDGET_EVENT = "of this widget event"
+"""Whose output the budget of a comm message's handling speaks of."""
+
+
+def msg_id_of(request: dict[str, Any] | None) -> str | None:
+    """The msg_id in a frontend message's header (the Jupyter messaging spec), or None."""
+    return ((request or {}).get("header") or {}).get("msg_id")
+
+
+class SandboxSession:
+    """One sandbox (a backend by name), its output pipeline, and the operations on it.
+
+    Args:
+        backend: the registered backend's name (``local``, ``docker``, ...).
+        parent: the front door's configurable; its config reaches the backend's traits.
+        policy: the output policy of the session's outputs.
+        options: given the backend's class, checks the option names the door was given (each
+            door words its own error) and returns the traits to make the backend with.
+        output_budget: ``(bytes, setting)``: output one cell may show (0: no limit) and the
+            option that sets it, named by the budget's marker.
+        page_comms: whether the door's page can hold widget views (a kernel or a host kernel:
+            yes; the API: no). Comms pass only when the backend carries them too.
+        no_comms_note: the note said once when widgets cannot work.
+
+    Raises:
+        ConfigError: an unknown backend or option; BadValue: a refused option value.
+        BackendUnavailable: the backend's package is not installed.
+    """
+
+    def __init__(self, backend: str, *, parent: Configurable, policy: OutputPolicy,
+                 options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {},
+                 output_budget: tuple[int, str] = (0, "max_output_bytes"), page_comms: bool = True,
+                 no_comms_note: str = NO_COMMS_NOTE) -> None:
+        self.backend: Backend = make_backend(backend, parent=parent, options=options, output_budget=output_budget)
+        self.max_output_bytes, self.budget_setting = output_budget
+        comms = page_comms and self.backend.capabilities.comms
+        self.pipeline = OutputPipeline(policy, comms=comms, no_comms_note=no_comms_note,
+                                       budget_setting=self.budget_setting)
+        self.pipeline.backend = self.backend.name
+        self._requests: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._outside: OutsideSink | None = None
+        self._replaced: list[Callable[[], None]] = []
+        self.backend.set_comm_handler(self._unsolicited)
+
+    # -- what it is --------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The backend's registry name."""
+        return self.backend.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.backend.capabilities
+
+    @property
+    def started(self) -> bool:
+        return self.backend.started
+
+    def describe(self) -> dict[str, Any]:
+        """The backend's description (``backend``, ``sandbox_id``, ``limits``, ...), JSON-able."""
+        return self.backend.describe()
+
+    def starts_at_launch(self, setting: bool | None) -> bool:
+        """Whether a door that opens now should start the sandbox at once: ``setting`` when
+        given (an option of the door), else as the backend prefers
+        (:attr:`~sandbox_kernel.backends.base.Backend.starts_at_launch`)."""
+        return self.backend.starts_at_launch if setting is None else setting
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the sandbox (idempotent). Raises what :meth:`Backend.start` raises."""
+        await self.backend.start()
+
+    async def shutdown(self) -> None:
+        """Remove the sandbox (idempotent; never raises for one already gone)."""
+        await self.backend.shutdown()
+
+    async def restart(self) -> None:
+        """A fresh interpreter with the same settings; the state is lost."""
+        await self.backend.restart()
+        self._said_replaced()
+
+    async def interrupt(self) -> None:
+        """Interrupt the running cell; the state survives."""
+        await self.backend.interrupt()
+
+    async def usage(self) -> dict[str, int] | None:
+        """The sandbox's resource use (``{"memory_bytes": n}``), or None."""
+        return await self.backend.usage() if self.backend.started else None
+
+    def on_replaced(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` whenever the sandbox is replaced by a fresh one (a restart, or a
+        dead sandbox replaced at the next cell): its widgets and its state are gone."""
+        self._replaced.append(callback)
+
+    def _said_replaced(self) -> None:
+        for callback in self._replaced:
+            callback()
+
+    # -- the request being served --------------------------------------------------------------
+    @contextlib.contextmanager
+    def serving(self, request: dict[str, Any] | None) -> Iterator[None]:
+        """Around the backend calls for the frontend's ``request`` (a Jupyter message): the
+        sandbox's request gets its msg_id (:data:`request_msg_id`: ipywidgets routes echoes and
+        an ``Output`` widget captures by it), and it is remembered as the parent of what the
+        sandbox later sends on its behalf."""
+        msg_id = msg_id_of(request)
+        if msg_id:
+            self._requests[msg_id] = request
+            self._requests.move_to_end(msg_id)
+            while len(self._requests) > RECENT_REQUESTS:
+                self._requests.popitem(last=False)
+        token = request_msg_id.set(msg_id)
+        try:
+            yield
+        finally:
+            request_msg_id.reset(token)
+
+    # -- running code ------------------------------------------------------------------------
+    def cell(self, sink: Emit, *, max_output_bytes: int | None = None, policy: OutputPolicy | None = None,
+             scope: str = "of this cell", say_changes: bool = True) -> Cell:
+        """The pipeline's :class:`Cell` for one execution into ``sink`` (budget: the session's
+        unless given), which also tells the session when the backend replaced the sandbox."""
+        budget = self.max_output_bytes if max_output_bytes is None else max_output_bytes
+        cell = self.pipeline.cell(sink, budget, policy, scope=scope, say_changes=say_changes)
+        cell.on_replaced = self._said_replaced
+        return cell
+
+    async def run(self, code: str, sink: Emit, *, request: dict[str, Any] | None = None,
+                  stdin: StdinHandler | None = None, timeout: float | None = None,
+                  max_output_bytes: int | None = None, policy: OutputPolicy | None = None,
+                  raise_failures: bool = False) -> Outcome:
+        """Run ``code`` in the sandbox (started if needed); its events pass the cell pipeline
+        (policy, widget rules, budget) into ``sink``, live and in order.
+
+        Args:
+            code: the cell's source.
+            sink: shows each event the door may show.
+            request: the frontend's request being served (a Jupyter message), or None.
+            stdin: answers ``input()`` prompts; None: the frontend takes no input.
+            timeout: seconds before the cell is interrupted; None: no limit.
+            max_output_bytes: this cell's budget (default: the session's).
+            policy: this cell's output policy (default: the session's).
+            raise_failures: raise a :class:`SandboxError` again after the pipeline showed it
+                (the API does; the kernel and the magic only show it).
+
+        Returns:
+            The :class:`Outcome`; a failure of the sandbox is ``status="error"`` with a short
+            ``Error`` shown (never a traceback of ours).
+        """
+        self.pipeline.renew_outside_budget(self.max_output_bytes if max_output_bytes is None else max_output_bytes)
+        failures: list[SandboxError] = []
+
+        async def work(emit: Emit) -> Outcome:
+            with self.serving(request):
+                try:
+                    return await self.backend.execute(code, emit, timeout=timeout, stdin=stdin)
+                except SandboxError as exc:
+                    failures.append(exc)
+                    raise
+
+        outcome = await self.cell(sink, max_output_bytes=max_output_bytes, policy=policy).run(work)
+        if failures and raise_failures:
+            failures[0].outcome = outcome
+            raise failures[0]
+        return outcome
+
+    # -- comms (ipywidgets) ------------------------------------------------------------------
+    async def comm(self, msg_type: str, content: dict[str, Any], sink: Emit, *, request: dict[str, Any] | None = None,
+                   metadata: dict[str, Any] | None = None, buffers: list[bytes] | None = None) -> bool:
+        """Send the frontend's ``comm_open``/``comm_msg``/``comm_close`` into the sandbox and show
+        what handling it produced (an ``echo_update``, ``interact``'s output) in ``sink``, under
+        a budget of its own and without the policy's per-cell note (a slider would repeat it).
+
+        Returns:
+            False when nothing was sent: no running sandbox, or one that carries no comms
+            (then no target can take a ``comm_open``: the door answers ``comm_close``).
+        """
+        if not self.backend.started or not self.pipeline.comms:
+            return False
+        self.pipeline.from_frontend(msg_type, content)
+        outputs = self.cell(sink, scope=WIDGET_EVENT, say_changes=False)
+        with self.serving(request):
+            try:
+                await self.backend.send_comm(msg_type, content, metadata, buffers or [], emit=outputs.emit)
+            except SandboxError as exc:
+                self.backend.log.warning("A %s did not reach the sandbox: %s", msg_type, exc)
+            finally:
+                outputs.finish()
+        return True
+
+    async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:
+        """``{comm_id: {"target_name": ...}}`` of the comms open in the sandbox's kernel (empty
+        when it is not running, carries no comms, or fails)."""
+        with contextlib.suppress(SandboxError):
+            if self.backend.started and self.backend.capabilities.comms:
+                return (await self.backend.comm_info(target_name)).get("comms", {})
+        return {}
+
+    # -- output outside any cell -------------------------------------------------------------
+    def set_outside_sink(self, sink: OutsideSink | None) -> None:
+        """Show what the sandbox sends outside any request (a sandbox thread's output, a widget
+        it changes) with ``sink(event, request)``, after the policy and the outside-cell budget."""
+        self._outside = sink
+
+    def _unsolicited(self, event: Event, parent_id: str | None) -> None:
+        sink = self._outside
+        if sink is None:
+            return
+        request = self._requests.get(parent_id) if parent_id else None
+        if request is None and self._requests:
+            request = next(reversed(self._requests.values()))
+        self.pipeline.outside_cell(event, lambda shown: sink(shown, request))
+
+    def set_progress_sink(self, sink: Emit | None) -> None:
+        """Show what the backend reports while it prepares a sandbox (an image build) in ``sink``."""
+        self.backend.set_progress_handler(sink)
+
+    # -- completion and inspection ----------------------------------------------------------
+    async def _answering(self, capability: str) -> Backend | None:
+        """The started backend when it declares ``capability``, else None (also on a failure)."""
+        with contextlib.suppress(SandboxError):
+            if getattr(self.backend.capabilities, capability):
+                await self.backend.start()
+                return self.backend
+        return None
+
+    async def complete(self, code: str, cursor_pos: int) -> dict[str, Any]:
+        """A ``complete_reply``'s content from the sandbox; no matches when it cannot answer."""
+        if (backend := await self._answering("completion")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await backend.complete(code, cursor_pos)
+        return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
+
+    async def inspect(self, code: str, cursor_pos: int, detail_level: int = 0) -> dict[str, Any]:
+        """An ``inspect_reply``'s content from the sandbox, its MIME bundle policed like any
+        output (the tooltip renders it in the page); ``found: False`` when it cannot answer."""
+        if (backend := await self._answering("inspection")) is not None:
+            with contextlib.suppress(SandboxError):
+                reply = await backend.inspect(code, cursor_pos, detail_level)
+                policed = self.pipeline.policy.bundle(reply.get("data") or {}, reply.get("metadata"))
+                return {**reply, "data": policed.data, "metadata": policed.metadata}
+        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+
+    async def is_complete(self, code: str) -> dict[str, Any]:
+        """An ``is_complete_reply``'s content from the sandbox, else IPython's own judgement."""
+        if (backend := await self._answering("completion")) is not None:
+            with contextlib.suppress(SandboxError):
+                return await backend.is_complete(code)
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        status, indent = TransformerManager().check_complete(code)
+        return {"status": status, **({"indent": " " * indent} if indent else {})}
+
+    # -- files, variables, commands ----------------------------------------------------------
+    async def upload(self, local: str | Path, remote: str) -> str:
+        """Copy the host file ``local`` into the sandbox at ``remote`` (relative: its working
+        directory); returns the path inside. Raises FileNotFoundError, NotSupported (no
+        ``capabilities.files``), SandboxError."""
+        self.backend.require("files", "file upload")
+        return await self.backend.upload(local, remote)
+
+    async def download(self, remote: str, local: str | Path) -> Path:
+        """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.
+        Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
+        self.backend.require("files", "file download")
+        return await self.backend.download(remote, local)
+
+    async def put(self, name: str, value: Any, *, max_bytes: int, setting: str) -> int:
+        """Set the sandbox's variable ``name`` to a copy of ``value``, as data only; returns the
+        encoded size in bytes. Raises TransferError (``setting`` named when over ``max_bytes``),
+        NotSupported."""
+        return await transfer.put(self.backend, name, value, max_bytes=max_bytes, setting=setting)
+
+    async def get(self, name: str, *, max_bytes: int, setting: str) -> Any:
+        """A host copy of the sandbox's variable ``name``, built from data only. Raises
+        TransferError, NotSupported."""
+        return await transfer.get(self.backend, name, max_bytes=max_bytes, setting=setting)
+
+    async def run_command(self, command: str, *, timeout: float | None, max_output_bytes: int,
+                          allowlist: Any = None) -> CommandResult:
+        """Run the shell command line ``command`` in the sandbox's working directory.
+
+        Raises:
+            CommandRefused: ``command`` matches none of ``allowlist``
+                (:func:`~sandbox_kernel.session.commands.compile_allowlist`).
+            ExecutionTimeout: it ran past ``timeout`` seconds and was killed.
+            SandboxError: the sandbox failed, or cannot run Python.
+        """
+        commands.check(command, allowlist)
+        collector = Collector()
+        code = commands.runner_code(command, timeout, max_output_bytes)
+        outcome = await self.run(code, collector, timeout=None if timeout is None else timeout + 30,
+                                 max_output_bytes=0, raise_failures=True)
+        error = outcome.error and f"{outcome.error.ename}: {outcome.error.evalue}"
+        return commands.parse(collector.text("stdout"), error or collector.text("stderr"), timeout)
