@@ -14,7 +14,7 @@ import sys
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from .backends import backend_names
+from .backends import backend_names, kernelspec_backends
 from .core.errors import SandboxError
 from .frontdoors.kernel import kernelspec
 
@@ -32,7 +32,7 @@ def _parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
     where.add_argument("--user", action="store_true", help="into the user's Jupyter data directory")
     where.add_argument("--sys-prefix", action="store_true", help="into this Python environment (sys.prefix)")
     where.add_argument("--prefix", help="into PREFIX/share/jupyter/kernels")
-    install.add_argument("--backend", action="append", choices=backend_names(),
+    install.add_argument("--backend", action="append", choices=kernelspec_backends(),
                          help="backend to install a kernelspec for (repeatable; default: all)")
     install.add_argument("options", nargs="*", help="traitlets options for the kernel, after --, "
                          "e.g. -- --DockerBackend.memory_limit=2g")
@@ -75,7 +75,7 @@ def _is_kernel_launch(argv: list[str]) -> bool:
 def _run(args: argparse.Namespace, commands: dict[str, ModuleType]) -> int:
     if args.command == "install":
         prefix = sys.prefix if args.sys_prefix else args.prefix
-        for backend in args.backend or backend_names():
+        for backend in args.backend or kernelspec_backends():
             path = kernelspec.install(backend, user=args.user, prefix=prefix, options=args.options)
             print(f"installed {kernelspec.kernel_name(backend)} in {path}")
     elif args.command == "uninstall":

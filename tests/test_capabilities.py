@@ -21,6 +21,8 @@ DECLARED = {
     # docs/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
     # and comms; sandboxes can be paused and attached to by id.
     "e2b": ["files", "pause", "reattach"],
+    # the test double (backends/scripted): everything its scripts can answer
+    "scripted": [*KERNEL, "files"],
 }
 
 

@@ -25,9 +25,18 @@ GROUP = "sandbox_kernel.backends"
 _EXTRAS = {"docker": "docker", "e2b": "e2b", "gateway": "gateway"}
 
 
+TEST_DOUBLES = frozenset({"scripted"})
+"""Registered backends that run no code (:mod:`.scripted`): no kernelspec is written for them."""
+
+
 def backend_names() -> list[str]:
     """Names of every registered backend, sorted."""
     return sorted({ep.name for ep in entry_points(group=GROUP)})
+
+
+def kernelspec_backends() -> list[str]:
+    """The registered backends a kernelspec is written for by default (all but test doubles)."""
+    return [name for name in backend_names() if name not in TEST_DOUBLES]
 
 
 def get_backend_class(name: str) -> type[Backend]:
@@ -84,4 +93,5 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
     return backend
 
 
-__all__ = ["GROUP", "Backend", "BadValue", "backend_names", "get_backend_class", "make_backend"]
+__all__ = ["GROUP", "TEST_DOUBLES", "Backend", "BadValue", "backend_names", "get_backend_class", "kernelspec_backends",
+           "make_backend"]

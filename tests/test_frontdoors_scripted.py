@@ -1,0 +1,221 @@
+"""The front doors' own logic, in process, on the scripted backend (no engine, no kernel process):
+the kernel's execute_request and comm handling (with ipykernel's in-process DummySocket as its
+IOPub socket), the Python API, the ``%%sandbox`` magic in an in-process IPython shell, and the
+SandboxSession under all of them (request parenting, output outside cells, the replaced-sandbox
+event). The same logic on real backends is covered by test_kernel, test_api and test_magic."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from ipykernel.inprocess.socket import DummySocket
+from jupyter_client.session import Session
+from traitlets.config import Config
+
+from sandbox_kernel import AsyncSandbox, Sandbox
+from sandbox_kernel.backends.scripted import ScriptedBackend, Step, fail, reply
+from sandbox_kernel.core.errors import ExecutionTimeout
+from sandbox_kernel.core.events import Comm, Display, SandboxReplaced, Stream
+from sandbox_kernel.frontdoors.kernel.kernel import SandboxKernel
+from sandbox_kernel.policy import OutputPolicy
+from sandbox_kernel.session.session import SandboxSession
+
+pytestmark = pytest.mark.unit
+
+HOSTILE_HTML = '<b onclick="fetch(1)">2</b><img src="http://127.0.0.1:9/x">'
+SCRIPT = {
+    "1+1": reply(Display({"text/plain": "2", "text/html": HOSTILE_HTML}), result=True),
+    "print('hi')": reply(Stream("stdout", "hi\n")),
+    "1/0": fail("ZeroDivisionError", "division by zero"),
+    "sleep": Step(delay=30),
+    "flood": reply(*[Stream("stdout", "x" * 1000) for _ in range(50)]),
+}
+
+
+def iopub(kernel: SandboxKernel) -> list[dict]:
+    """The IOPub messages the kernel published, decoded, in order."""
+    messages = []
+    while not kernel.iopub_socket.queue.empty():
+        parts = [frame.bytes for frame in kernel.iopub_socket.queue.get_nowait()]
+        _, msg = kernel.session.feed_identities(parts)
+        messages.append(kernel.session.deserialize(msg))
+    return messages
+
+
+def make_kernel(**options) -> SandboxKernel:
+    config = Config()
+    config.SandboxKernel.backend = "scripted"
+    config.SandboxKernel.update(options.pop("kernel", {}))
+    config.ScriptedBackend.update({"script": SCRIPT, **options})
+    return SandboxKernel(config=config, session=Session(), iopub_socket=DummySocket(), log=logging.getLogger("test"))
+
+
+def request(msg_type: str, content: dict) -> dict:
+    return Session().msg(msg_type, content)
+
+
+async def test_kernel_execute_polices_the_result_and_says_so_once():
+    kernel = make_kernel()
+    reply_ = await kernel.do_execute("1+1", False)
+    assert reply_ == {"status": "ok", "execution_count": 1, "payload": [], "user_expressions": {}}
+    kinds = [(m["header"]["msg_type"], m["content"]) for m in iopub(kernel)]
+    assert kinds[0][0] == "stream" and "output policy 'sanitize'" in kinds[0][1]["text"]
+    assert kinds[1] == ("execute_result", {"data": {"text/plain": "2", "text/html": "<b>2</b><img>"}, "metadata": {},
+                                           "execution_count": 1})
+
+
+async def test_kernel_error_and_silent_cells():
+    kernel = make_kernel()
+    failed = await kernel.do_execute("1/0", False)
+    assert failed["status"] == "error" and failed["ename"] == "ZeroDivisionError"
+    assert [m["header"]["msg_type"] for m in iopub(kernel)] == ["error"]
+    await kernel.do_execute("print('hi')", True)
+    assert iopub(kernel) == []
+
+
+async def test_kernel_unknown_option_is_one_short_error_every_cell():
+    kernel = make_kernel(kernel={"cell_timeot": 3})
+    for _ in range(2):
+        failed = await kernel.do_execute("1+1", False)
+        assert failed["status"] == "error" and "did you mean --SandboxKernel.cell_timeout" in failed["evalue"]
+        [error] = iopub(kernel)
+        assert error["header"]["msg_type"] == "error" and len(error["content"]["traceback"]) == 1
+
+
+async def test_kernel_budget_cuts_a_flood_with_a_marker():
+    kernel = make_kernel(kernel={"max_output_bytes": 5000})
+    await kernel.do_execute("flood", False)
+    texts = [m["content"]["text"] for m in iopub(kernel)]
+    assert sum(len(t) for t in texts if t.startswith("x")) == 5000
+    assert "output limit of 4.88 KiB reached" in texts[-2] and "raise SandboxKernel.max_output_bytes" in texts[-1]
+
+
+async def test_kernel_comms_reach_the_sandbox_and_answers_are_parented_by_the_page_message():
+    comm_id = "ab" * 16
+
+    def echo(msg_type, content, emit):
+        if msg_type == "comm_msg":
+            emit(Comm("comm_msg", {"comm_id": content["comm_id"], "data": {"method": "update_states", "states": {},
+                                                                   "buffer_paths": []}}))
+
+    kernel = make_kernel(on_comm=echo)
+    opened = request("comm_open", {"comm_id": comm_id, "target_name": "jupyter.widget.control", "data": {}})
+    await kernel._forward_comm(None, [], opened)  # no sandbox yet: no target can take it
+    [closed] = iopub(kernel)
+    assert closed["header"]["msg_type"] == "comm_close" and closed["parent_header"]["msg_id"] == opened["header"]["msg_id"]
+    await kernel.do_execute("print('hi')", False)
+    iopub(kernel)
+    await kernel._forward_comm(None, [], opened)
+    moved = request("comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}})
+    await kernel._forward_comm(None, [], moved)
+    [answer] = iopub(kernel)
+    assert answer["header"]["msg_type"] == "comm_msg" and answer["parent_header"]["msg_id"] == moved["header"]["msg_id"]
+    assert kernel.sandbox.backend.comms_received == [("comm_open", opened["content"]), ("comm_msg", moved["content"])]
+    assert await kernel.sandbox.comm_info() == {comm_id: {"target_name": "jupyter.widget.control"}}
+
+
+async def test_kernel_output_outside_a_cell_is_policed_and_parented_by_the_latest_request():
+    kernel = make_kernel()
+    await kernel.do_execute("print('hi')", False)
+    cell = kernel.get_parent("shell")
+    iopub(kernel)
+    kernel.sandbox.backend.send_unsolicited(Display({"text/html": HOSTILE_HTML}))
+    [shown] = iopub(kernel)
+    assert shown["content"]["data"]["text/html"] == "<b>2</b><img>"
+    assert shown["parent_header"].get("msg_id") == (cell or {}).get("header", {}).get("msg_id")
+
+
+async def test_kernel_inspection_bundle_passes_the_policy():
+    kernel = make_kernel(inspect_with=lambda code, pos: {"text/html": HOSTILE_HTML, "text/plain": "len"})
+    found = await kernel.do_inspect("len", 3)
+    assert found["found"] and found["data"] == {"text/html": "<b>2</b><img>", "text/plain": "len"}
+    completed = await make_kernel(complete_with=lambda code, pos: ["len", "list"]).do_complete("l", 1)
+    assert completed["matches"] == ["len", "list"] and completed["cursor_start"] == 0
+
+
+def test_api_runs_collects_and_raises_like_a_real_sandbox(tmp_path):
+    with Sandbox("scripted", script=SCRIPT, timeout=0.5) as sb:
+        assert sb.run("print('hi')").stdout == "hi\n"
+        assert sb.run("1+1").text == "2"
+        assert sb.run("1/0").error.ename == "ZeroDivisionError"
+        assert sb.run("import os").error.ename == "ScriptError"
+        with pytest.raises(ExecutionTimeout) as caught:
+            sb.run("sleep")
+        assert caught.value.result is not None
+        (tmp_path / "in.txt").write_text("data")
+        sb.upload(tmp_path / "in.txt", "in.txt")
+        assert sb.read_file("in.txt") == b"data"
+        assert sb.describe()["capabilities"] == ["completion", "inspection", "stdin", "comms", "display_updates",
+                                                 "files"]
+
+
+async def test_api_interrupt_ends_a_running_cell_and_the_session_goes_on():
+    async with AsyncSandbox("scripted", script=SCRIPT) as sb:
+        running = asyncio.ensure_future(sb.run("sleep"))
+        await asyncio.sleep(0.1)
+        await sb.interrupt()
+        assert (await running).error.ename == "KeyboardInterrupt"
+        assert (await sb.run("1+1")).text == "2"
+
+
+async def test_session_tells_its_door_when_the_sandbox_was_replaced():
+    def script(code, run):
+        return reply(SandboxReplaced("stderr", "The sandbox had stopped (killed); its state is lost.\n"))
+
+    session = SandboxSession("scripted", parent=None, policy=OutputPolicy(), options=lambda cls: {"script": script})
+    replaced, shown = [], []
+    session.on_replaced(lambda: replaced.append(True))
+    await session.run("x", shown.append)
+    assert replaced == [True] and "state is lost" in shown[0].text
+    await session.restart()
+    assert replaced == [True, True]
+
+
+async def test_session_input_reaches_the_door():
+    async def script(code, run):
+        name = await run.input("name? ")
+        return reply(Stream("stdout", f"hello {name}\n"))
+
+    session = SandboxSession("scripted", parent=None, policy=OutputPolicy(), options=lambda cls: {"script": script})
+    shown = []
+
+    async def stdin(prompt, password):
+        return "ada" if prompt == "name? " else "?"
+
+    await session.run("x", shown.append, stdin=stdin)
+    assert shown == [Stream("stdout", "hello ada\n")]
+
+
+def test_magic_runs_in_an_in_process_shell():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    shell.config.ScriptedBackend.script = SCRIPT
+    shell.run_cell("%load_ext magics")
+    try:
+        with capture_output() as captured:
+            result = shell.run_cell("%%sandbox --backend scripted --name scripted-test\nprint('hi')")
+        assert result.success and captured.stdout == "hi\n"
+        with capture_output():
+            failed = shell.run_cell("%%sandbox --name scripted-test\n1/0")
+        assert not failed.success and type(failed.error_in_exec).__name__ == "ZeroDivisionError"
+    finally:
+        shell.run_cell("%sandbox stop scripted-test")
+
+
+def test_scripted_backend_declares_what_it_does():
+    assert ScriptedBackend.capabilities.names() == ["completion", "inspection", "stdin", "comms", "display_updates",
+                                                    "files"]
+
+
+def test_the_backends_guide_example_runs():
+    """docs/backends.md's testing example runs as it stands."""
+    import re
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "backends.md").read_text()
+    [example] = [block for block in re.findall(r"```python\n(.*?)```", guide, re.S) if "with Sandbox(" in block]
+    exec(compile(example, "docs/backends.md", "exec"), {})
