@@ -25,7 +25,7 @@ from tests.support.hostile import (  # noqa: F401 - collected here
     test_root_is_read_only_tmp_and_workdir_are_writable,
     test_workdir_has_a_size_limit,
 )
-from tests.targets.docker import NOTHING, Recorder, SocketProxy, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, SocketProxy, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 

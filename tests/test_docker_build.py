@@ -20,7 +20,8 @@ from sandbox_kernel.core.errors import ExecutionTimeout, SandboxStartError
 from sandbox_kernel.core.events import Display
 from tests.kernels import kernel, run, stdout
 from tests.support.backends import backends, prepared
-from tests.targets.docker import IMAGE, NOTHING, Recorder, client, held_by  # noqa: F401 (client is a fixture)
+from tests.support.recorder import Recorder
+from tests.targets.docker import IMAGE, NOTHING, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

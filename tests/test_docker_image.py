@@ -15,7 +15,8 @@ from sandbox_kernel.backends.docker.images import RECIPE_LABEL, image_is_current
 from sandbox_kernel.core.errors import BackendUnavailable, SandboxStartError
 from sandbox_kernel.core.events import Display
 from tests.support.backends import backends
-from tests.targets.docker import Recorder, client  # noqa: F401 (client is a fixture)
+from tests.support.recorder import Recorder
+from tests.targets.docker import client  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

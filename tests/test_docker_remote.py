@@ -14,8 +14,8 @@ import pytest
 from tests.kernels import kernel, run
 from tests.support.backends import backends, prepared
 from tests.support.contract import *  # noqa: F403 - the contract's test_* functions are collected here
-from tests.support.contract import Recorder
 from tests.support.hostile import test_memory_bomb_is_reported_as_out_of_memory  # noqa: F401 - collected here
+from tests.support.recorder import Recorder
 from tests.support.widgets import WidgetFrontend, comm_msgs, result
 from tests.targets import REMOTE_NAMES, env_vars, remote_engine
 

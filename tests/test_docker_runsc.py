@@ -12,8 +12,9 @@ import pytest
 from sandbox_kernel.core.errors import SandboxDied
 from tests.support import contract, hostile
 from tests.support.backends import backends, prepared
+from tests.support.recorder import Recorder
 from tests.targets import skip_or_fail
-from tests.targets.docker import NOTHING, Recorder, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 RUNTIME = "runsc"

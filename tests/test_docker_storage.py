@@ -16,7 +16,8 @@ from sandbox_kernel.core.errors import ConfigError, SandboxStartError
 from tests.kernels import kernel, stdout
 from tests.kernels import run as run_in_kernel
 from tests.support.backends import backends
-from tests.targets.docker import NOTHING, Recorder, client, held_by  # noqa: F401 (client is a fixture)
+from tests.support.recorder import Recorder
+from tests.targets.docker import NOTHING, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 

@@ -22,8 +22,8 @@ import pytest
 from sandbox_kernel.core.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
 from sandbox_kernel.core.events import Display, Error, Stream
 from tests.kernels import kernel, kinds, run, stdout
-from tests.support.contract import Recorder
 from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
+from tests.support.recorder import Recorder
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(120)]
 CANARY = "e2b_canary_key_7f3a9c"  # a key the test server accepts; must never show anywhere

@@ -10,8 +10,8 @@ import asyncio
 import pytest
 
 from tests.kernels import kernel, run, stdout
-from tests.support.contract import Recorder
 from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
+from tests.support.recorder import Recorder
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]
 

@@ -21,8 +21,8 @@ import pytest
 from sandbox_kernel.core.errors import ExecutionTimeout, SandboxDied, SandboxError
 from sandbox_kernel.core.events import Display
 from tests.kernels import kernel, run, stdout
-from tests.support.contract import Recorder
 from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
+from tests.support.recorder import Recorder
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]
 REPEAT = 4

@@ -21,7 +21,7 @@ from sandbox_kernel.core.errors import BackendUnavailable, SandboxDied, SandboxS
 from sandbox_kernel.core.events import Display, Stream
 from tests.kernels import kernel, run, stdout
 from tests.support.backends import backends, prepared
-from tests.targets.docker import Recorder
+from tests.support.recorder import Recorder
 from tests.targets.gateway import OPTIONS, SLOW_START_S, KernelGateway, gateway
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(180)]

@@ -18,8 +18,8 @@ from nbclient import NotebookClient
 
 from tests.kernels import kernel, run, stdout
 from tests.support import contract
+from tests.support.recorder import Recorder
 from tests.targets import env_vars, gateway_eg, skip_or_fail
-from tests.targets.docker import Recorder
 
 pytestmark = [pytest.mark.gateway, pytest.mark.docker, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,6 +14,7 @@ from sandbox_kernel.backends.local import LocalBackend
 from sandbox_kernel.core.events import Comm, Display, Error, Stream
 from tests.kernels import kernel, run, stdout
 from tests.support.backends import backends
+from tests.support.recorder import Recorder
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 
@@ -37,14 +38,6 @@ def peak(pid: int | str = "self") -> int:
     """The process's peak resident set size (VmHWM), bytes."""
     line = next(li for li in Path(f"/proc/{pid}/status").read_text().splitlines() if li.startswith("VmHWM:"))
     return int(line.split()[1]) * 1024
-
-
-class Recorder(list):
-    def __call__(self, event):
-        self.append(event)
-
-    def text(self, name="stdout"):
-        return "".join(e.text for e in self if isinstance(e, Stream) and e.name == name)
 
 
 def test_the_bound_follows_the_output_budget_unless_set():

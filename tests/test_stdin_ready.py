@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.backends import backends
-from tests.targets.docker import Recorder
+from tests.support.recorder import Recorder
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 

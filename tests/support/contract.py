@@ -13,23 +13,7 @@ import pytest
 from sandbox_kernel.core.errors import ExecutionTimeout, NotSupported, SandboxDied
 from sandbox_kernel.core.events import ClearOutput, Display, Error, Stream
 from tests.support.capabilities import lacks, shown
-from tests.targets.docker import Recorder as EventRecorder
-
-
-class Recorder(EventRecorder):
-    """An ``emit`` that keeps events with their arrival time (seconds since creation)."""
-
-    def __init__(self):
-        super().__init__()
-        self.start = time.monotonic()
-        self.times = []
-
-    def __call__(self, event):
-        super().__call__(event)
-        self.times.append(time.monotonic() - self.start)
-
-    def of(self, kind):
-        return [e for e in self.events if isinstance(e, kind)]
+from tests.support.recorder import Recorder
 
 
 async def test_start_is_idempotent_and_async_with_works(make_backend):

@@ -11,7 +11,7 @@ import pytest
 from sandbox_kernel.backends.e2b import E2BBackend
 from sandbox_kernel.core.events import Display
 from tests.support.backends import prepared
-from tests.support.contract import Recorder
+from tests.support.recorder import Recorder
 from tests.targets import e2b as target
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sandbox_kernel.core.errors import SandboxDied
-from tests.targets.docker import Recorder
+from tests.support.recorder import Recorder
 
 
 async def run(backend, code, **kwargs):

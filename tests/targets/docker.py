@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.backends.docker import engine
-from sandbox_kernel.core.events import Display, Stream
 
 from . import Prepared, Target
 
@@ -78,22 +77,6 @@ def prepare() -> Iterator[Prepared]:
 
 
 TARGET = Target("docker", unavailable=unavailable, prepare=prepare)
-
-
-class Recorder:
-    """An ``emit`` that keeps the events."""
-
-    def __init__(self):
-        self.events = []
-
-    def __call__(self, event):
-        self.events.append(event)
-
-    def text(self, name="stdout"):
-        return "".join(e.text for e in self.events if isinstance(e, Stream) and e.name == name)
-
-    def result(self):
-        return next(e.data["text/plain"] for e in self.events if isinstance(e, Display) and e.execution_count)
 
 
 def held_by(client, pid: int) -> dict[str, list[str]]:
