@@ -21,7 +21,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/sandbox-kernel install --sys-prefix >/dev/null
-	$(PY) -m pytest tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -p nbval tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

@@ -16,6 +16,7 @@ from jupyter_client.session import Session
 from sandbox_kernel.backends.docker.bridge import HELD_BYTES, READ_SIZE, AttachBridge, _Demux
 from sandbox_kernel.backends.docker.inside import CHANNELS, HELLO, Decoder, encode
 from sandbox_kernel.backends.kernel_client.backend import SandboxKernelClient
+from tests.support.fuzz import examples
 
 pytestmark = pytest.mark.unit
 
@@ -31,7 +32,7 @@ def feed_in_pieces(feed, data: bytes, cuts: list[int]) -> None:
     feed(data[start:])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(records, st.lists(st.integers(0, 10_000), max_size=12))
 def test_records_come_out_as_they_went_in_whatever_the_pieces(sent, cuts):
     got = []
@@ -39,7 +40,7 @@ def test_records_come_out_as_they_went_in_whatever_the_pieces(sent, cuts):
     assert got == [(c, list(f)) for c, f in sent]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.integers(0, 10_000), max_size=12))
 def test_a_frame_over_the_bound_is_skipped_and_reported_and_the_next_record_arrives(cuts):
     got, dropped = [], []

@@ -11,7 +11,7 @@ policy's code. Properties:
 - policing the policy's own output changes nothing (idempotence: the output is canonical);
 - a hostile input is never passed along as it is.
 
-In process and fast (a few seconds): examples are capped with ``max_examples``.
+In process and fast (a few seconds): examples are capped with ``max_examples`` (:func:`tests.support.fuzz.examples`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from hypothesis import strategies as st  # noqa: E402
 
 from sandbox_kernel.policy import OutputPolicy  # noqa: E402
 from tests.policy_oracle import violations  # noqa: E402
+from tests.support.fuzz import examples  # noqa: E402
 
 pytestmark = pytest.mark.unit
 
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-IDEMPOTENCE = settings(FUZZ, max_examples=20)
+FUZZ = settings(max_examples=examples(40), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+IDEMPOTENCE = settings(FUZZ, max_examples=examples(20))
 
 
 def police(data: dict[str, Any], metadata: dict[str, Any] | None = None, mode: str = "sanitize"):

@@ -21,6 +21,7 @@ from sandbox_kernel.core.events import Comm
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.widgets.rules import WidgetRules
 from sandbox_kernel.policy.widgets.types import CLASS_NAME, ICON, is_ref, table
+from tests.support.fuzz import examples
 
 pytestmark = pytest.mark.unit
 
@@ -182,7 +183,7 @@ def _html_math(states):
     return kind, cls, states
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sequences(), st.sampled_from(["sanitize", "isolate"]))
 # Found by CI: under isolate an HTMLMath value goes into a frame, and the oracle once read the
 # frame's own document (srcdoc) as if the page's MathJax typeset it.
@@ -205,7 +206,7 @@ def test_no_hostile_string_reaches_a_rendering_position(sequence, mode):
         check_page(kind, page)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(MODELS), st.data())
 def test_links_set_only_what_views_show_as_text_or_numbers(key, data):
     kind = table()[key]
@@ -229,7 +230,7 @@ def test_links_set_only_what_views_show_as_text_or_numbers(key, data):
         assert "widget link" in note
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sequences(), st.sampled_from(MODELS), st.booleans())
 def test_a_restored_page_holds_only_what_the_entrys_model_may_render(sequence, loaded, disguise):
     """``update_states``: the manager makes each model from the entry's ``model_module``/
@@ -257,7 +258,7 @@ CLASS_VALUES = st.one_of(json_values, st.sampled_from(["@jupyter-widgets/control
                                                        "HTMLModel", "LinkModel", "2.0.0", "HTMLView", "w", "ctl"]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(["comm_open", "comm_msg", "comm_close"]),
                           st.fixed_dictionaries({"comm_id": st.sampled_from(["w", "ctl", "l"]) | json_values,
                                                  "target_name": st.sampled_from(["jupyter.widget"]) | json_values,
