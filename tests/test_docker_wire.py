@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jupyter_client.session import Session
 
-from sandbox_kernel.backends.docker.bridge import HELD_BYTES, READ_SIZE, AttachBridge, _Demux
+from sandbox_kernel.backends.docker.bridge import HELD_BYTES, READ_SIZE, AttachBridge, Demux
 from sandbox_kernel.backends.docker.inside import CHANNELS, HELLO, Decoder, encode
 from sandbox_kernel.backends.kernel_client.backend import SandboxKernelClient
 from tests.support.fuzz import examples
@@ -59,7 +59,7 @@ def test_bytes_that_are_not_the_wire_are_refused():
 def test_the_attach_stream_is_split_into_stdout_and_stderr(pieces, cuts):
     out, err = bytearray(), bytearray()
     data = b"".join(struct.pack(">BxxxI", stream, len(p)) + p for stream, p in pieces)
-    feed_in_pieces(_Demux(out.extend, err.extend).feed, data, cuts)
+    feed_in_pieces(Demux(out.extend, err.extend).feed, data, cuts)
     assert bytes(out) == b"".join(p for s, p in pieces if s == 1)
     assert bytes(err) == b"".join(p for s, p in pieces if s == 2)
 

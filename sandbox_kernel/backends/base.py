@@ -76,6 +76,10 @@ class Capabilities:
     and its class answers ``sandbox-kernel pool``: classmethods ``pool_status(asked) -> [rows]``
     and ``pool_stop(asked) -> [names]``."""
 
+    egress_update: bool = False
+    """The hosts a running sandbox may reach (its ``allow_hosts`` option) can be changed without
+    losing its state, in force within a second: :meth:`Backend.set_allow_hosts`."""
+
     def names(self) -> list[str]:
         """The names of the capabilities this backend has, in declaration order."""
         return [name for name, has in asdict(self).items() if has]
@@ -213,6 +217,21 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
             NotSupported: the backend has no file transfer.
         """
         raise NotSupported(self.name, "file download")
+
+    async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
+        """Replace the hosts the sandbox may reach (``allow_hosts`` entries: names, ``*.domain``,
+        addresses, networks, presets such as ``pypi``). A running sandbox keeps its state and the
+        new list is in force when this returns; one not started yet uses it when it starts.
+
+        Returns:
+            The entries now in force, presets expanded.
+
+        Raises:
+            EgressError: a bad entry, or a running sandbox that was started without any (it has
+                no way out to change: the list applies after a restart, which loses the state).
+            NotSupported: the backend cannot change a running sandbox's hosts (``egress_update``).
+        """
+        raise NotSupported(self.name, "changing the allowed hosts of a running sandbox")
 
     # -- the front door's output budget ----------------------------------------------------
     _output_budget: tuple[int, str] | None = None

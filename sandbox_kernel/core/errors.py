@@ -88,6 +88,12 @@ class MountError(ConfigError, ValueError):
     ValueError: traitlets' validators report a bad value that way.)"""
 
 
+class EgressError(ConfigError, ValueError):
+    """A bad ``allow_hosts``, ``secrets`` or ``pypi_index`` value, a secret that cannot be read, or
+    an egress option a backend cannot enforce; its message says which and what to do. (Also a
+    ValueError: traitlets' validators report a bad value that way.)"""
+
+
 # -- the docker engine --------------------------------------------------------------------------
 class EngineLost(SandboxError):
     """The engine stopped answering while a container was in use."""

@@ -30,18 +30,23 @@ from typing import Any
 
 from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
-from ...core.errors import Refused, SandboxError, SandboxStartError
+from ...core.errors import EgressError, Refused, SandboxError, SandboxStartError
 from ...core.events import Emit, Outcome, Stream
 from ...runtime.paths import within
 from ...runtime.traits import ByteSize, format_bytes
 from .. import pool
 from ..base import StdinHandler
+from ..egress import allow_hosts_trait, pypi_index_trait, secrets_trait
 from ..kernel_client import KernelClientBackend
 from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
 from ..pool import pool_size_trait, pool_ttl_trait
 from . import engine, podman, pooled, workspace
 from .boundary import container_log, engine_errors, image_identity, running_container, stats
 from .bridge import AttachBridge, claim_by_stdin
+from .egress import IMAGE as EGRESS_IMAGE
+from .egress import Egress
+from .egress import settings_of as egress_settings_of
+from .egress.notes import RefusalNotes
 from .image import BuildProgress
 from .images import DEFAULT_TAG
 from .inside import KERNEL_DIR as INSIDE_DIR
@@ -72,7 +77,7 @@ class DockerBackend(KernelClientBackend):
     """A kernel in a hardened container, one per session (see the module docstring)."""
 
     name = "docker"
-    capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True)
+    capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True, egress_update=True)
 
     @classmethod
     def pool_status(cls, asked: bool = False) -> list[dict[str, Any]]:
@@ -131,6 +136,18 @@ class DockerBackend(KernelClientBackend):
                                    "(ipykernel).").tag(config=True)
     pool_size = pool_size_trait()
     pool_ttl = pool_ttl_trait()
+    allow_hosts = allow_hosts_trait()
+    host_secrets = secrets_trait()
+    pypi_index = pypi_index_trait()
+    egress_network = Unicode("bridge", help="The engine network the egress proxy reaches allowed hosts through "
+                                            "(with allow_hosts; the sandbox itself stays on network 'none').").tag(
+        config=True)
+    egress_dns = List(Unicode(), help="DNS servers (addresses) the egress proxy resolves names with; empty: the "
+                                      "engine's default.").tag(config=True)
+    egress_ca = Unicode("", help="A PEM file of CAs the egress proxy trusts, besides the system's, for the hosts "
+                                 "of host_secrets.").tag(config=True)
+    egress_image = Unicode(EGRESS_IMAGE, help="Image of the egress proxy (mitmproxy), built from the packaged "
+                                              "recipe when missing.").tag(config=True)
     transport = Unicode("auto", help="How the host reaches the sandbox's kernel: 'ipc' (ZMQ sockets in a host "
                                      "directory mounted into the container: only for an engine on this machine "
                                      "that shares its filesystem), 'api' (the kernel's channels carried by the "
@@ -196,6 +213,8 @@ class DockerBackend(KernelClientBackend):
         self._bridge_end: asyncio.Future | None = None  # done when its stream ended
         self._attached: Any = None  # the container's attach socket, until the bridge takes it
         self._pooled_name: str | None = None  # the running sandbox's, when taken from the pool
+        self._egress: Egress | None = None  # the running sandbox's proxy (allow_hosts)
+        self._notes = RefusalNotes()
 
     def _uid_gid(self) -> tuple[int, int]:
         return uid_gid(self.user)
@@ -304,10 +323,14 @@ class DockerBackend(KernelClientBackend):
             labels = engine.labels(self.session, self._hostdir)
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = self.workdir_volume or f"{name}-work"
-            spec = container_spec(self, name, self._hostdir, self._volume, labels, engine_here=self._engine_here)
+            proxy = await self._start_egress(client, name, labels)
+            spec = container_spec(self, name, self._hostdir, self._volume, labels, engine_here=self._engine_here,
+                                  egress=self._egress)
             spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
             self._created, self._ready = int(time.time()), False
             warning = await _run_blocking(self._create, client, spec, labels)
+            if proxy is not None:
+                await proxy
             if relayed:
                 self._info = await self._start_bridge()
             self._watch_container(client)
@@ -320,6 +343,16 @@ class DockerBackend(KernelClientBackend):
             raise
         return dict(self._info)
 
+    async def _start_egress(self, client: Any, name: str, labels: dict[str, str]) -> asyncio.Future | None:
+        """With ``allow_hosts``: the proxy's volume, then its container started in a thread while the
+        sandbox's is created (the future of that start); None without."""
+        settings = egress_settings_of(self)
+        if settings is None:
+            return None
+        self._egress = Egress(client, settings, name=name, labels=labels, podman=self._podman, on_event=self._notes)
+        await _run_blocking(self._egress.create_volume)
+        return _run_blocking(self._egress.start_proxy)
+
     def _watch_container(self, client: Any) -> None:
         limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label, self._podman)
         self._watch = ContainerWatch(client, self._container, None if self._transport == "api" else self._info,
@@ -330,7 +363,7 @@ class DockerBackend(KernelClientBackend):
         """Everything that shapes this session's container: its whole specification (the
         per-sandbox names aside), the image's id, the transport and the code the container
         runs (launcher, relay)."""
-        if self.kernel_name:  # another language's kernel: not pooled
+        if self.kernel_name or self.allow_hosts or self.host_secrets:  # another language, or a proxy: not pooled
             return None
         client = await self._engine()
         if not self._run_image:  # the filler: nothing prepared yet
@@ -470,6 +503,12 @@ class DockerBackend(KernelClientBackend):
         if self.started:  # called before every cell
             return
         await super().start()
+        if self._egress is not None:
+            try:
+                await self._egress.ready()
+            except BaseException:
+                await self.shutdown()
+                raise
         self._ready = True
         if self._watch is not None:
             self._watch.pids_file = engine.pids_file(self._watch.container.id)
@@ -493,12 +532,15 @@ class DockerBackend(KernelClientBackend):
         self._ready = False
         watch, self._watch = self._watch, None
         bridge, self._bridge = self._bridge, None
+        egress, self._egress = self._egress, None
         if watch is not None:
             await watch.await_farewell()  # before the host directory (the kernel's ipc sockets) goes
         # The container goes first, running (as with ipc): closing the stream first would have it
         # stop by itself meanwhile, and Podman then ignored the removal of a container stopping.
         if self._docker is not None:
             await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
+            if egress is not None:  # after the sandbox, which mounts its volume
+                await _run_blocking(egress.remove, self._orphans)
         if bridge is not None:  # if the engine could not remove it, the relay stops the kernel
             bridge.close()
         attached, self._attached = self._attached, None
@@ -516,13 +558,28 @@ class DockerBackend(KernelClientBackend):
         if not self.started:  # the first cell builds a missing image and shows the progress
             await self._ensure_image(emit)
         outcome = None
+        self._notes.begin(emit)
         try:
             outcome = await super().execute(code, emit, timeout=timeout, stdin=stdin)
+            if self._egress is not None:  # the cell's refusals, before the cell ends
+                await self._egress.flush()
             return outcome
         finally:
+            self._notes.end()
             if self._watch is not None and self._client is not None and not self.kernel_name:  # the reaper is Python
                 await self._watch.free_process_slots(emit, outcome is None or outcome.status == "error",
                                                      self._run_silently)
+
+    async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
+        self.allow_hosts = list(hosts)  # checked by the trait (TraitError: a bad entry)
+        settings = egress_settings_of(self)
+        entries = settings.entries if settings is not None else []
+        if self._egress is not None:
+            await self._egress.allow(entries)
+        elif self.started:
+            raise EgressError("This sandbox started without allow_hosts, so it has no egress proxy to change: the "
+                              "new list applies when it restarts (which loses its state).")
+        return entries
 
     async def _run_silently(self, code: str) -> dict[str, Any]:
         return await self._call(self._client.execute(code, silent=True, store_history=False))
@@ -586,5 +643,7 @@ class DockerBackend(KernelClientBackend):
         return {**super().describe(), "sandbox_id": self._container.short_id if self._container else None,
                 "image": self._run_image or self.image, "kernel_name": self.kernel_name, "network": self.network,
                 "transport": self._transport or self.transport,
+                "allow_hosts": self._egress.entries if self._egress is not None else list(self.allow_hosts),
+                "host_secrets": [s.split(":", 1)[0] for s in self.host_secrets],
                 "workdir": self.workdir,
                 "limits": {k: v for k, v in limits.items() if v}}

@@ -82,7 +82,7 @@ def claim_by_stdin(attached: Any) -> None:
     raw_socket(attached).sendall(b"\n")
 
 
-class _Demux:
+class Demux:
     """Splits an attach stream into its stdout and stderr pieces."""
 
     def __init__(self, stdout: Callable[[bytes], None], stderr: Callable[[bytes], None]) -> None:
@@ -157,7 +157,7 @@ class AttachBridge:
             self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
                                                                        "launcher": launcher}).encode()]))
         self._decoder = Decoder(self._record, self._dropped, max_frame)
-        self._demux = _Demux(self._decoder.feed, self._stderr)
+        self._demux = Demux(self._decoder.feed, self._stderr)
         self.stderr = bytearray()
         """The last :data:`STDERR_KEEP` bytes of the container's stderr (the kernel's log)."""
         self.hello = asyncio.Event()

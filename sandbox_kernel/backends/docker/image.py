@@ -4,7 +4,8 @@ with progress shown in the cell.
 Only images of the ``sandbox-kernel`` repository (``sandbox-kernel:latest``, ``sandbox-kernel:TAG``)
 are built automatically, from the recipe in :mod:`sandbox_kernel.backends.docker.images`; an image built from an
 older recipe (its ``org.sandbox-kernel.recipe`` label differs) is rebuilt. Any other image must
-be present locally: the backend never pulls.
+be present locally: the backend never pulls. The egress proxy's image (``sandbox-kernel-egress``,
+:data:`EGRESS`) is another :class:`Kind` of image, built the same way from its own recipe.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,40 @@ locally wins; if none is, the engine is asked to pull the first."""
 _build_lock = threading.Lock()
 
 
+def _recipe(name: str) -> Any:
+    from . import images
+
+    return getattr(images, name)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of image the backend builds by itself: the repository its images are named in, the
+    bases tried in turn, the recipe (:class:`.images.build.Recipe`), and how messages name it."""
+
+    repository: str
+    bases: tuple[str, ...]
+    recipe: str
+    """The name of the recipe in :mod:`.images` (imported lazily)."""
+    what: str
+    option: str
+    """The option naming the image (``--DockerBackend.image``)."""
+    build_flag: str = ""
+    """What ``sandbox-kernel image build`` needs to build this kind (``--egress``)."""
+    note: str = field(default="first use; about a minute")
+
+    def is_ours(self, image: str) -> bool:
+        """True for ``REPOSITORY[:TAG]``, which are built from the packaged recipe."""
+        name = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+        return name == self.repository
+
+
+SANDBOX = Kind(REPOSITORY, BASES, "SANDBOX", "sandbox image", "--DockerBackend.image")
+EGRESS = Kind("sandbox-kernel-egress", ("python:3.13-slim-trixie", "sandbox-kernel-base:trixie"), "EGRESS",
+              "egress proxy's image", "--DockerBackend.egress_image", build_flag=" --egress", note="first use with allow_hosts; about 30 s")
+""":mod:`.egress`'s proxy: mitmproxy, which needs Python 3.12 or later (Debian trixie's 3.13)."""
+
+
 def default_wheelhouse() -> Path:
     """Where automatic builds keep the image's wheels: ``$XDG_CACHE_HOME/sandbox-kernel/wheelhouse``."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -37,12 +73,11 @@ def default_wheelhouse() -> Path:
 
 def is_ours(image: str) -> bool:
     """True for images named ``sandbox-kernel[:TAG]``, which are built from the packaged recipe."""
-    name = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
-    return name == REPOSITORY
+    return SANDBOX.is_ours(image)
 
 
-def _base(client: Any, image: str, configured: str) -> str:
-    """The configured base, else the one ``image`` was built from, else the first of :data:`BASES`
+def _base(client: Any, image: str, configured: str, bases: tuple[str, ...] = BASES) -> str:
+    """The configured base, else the one ``image`` was built from, else the first of ``bases``
     present locally."""
     from .images import BASE_LABEL
 
@@ -51,15 +86,15 @@ def _base(client: Any, image: str, configured: str) -> str:
     with contextlib.suppress(Missing), engine_errors(f"inspect the image {image}"):
         if previous := (client.api.inspect_image(image)["Config"].get("Labels") or {}).get(BASE_LABEL):
             return previous
-    for name in BASES:
+    for name in bases:
         with engine_errors(f"inspect the image {name}"):
             if client.api.images(name=name, quiet=True):
                 return name
-    return BASES[0]
+    return bases[0]
 
 
 def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", wheelhouse: str = "",
-                 progress: Callable[[str], None] = lambda line: None) -> None:
+                 progress: Callable[[str], None] = lambda line: None, kind: Kind = SANDBOX) -> None:
     """Make sure ``image`` can be used; build or rebuild a ``sandbox-kernel`` image when it is
     missing or stale and ``auto_build`` is on. Blocking (a build takes about a minute). A missing
     image is built for the engine's architecture, a stale one for its own.
@@ -70,6 +105,7 @@ def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", w
         auto_build: build ``sandbox-kernel`` images when missing or stale.
         base, wheelhouse: build inputs (empty: :data:`BASES`, :func:`default_wheelhouse`).
         progress: called with each build log line, from this thread.
+        kind: which kind of image (:data:`SANDBOX`, :data:`EGRESS`).
 
     Raises:
         BackendUnavailable: a ``sandbox-kernel`` image is missing and ``auto_build`` is off.
@@ -79,34 +115,38 @@ def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", w
     from ...core.errors import ImageBuildError
     from .images import build_image, engine_platform, image_is_current, image_platform
 
+    recipe = _recipe(kind.recipe)
     with engine_errors(f"inspect the image {image}"):
-        current = image_is_current(client, image)
-    if current is None and not is_ours(image):
+        current = image_is_current(client, image, recipe=recipe)
+    if current is None and not kind.is_ours(image):
         raise SandboxStartError(f"The image {image!r} is not present locally (the docker backend never pulls). "
-                                f"Fix: `docker pull {image}` or build it, or leave --DockerBackend.image unset.")
-    if current or not is_ours(image) or (current is False and not auto_build):
+                                f"Fix: `docker pull {image}` or build it, or leave {kind.option} unset.")
+    if current or not kind.is_ours(image) or (current is False and not auto_build):
         return
     if not auto_build:
-        raise BackendUnavailable(f"The sandbox image {image!r} is missing.", fix=f"sandbox-kernel image build --tag {image}")
+        raise BackendUnavailable(f"The {kind.what} {image!r} is missing.",
+                                 fix=f"sandbox-kernel image build{kind.build_flag} --tag {image}")
     with _build_lock:
         with engine_errors(f"inspect the image {image}"):
-            if image_is_current(client, image):  # built meanwhile by another session
+            if image_is_current(client, image, recipe=recipe):  # built meanwhile by another session
                 return
             try:
                 platform = image_platform(client, image) if current is False else engine_platform(client)
             except ImageBuildError as exc:
-                raise SandboxStartError(f"Could not build the sandbox image {image!r}: {exc.message}.") from exc
+                raise SandboxStartError(f"Could not build the {kind.what} {image!r}: {exc.message}.") from exc
             try:
-                build_image(client, base=_base(client, image, base), tag=image, platform=platform,
-                            wheelhouse=Path(wheelhouse) if wheelhouse else default_wheelhouse(), progress=progress)
+                build_image(client, base=_base(client, image, base, kind.bases), tag=image, platform=platform,
+                            wheelhouse=Path(wheelhouse) if wheelhouse else default_wheelhouse(), progress=progress,
+                            recipe=recipe)
             except ImageBuildError as exc:
                 if current is False:  # keep working with the older image
                     progress(f"warning: could not rebuild {image} from the current recipe; using the existing one. "
                              f"{exc.message}")
                     return
                 raise SandboxStartError(
-                    f"Could not build the sandbox image {image!r}: {exc.message}. Fix: build it by hand with "
-                    f"`sandbox-kernel image build --tag {image} [--base IMAGE] [--wheelhouse DIR]` (docs/docker.md)."
+                    f"Could not build the {kind.what} {image!r}: {exc.message}. Fix: build it by hand with "
+                    f"`sandbox-kernel image build{kind.build_flag} --tag {image} [--base IMAGE] [--wheelhouse DIR]` "
+                    "(docs/docker.md)."
                 ) from exc
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from ...core.errors import Missing, SandboxStartError
 from .boundary import engine_errors
 from .engine import OWNER_LABEL, owner
-from .image import BuildProgress, _build_lock, default_wheelhouse, ensure_image, is_ours
+from .image import EGRESS, BuildProgress, _build_lock, default_wheelhouse, ensure_image, is_ours
 from .spec import KERNEL_DIR
 
 JUPYTER_DIRS = ("/usr/local/share/jupyter", "/usr/share/jupyter", "/opt/conda/share/jupyter")
@@ -97,6 +97,10 @@ def prepare_image(client: Any, backend: Any, progress: Callable[[str], None]) ->
             with engine_errors(f"inspect the image {image}"), _build_lock:
                 image = build_packages_image(client, image, list(backend.packages), wheelhouse=wheelhouse,
                                              progress=progress)
+        if backend.allow_hosts or backend.host_secrets:
+            _titled(progress, f"the egress proxy's image {backend.egress_image}", EGRESS.note)
+            ensure_image(client, backend.egress_image, auto_build=backend.auto_build,
+                         wheelhouse=backend.build_wheelhouse, progress=progress, kind=EGRESS)
     except RequirementNotFound as exc:
         raise SandboxStartError(f"Could not add the packages to the sandbox image: {exc.message}.") from exc
     except ImageBuildError as exc:

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import ConfigError, MountError
+from ..egress.options import packages_environment
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV
 from ..kernel_client.launcher import IOPUB_APP
 from .boundary import load_docker
+from .egress.forwarder import PRELUDE
 from .inside import BOOTSTRAP
 from .inside import KERNEL_DIR as INSIDE_DIR
 from .mounts import check_access, parse_gpus, parse_mounts
@@ -49,6 +51,7 @@ import sys
 
 if sys.path and sys.path[0] in ("", "{KERNEL_DIR}", "{INSIDE_DIR}"):
     del sys.path[0]
+""" + PRELUDE + f"""
 try:
     from ipykernel.iostream import OutStream
 
@@ -206,17 +209,21 @@ def launcher_argv(directory: str, connection_file: str) -> list[str]:
 
 
 def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, labels: dict[str, str],
-                   engine_here: bool = True) -> dict[str, Any]:
+                   engine_here: bool = True, egress: Any = None) -> dict[str, Any]:
     """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options:
     for the ``ipc`` transport with ``hostdir`` mounted at :data:`KERNEL_DIR`; for the ``api``
     transport (``hostdir`` None) running the relay with its standard input open for the attach.
+    With ``egress`` (:class:`.egress.Egress`), the proxy's volume and variables; the network stays
+    ``backend.network`` (``none``).
 
     Raises:
         ConfigError: a bad ``mounts`` entry.
     """
     docker = load_docker()
     uid, gid = uid_gid(backend.user)
-    env = {var: os.environ[var] for var in backend.env_vars if var in os.environ}
+    env = {var: os.environ[var] for var in backend.env_vars if var in os.environ} | packages_environment()
+    if egress is not None:
+        env |= egress.sandbox_environment()
     if hostdir is None:
         # detach=False: docker-py then sets StdinOnce, so the engine closes the relay's stdin when
         # the attach ends (this process stopped, or lost the engine), and the relay stops the kernel
@@ -233,7 +240,8 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
         tmpfs={"/tmp": "mode=1777" + (f",size={backend.tmp_size}" if backend.tmp_size else "")},
         mounts=[*kernel_mounts,
                 docker.types.Mount(backend.workdir, volume, type="volume", no_copy=True),
-                *host_mounts(backend, uid, gid, engine_here)],
+                *host_mounts(backend, uid, gid, engine_here),
+                *([egress.sandbox_mount()] if egress is not None else [])],
         cap_drop=list(backend.cap_drop), security_opt=["no-new-privileges"] if backend.no_new_privileges else [],
         log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
     )

@@ -2,10 +2,12 @@
 
     python -m sandbox_kernel.backends.docker.images download --wheelhouse DIR [--platform P]
     python -m sandbox_kernel.backends.docker.images build [--base IMAGE] [--tag TAG] [--wheelhouse DIR] [--if-needed]
-                                                          [--platform P]
+                                                          [--platform P] [--egress]
     python -m sandbox_kernel.backends.docker.images check IMAGE
 
 P is linux/amd64 or linux/arm64; default: the engine's architecture (download: this machine's).
+``--egress`` builds the egress proxy's image (``allow_hosts``; default tag sandbox-kernel-egress:latest,
+base python:3.13-slim-trixie) instead of the sandbox image.
 
 Exit status: 0 on success, 1 when the build or the check fails, 2 on usage errors.
 """
@@ -22,7 +24,11 @@ from ....core.errors import ImageBuildError, SandboxError
 from .build import (
     DEFAULT_BASE,
     DEFAULT_TAG,
+    EGRESS,
+    EGRESS_BASE,
+    EGRESS_TAG,
     PLATFORMS,
+    SANDBOX,
     build_image,
     download_wheelhouse,
     engine_platform,
@@ -52,9 +58,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     download.add_argument("--wheelhouse", type=Path, required=True)
     download.add_argument("--requirements", type=Path)
     download.add_argument("--platform", help=f"{_PLATFORM_HELP} (default: this machine's)")
+    download.add_argument("--egress", action="store_true", help="the egress proxy's wheels (CPython 3.13)")
     build = commands.add_parser("build", help="build the default sandbox image")
-    build.add_argument("--base", default=DEFAULT_BASE, help=f"base image (default {DEFAULT_BASE})")
-    build.add_argument("--tag", default=DEFAULT_TAG, help=f"image name (default {DEFAULT_TAG})")
+    build.add_argument("--base", help=f"base image (default {DEFAULT_BASE}; --egress: {EGRESS_BASE})")
+    build.add_argument("--tag", help=f"image name (default {DEFAULT_TAG}; --egress: {EGRESS_TAG})")
+    build.add_argument("--egress", action="store_true", help="build the egress proxy's image (allow_hosts)")
     build.add_argument("--wheelhouse", type=Path,
                        help="wheel directory, completed if needed (default: a temporary one)")
     build.add_argument("--requirements", type=Path)
@@ -75,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.image_command == "download":
             platform = platform_of(args.platform or host.machine())
-            download_wheelhouse(args.wheelhouse, args.requirements, platform=platform)
+            download_wheelhouse(args.wheelhouse, args.requirements, platform=platform,
+                                recipe=EGRESS if args.egress else SANDBOX)
             print(f"wheelhouse complete for {platform}: {args.wheelhouse}")
             return 0
         from ..engine import connect
@@ -86,16 +95,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.image}: ipykernel {'found' if ok else 'missing'}")
             return 0 if ok else 1
         platform = platform_of(args.platform) if args.platform else engine_platform(client)
-        if (args.if_needed and image_is_current(client, args.tag, args.requirements)
-                and image_platform(client, args.tag) == platform):
-            print(f"{args.tag} is up to date with the recipe: not rebuilt")
+        recipe = EGRESS if args.egress else SANDBOX
+        tag = args.tag or (EGRESS_TAG if args.egress else DEFAULT_TAG)
+        base = args.base or (EGRESS_BASE if args.egress else DEFAULT_BASE)
+        if (args.if_needed and image_is_current(client, tag, args.requirements, recipe)
+                and image_platform(client, tag) == platform):
+            print(f"{tag} is up to date with the recipe: not rebuilt")
             return 0
         started = time.monotonic()
-        image_id = build_image(client, base=args.base, tag=args.tag, wheelhouse=args.wheelhouse,
+        image_id = build_image(client, base=base, tag=tag, wheelhouse=args.wheelhouse,
                                requirements=args.requirements, platform=platform,
-                               progress=lambda line: print(line, flush=True))
+                               progress=lambda line: print(line, flush=True), recipe=recipe)
         size = client.api.inspect_image(image_id)["Size"]
-        print(f"built {args.tag} for {platform} ({image_id[:19]}, {size / 1e6:.0f} MB) "
+        print(f"built {tag} for {platform} ({image_id[:19]}, {size / 1e6:.0f} MB) "
               f"in {time.monotonic() - started:.0f} s")
         return 0
     except (ImageBuildError, SandboxError) as exc:  # SandboxError: connect's BackendUnavailable, with its fix

@@ -27,7 +27,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from ....core.errors import ImageBuildError, Refused
 from ..boundary import engine_errors, local_image, remove_image_if_unused, wait_exited
@@ -37,6 +37,29 @@ if TYPE_CHECKING:
 
 DOCKERFILE = resources.files(__package__) / "Dockerfile"
 REQUIREMENTS = resources.files(__package__) / "requirements.txt"
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """What an image is built from: its Dockerfile, its requirements (wheels downloaded on the
+    host) and the CPython version of its base (``X.Y``), which the wheels are chosen for."""
+
+    dockerfile: Any
+    requirements: Any
+    python: str = "3.11"
+
+    @property
+    def abi(self) -> str:
+        return "cp" + self.python.replace(".", "")
+
+
+SANDBOX = Recipe(DOCKERFILE, REQUIREMENTS)
+"""The default sandbox image's recipe (Debian bookworm's Python 3.11)."""
+EGRESS_TAG = "sandbox-kernel-egress:latest"
+EGRESS_BASE = "python:3.13-slim-trixie"
+EGRESS = Recipe(resources.files(__package__) / "egress.Dockerfile",
+                resources.files(__package__) / "egress-requirements.txt", python="3.13")
+"""The docker backend's egress proxy (mitmproxy, which needs Python 3.12 or later: Debian trixie's 3.13)."""
 DEFAULT_BASE = "python:3.11-slim-bookworm"
 DEFAULT_TAG = "sandbox-kernel:latest"
 LOG_TAIL_LINES = 20
@@ -136,19 +159,20 @@ def image_platform(client: docker.DockerClient, image: str) -> Platform:
         raise ImageBuildError(_unsupported(f"and the image {image} is for {architecture}")) from None
 
 
-def wheelhouse_for(wheelhouse: Path, platform: Platform) -> Path:
+def wheelhouse_for(wheelhouse: Path, platform: Platform, recipe: Recipe = SANDBOX) -> Path:
     """The folder of ``wheelhouse`` that holds ``platform``'s wheels: ``WHEELHOUSE/x86_64``,
-    ``WHEELHOUSE/aarch64``, so builds for two architectures never mix their wheels."""
-    return Path(wheelhouse) / platform.machine
+    ``WHEELHOUSE/aarch64``, so builds for two architectures never mix their wheels (for another
+    Python than 3.11: ``WHEELHOUSE/x86_64-cp313``)."""
+    return Path(wheelhouse) / (platform.machine + ("" if recipe.python == SANDBOX.python else f"-{recipe.abi}"))
 
 
-def _target(platform: Platform) -> list[str]:
+def _target(platform: Platform, recipe: Recipe) -> list[str]:
     """pip's arguments that select wheels for the image's Python on ``platform``."""
-    return ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
-            "--abi", "cp311"] + [arg for tag in platform.pip_platforms for arg in ("--platform", tag)]
+    return ["--only-binary=:all:", "--python-version", recipe.python, "--implementation", "cp",
+            "--abi", recipe.abi] + [arg for tag in platform.pip_platforms for arg in ("--platform", tag)]
 
 
-def recipe_digest(requirements: Path | None = None) -> str:
+def recipe_digest(requirements: Path | None = None, recipe: Recipe = SANDBOX) -> str:
     """A short hash of the image recipe (the Dockerfile and the requirements): images built
     by :func:`build_image` carry it as the :data:`RECIPE_LABEL` label, so an image built from
     an older recipe can be told apart and rebuilt.
@@ -159,9 +183,9 @@ def recipe_digest(requirements: Path | None = None) -> str:
     Returns:
         16 hex digits.
     """
-    digest = hashlib.sha256(DOCKERFILE.read_bytes())
+    digest = hashlib.sha256(recipe.dockerfile.read_bytes())
     digest.update(b"\0")
-    digest.update(Path(requirements).read_bytes() if requirements else REQUIREMENTS.read_bytes())
+    digest.update(Path(requirements).read_bytes() if requirements else recipe.requirements.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -169,7 +193,7 @@ def _pip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
 
 
-def wheelhouse_is_complete(wheelhouse: Path, requirements: Path | None = None, *, platform: Platform) -> bool:
+def wheelhouse_is_complete(wheelhouse: Path, requirements: Path | None = None, *, platform: Platform, recipe: Recipe = SANDBOX) -> bool:
     """Tell whether ``wheelhouse`` alone satisfies ``requirements`` for the image's Python.
 
     Resolves offline with ``pip install --dry-run --no-index`` for CPython 3.11 on ``platform``'s
@@ -183,17 +207,17 @@ def wheelhouse_is_complete(wheelhouse: Path, requirements: Path | None = None, *
     Returns:
         True when every requirement and dependency has a wheel there.
     """
-    folder = wheelhouse_for(wheelhouse, platform)
+    folder = wheelhouse_for(wheelhouse, platform, recipe)
     if not folder.is_dir():
         return False
-    with resources.as_file(REQUIREMENTS) as default, tempfile.TemporaryDirectory() as target:
+    with resources.as_file(recipe.requirements) as default, tempfile.TemporaryDirectory() as target:
         result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index",
-                      "--find-links", str(folder), "--target", target, *_target(platform),
+                      "--find-links", str(folder), "--target", target, *_target(platform, recipe),
                       "-r", str(requirements or default))
     return result.returncode == 0
 
 
-def needed_wheels(wheelhouse: Path, requirements: Path | None = None, *, platform: Platform) -> list[Path]:
+def needed_wheels(wheelhouse: Path, requirements: Path | None = None, *, platform: Platform, recipe: Recipe = SANDBOX) -> list[Path]:
     """The wheels of ``wheelhouse`` (its ``platform`` folder) that ``requirements`` and their
     dependencies need for the image's Python (CPython 3.11 on ``platform``'s manylinux): pip
     resolves offline (``install --dry-run --no-index --report``), so a wheelhouse shared by
@@ -202,10 +226,10 @@ def needed_wheels(wheelhouse: Path, requirements: Path | None = None, *, platfor
     Raises:
         ImageBuildError: the wheelhouse does not satisfy ``requirements`` (pip's output as log tail).
     """
-    folder = wheelhouse_for(wheelhouse, platform)
-    with resources.as_file(REQUIREMENTS) as default, tempfile.TemporaryDirectory() as target:
+    folder = wheelhouse_for(wheelhouse, platform, recipe)
+    with resources.as_file(recipe.requirements) as default, tempfile.TemporaryDirectory() as target:
         result = _pip("install", "--isolated", "--dry-run", "--quiet", "--no-index", "--find-links", str(folder),
-                      "--target", target, *_target(platform), "--report", "-", "-r", str(requirements or default))
+                      "--target", target, *_target(platform, recipe), "--report", "-", "-r", str(requirements or default))
     if result.returncode != 0:
         raise ImageBuildError(f"the wheelhouse {folder} does not satisfy the requirements",
                               result.stderr.splitlines()[-LOG_TAIL_LINES:])
@@ -213,7 +237,7 @@ def needed_wheels(wheelhouse: Path, requirements: Path | None = None, *, platfor
     return [Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)) for url in urls]
 
 
-def download_wheelhouse(dest: Path, requirements: Path | None = None, *, platform: Platform) -> Path:
+def download_wheelhouse(dest: Path, requirements: Path | None = None, *, platform: Platform, recipe: Recipe = SANDBOX) -> Path:
     """Download the wheels of the image's Python packages into ``dest``'s ``platform`` folder
     (:func:`wheelhouse_for`), unless already there.
 
@@ -234,13 +258,13 @@ def download_wheelhouse(dest: Path, requirements: Path | None = None, *, platfor
         ImageBuildError: pip could not download a wheel for some requirement; the log tail is
             pip's output.
     """
-    folder = wheelhouse_for(dest, platform)
+    folder = wheelhouse_for(dest, platform, recipe)
     folder.mkdir(parents=True, exist_ok=True)
-    if wheelhouse_is_complete(dest, requirements, platform=platform):
+    if wheelhouse_is_complete(dest, requirements, platform=platform, recipe=recipe):
         return dest
-    with resources.as_file(REQUIREMENTS) as default:
+    with resources.as_file(recipe.requirements) as default:
         result = _pip("download", "--quiet", "--disable-pip-version-check", "--dest", str(folder),
-                      *_target(platform), "-r", str(requirements or default))
+                      *_target(platform, recipe), "-r", str(requirements or default))
     if result.returncode != 0:
         lines = (result.stdout + result.stderr).splitlines()
         raise ImageBuildError(
@@ -251,17 +275,18 @@ def download_wheelhouse(dest: Path, requirements: Path | None = None, *, platfor
     return dest
 
 
-def _build_context(wheelhouse: Path, requirements: Path | None, platform: Platform) -> IO[bytes]:
+def _build_context(wheelhouse: Path, requirements: Path | None, platform: Platform, recipe: Recipe) -> IO[bytes]:
     """Write the build context (Dockerfile, requirements.txt, wheels/) to a temporary tar."""
     context = tempfile.TemporaryFile()
     with tarfile.open(fileobj=context, mode="w") as tar:
-        tar.add(str(DOCKERFILE), arcname="Dockerfile")
-        with resources.as_file(REQUIREMENTS) as default:
+        with resources.as_file(recipe.dockerfile) as dockerfile:
+            tar.add(str(dockerfile), arcname="Dockerfile")
+        with resources.as_file(recipe.requirements) as default:
             tar.add(str(requirements or default), arcname="requirements.txt")
         wheels_dir = tarfile.TarInfo("wheels")
         wheels_dir.type, wheels_dir.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(wheels_dir)
-        for wheel in sorted(needed_wheels(wheelhouse, requirements, platform=platform)):
+        for wheel in sorted(needed_wheels(wheelhouse, requirements, platform=platform, recipe=recipe)):
             tar.add(str(wheel), arcname=f"wheels/{wheel.name}")
     context.seek(0)
     return context
@@ -276,6 +301,7 @@ def build_image(
     requirements: Path | None = None,
     progress: Callable[[str], None] | None = None,
     platform: Platform | None = None,
+    recipe: Recipe = SANDBOX,
 ) -> str:
     """Build the default sandbox image (``Dockerfile`` in this package) and tag it.
 
@@ -296,6 +322,7 @@ def build_image(
         requirements: A requirements file; default: the image's ``requirements.txt``.
         progress: Called with each build log line (without the newline) as the engine sends it.
         platform: The image's architecture; None: the engine's (:func:`engine_platform`).
+        recipe: What to build (:data:`SANDBOX`, or the egress proxy's).
 
     Returns:
         The image id (``sha256:...``). The image ``tag`` named before, if any, is removed when
@@ -314,11 +341,11 @@ def build_image(
                               "architecture (make-base-image.sh TAG '' ARCH makes one from Debian packages)")
     previous = (local_image(client, tag) or {}).get("Id")
     with tempfile.TemporaryDirectory() as scratch:
-        wheels = download_wheelhouse(wheelhouse or Path(scratch), requirements, platform=platform)
+        wheels = download_wheelhouse(wheelhouse or Path(scratch), requirements, platform=platform, recipe=recipe)
         try:
-            with _build_context(wheels, requirements, platform) as context:
+            with _build_context(wheels, requirements, platform, recipe) as context:
                 image_id = run_build(client, context, tag, buildargs={"BASE": base}, progress=progress,
-                                     labels={RECIPE_LABEL: recipe_digest(requirements), BASE_LABEL: base},
+                                     labels={RECIPE_LABEL: recipe_digest(requirements, recipe), BASE_LABEL: base},
                                      platform=platform)
         except ImageBuildError as exc:
             if exc.engine_error is None:
@@ -397,7 +424,7 @@ def _emit(line: str, tail: collections.deque[str], progress: Callable[[str], Non
 
 
 def image_is_current(client: docker.DockerClient, tag: str = DEFAULT_TAG,
-                     requirements: Path | None = None) -> bool | None:
+                     requirements: Path | None = None, recipe: Recipe = SANDBOX) -> bool | None:
     """Tell whether ``tag`` was built from this package's recipe (its :data:`RECIPE_LABEL`
     equals :func:`recipe_digest`).
 
@@ -411,7 +438,7 @@ def image_is_current(client: docker.DockerClient, tag: str = DEFAULT_TAG,
     inspected = local_image(client, tag)
     if inspected is None:
         return None
-    return (inspected["Config"].get("Labels") or {}).get(RECIPE_LABEL) == recipe_digest(requirements)
+    return (inspected["Config"].get("Labels") or {}).get(RECIPE_LABEL) == recipe_digest(requirements, recipe)
 
 
 def image_has_ipykernel(client: docker.DockerClient, image: str, timeout: float = 60.0) -> bool:

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Build a Debian bookworm base image with Python 3.11 from Debian packages alone: no registry.
+# Build a Debian base image from Debian packages alone (bookworm, Python 3.11, by default): no registry.
 #
-#   usage: make-base-image.sh [TAG [MIRROR [ARCH]]]   (root; needs debootstrap and a running engine)
+#   usage: make-base-image.sh [TAG [MIRROR [ARCH [SUITE]]]]   (root; needs debootstrap and a running engine)
 #
-# TAG defaults to sandbox-kernel-base:bookworm; MIRROR defaults to the Debian archive named in
+# TAG defaults to sandbox-kernel-base:SUITE; MIRROR defaults to the Debian archive named in
 # this machine's apt sources; ARCH (a Debian architecture: amd64, arm64) defaults to this
-# machine's. Another ARCH needs its binaries runnable here: qemu-user-static with binfmt_misc
+# machine's; SUITE defaults to bookworm (trixie, whose python3 is 3.13, is the base of the
+# egress proxy's image: mitmproxy needs Python 3.12 or later). Another ARCH needs its binaries runnable here: qemu-user-static with binfmt_misc
 # (see .ci/arm64-setup.sh); the image is recorded as linux/ARCH. Sourcing this file only defines
 # apt_mirror, build_base_image and load_rootfs.
-# bookworm is fixed on purpose: its python3 is 3.11, the version the wheelhouse is built for.
+# bookworm is the default on purpose: its python3 is 3.11, the version the sandbox's wheelhouse is
+# built for.
 
 # Print the first Debian mirror URL serving SUITE (default bookworm) in the apt sources, reading
 # both the one-line format (*.list) and deb822 (*.sources); fall back to deb.debian.org.
@@ -38,17 +40,18 @@ apt_mirror() {
     echo "${found:-http://deb.debian.org/debian}"
 }
 
-# debootstrap a minimal bookworm with Python 3.11 and `docker import` it as TAG (~1 min, ~200 MB;
+# debootstrap a minimal SUITE (bookworm: Python 3.11) and `docker import` it as TAG (~1 min, ~200 MB;
 # another architecture under qemu: several minutes).
 build_base_image() (
     set -euo pipefail
-    local tag=${1:-sandbox-kernel-base:bookworm} mirror=${2:-$(apt_mirror bookworm)} rootfs
+    local suite=${4:-bookworm}
+    local tag=${1:-sandbox-kernel-base:$suite} mirror=${2:-$(apt_mirror bookworm)} rootfs
     local arch=${3:-$(dpkg --print-architecture)}
     rootfs=$(mktemp -d /var/tmp/sandbox-kernel-rootfs.XXXXXX)
     trap 'rm -rf "$rootfs"' EXIT
-    echo "debootstrap bookworm ($arch) from $mirror into $rootfs" >&2
+    echo "debootstrap $suite ($arch) from $mirror into $rootfs" >&2
     debootstrap --arch "$arch" --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates \
-        bookworm "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
+        "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
         || { tail -n 20 "$rootfs.log" >&2; echo "debootstrap failed: see $rootfs.log" >&2; exit 1; }
     rm -f "$rootfs.log"
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*

@@ -1,0 +1,327 @@
+"""The docker backend's egress proxy: how a sandbox with ``allow_hosts`` reaches exactly those hosts.
+
+The sandbox keeps ``network_mode=none``: no route, no DNS, no UDP, only ``lo``. Its one way out is
+a unix socket in a small tmpfs volume it mounts read-only, where a proxy container listens: the
+program of :mod:`.proxy` on mitmproxy, in the image :data:`IMAGE` (:mod:`.image`), on an ordinary
+network of the engine (``egress_network``, default ``bridge``). Inside the sandbox, the kernel's
+launcher pipes ``127.0.0.1:3128`` to that socket and ``HTTP(S)_PROXY`` name it
+(:data:`~sandbox_kernel.backends.egress.options.PROXY_PORT`). The proxy resolves names itself,
+decides each connection (``allow_hosts``, TLS server names, ``Host`` headers, resolved addresses:
+:mod:`..egress.rules`), sets the headers of ``secrets`` on requests it terminated TLS for, and
+reports each refusal.
+
+Measured on Docker 20.10 (docs/security.md, "Egress"): an ``internal`` network is no way to do
+this here: its bridge keeps the gateway address, every container on it has a default route
+through it, and a listener of the host on any address answered from it. A network without a
+gateway (macvlan, ipvlan) is refused by this kernel ("operation not supported").
+
+The proxy is the session's: started with the sandbox, attached to this process (its stdin: the
+configuration, then allowlist changes; when this process ends the engine closes it and the proxy
+exits), and removed with it. Its decisions come back as JSON lines on its stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ....core.errors import EgressError, SandboxError, SandboxStartError
+from ...egress import egress_settings
+from ...egress import options as egress_options
+from ..boundary import engine_errors, load_docker
+from ..bridge import Demux, raw_socket
+from ..images.build import EGRESS_TAG
+
+IMAGE = EGRESS_TAG
+PROXY_DIR = "/run/egress"
+"""Where the proxy mounts the volume (read-write): it creates ``proxy.sock`` and ``ca-bundle.pem``."""
+PROXY_UID = 1000
+VOLUME_BYTES = 1024**2
+READY_TIMEOUT = 30.0
+ALLOW_TIMEOUT = 1.0
+"""Seconds an allowlist change may take to be in force (the issue's bound: "within a second")."""
+BOOTSTRAP = r"""
+import json, os, sys, types
+def read(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            sys.exit(0)
+        data += chunk
+    return data
+payload = json.loads(read(int(read(12))))
+for name, source in payload["modules"]:
+    module = sys.modules[name] = types.ModuleType(name)
+    exec(compile(source, name + ".py", "exec"), module.__dict__)
+import asyncio
+asyncio.run(sys.modules["egress_proxy"].main(payload["config"]))
+"""
+"""The proxy container's command (``python -c``): reads a 12-digit length and that many bytes of
+JSON from stdin (the modules' sources and the configuration), then runs the proxy."""
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class EgressSettings:
+    """What the backend's options say about egress (see ``DockerBackend``'s traits)."""
+
+    allow: list[str]
+    secrets: list[egress_options.Secret]
+    index: str
+    network: str = "bridge"
+    dns: list[str] = field(default_factory=list)
+    upstream_ca: str = ""
+    """PEM text of CAs the proxy trusts besides the system's, for hosts it terminates TLS for."""
+    image: str = IMAGE
+
+    @property
+    def entries(self) -> list[str]:
+        """The allowlist the proxy enforces (presets expanded, secret hosts added)."""
+        return egress_options.expand(self.allow, self.secrets, self.index)
+
+
+def _sources() -> list[tuple[str, str]]:
+    rules = resources.files("sandbox_kernel.backends.egress").joinpath("rules.py").read_text()
+    proxy = resources.files(__package__).joinpath("proxy.py").read_text()
+    return [("egress_rules", rules), ("egress_proxy", proxy)]
+
+
+class Egress:
+    """One session's proxy: its volume and container, the stream to it, its events.
+
+    Args:
+        client: docker-py's client of the engine.
+        settings: the session's egress options.
+        name: base name of the container and volume (the sandbox's name and ``-egress``).
+        labels: ownership labels (:func:`..engine.labels`), so leftovers are removed as the
+            sandbox's are.
+        podman: the engine is Podman's API (its tmpfs volumes take ``nr_blocks``).
+        on_event: called on the event loop with each decision the proxy reports
+            (``{"event": "refused", "host", "port", "reason", "allowable"}``).
+    """
+
+    def __init__(self, client: Any, settings: EgressSettings, *, name: str, labels: dict[str, str], podman: bool,
+                 on_event: Callable[[dict[str, Any]], None]) -> None:
+        self.client, self.settings = client, settings
+        self.name, self.volume = f"{name}-egress", f"{name}-egress"
+        self.labels, self.podman, self.on_event = labels, podman, on_event
+        self.container: Any = None
+        self.entries = settings.entries
+        self._loop = asyncio.get_running_loop()
+        self._ready = self._loop.create_future()
+        self._acks: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+        self._stdin: Any = None
+        self._write_lock = threading.Lock()
+        self._removing = False  # its stream's end is then no news
+
+    # -- what the sandbox's container gets -------------------------------------------------------
+    def sandbox_mount(self) -> Any:
+        """The volume, read-only at :data:`~..egress.options.SANDBOX_DIR` in the sandbox."""
+        docker = load_docker()
+        return docker.types.Mount(egress_options.SANDBOX_DIR, self.volume, type="volume", read_only=True)
+
+    def sandbox_environment(self) -> dict[str, str]:
+        return egress_options.sandbox_environment(self.settings.allow, self.settings.secrets, self.settings.index)
+
+    # -- start (blocking parts run in threads) ----------------------------------------------------
+    def create_volume(self) -> None:
+        """The tmpfs volume of the socket and CA bundle, owned by the proxy's uid. Blocking."""
+        from ..spec import volume_options
+
+        with engine_errors("create the egress proxy's volume"):
+            self.client.api.create_volume(self.volume, driver="local", labels=self.labels,
+                                          driver_opts=volume_options(VOLUME_BYTES, PROXY_UID, PROXY_UID,
+                                                                     podman=self.podman))
+
+    def start_proxy(self) -> None:
+        """Create, attach and start the proxy container, send it its program and configuration,
+        and read its events. Two attaches, made before it starts (nothing is missed): stdin, which
+        only this process writes, and stdout, which only a thread reads (a TLS stream is never
+        used by two threads). Blocking.
+
+        Raises:
+            EgressError: a secret cannot be read.
+            SandboxError: the engine refused (no such image: the message says how to build it).
+        """
+        payload = json.dumps({"modules": _sources(), "config": self._config()}).encode()
+        with engine_errors(f"start the egress proxy from {self.settings.image}"):
+            self.container = self.client.containers.create(**proxy_spec(self.settings, self.name, self.volume,
+                                                                         self.labels))
+            self._stdin = self.client.api.attach_socket(self.container.id, params={"stdin": 1, "stream": 1})
+            stdout = self.client.api.attach_socket(self.container.id, params={"stdout": 1, "stream": 1})
+            self.container.start()
+        self._write(b"%012d" % len(payload) + payload)
+        threading.Thread(target=self._follow, args=(stdout,), name=f"{self.name}-events", daemon=True).start()
+
+    def _config(self) -> dict[str, Any]:
+        secrets: dict[str, list[list[str]]] = {}
+        for secret in self.settings.secrets:
+            host = secret.host.rsplit(":", 1)[0] if secret.host.count(":") == 1 else secret.host
+            secrets.setdefault(host, []).append([secret.header, secret.value()])
+        return {"allow": self.entries, "secrets": secrets, "upstream_ca": self.settings.upstream_ca or None,
+                "directory": PROXY_DIR}
+
+    def _write(self, data: bytes) -> None:
+        with self._write_lock:
+            raw_socket(self._stdin).sendall(data)
+
+    def _follow(self, attached: Any) -> None:
+        """The proxy's stdout, a JSON object a line, each handed to the loop. Ends with the stream
+        (the container stopped or was removed)."""
+        pending = bytearray()
+
+        def lines(data: bytes) -> None:
+            pending.extend(data)
+            *complete, rest = pending.split(b"\n")
+            pending[:] = rest
+            for line in complete:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                self._loop.call_soon_threadsafe(self._dispatch, event)
+
+        demux, raw = Demux(lines, lambda data: None), raw_socket(attached)
+        try:
+            while data := raw.recv(65536):
+                demux.feed(data)
+        except OSError as exc:
+            _log.debug("egress proxy stream ended: %s", exc)
+        finally:
+            with contextlib.suppress(Exception):
+                attached.close()
+        self._loop.call_soon_threadsafe(self._dispatch, {"event": "ended"})
+
+    def _dispatch(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "ready" and not self._ready.done():
+            self._ready.set_result(None)
+        elif kind in ("allowed", "flushed") and (ack := self._acks.pop(event.get("id"), None)) and not ack.done():
+            ack.set_result(None)
+        elif kind == "ended" and not self._ready.done():
+            self._ready.set_exception(SandboxStartError(f"The egress proxy stopped before it was ready: {self._tail()}"))
+        elif kind != "ended" or not self._removing:
+            self.on_event(event)
+
+    def _tail(self) -> str:
+        try:
+            text = self.container.logs(stdout=False, stderr=True, tail=5).decode("utf-8", "replace").strip()
+        except Exception:  # noqa: BLE001 - gone already: no log to show
+            text = ""
+        return text.splitlines()[-1] if text else "no log"
+
+    async def ready(self, timeout: float = READY_TIMEOUT) -> None:
+        """Wait until the proxy listens on its socket (and wrote the CA bundle).
+
+        Raises:
+            SandboxStartError: it stopped first, or was not ready within ``timeout`` seconds."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except asyncio.TimeoutError:
+            raise SandboxStartError(f"The egress proxy was not ready within {timeout:g} s: {self._tail()}") from None
+
+    async def _ask(self, message: dict[str, Any]) -> None:
+        """Send ``message`` with a new ``id`` and wait for the proxy's answer naming it.
+
+        Raises:
+            SandboxError: no answer within :data:`ALLOW_TIMEOUT` seconds (the proxy is gone)."""
+        ident = next(self._ids)
+        ack = self._acks[ident] = self._loop.create_future()
+        line = json.dumps({**message, "id": ident}).encode() + b"\n"
+        try:
+            await self._loop.run_in_executor(None, self._write, line)
+            await asyncio.wait_for(ack, ALLOW_TIMEOUT)
+        except (OSError, asyncio.TimeoutError):
+            self._acks.pop(ident, None)
+            raise SandboxError(f"The egress proxy did not answer within {ALLOW_TIMEOUT:g} s: {self._tail()}") from None
+
+    async def allow(self, entries: list[str]) -> None:
+        """Replace the allowlist the running proxy enforces (``entries`` already expanded);
+        returns once the proxy said it is in force (within :data:`ALLOW_TIMEOUT` seconds).
+
+        Raises:
+            SandboxError: the proxy did not answer in time."""
+        await self._ask({"allow": entries})
+        self.entries = entries
+
+    async def flush(self) -> None:
+        """Return once every decision the proxy made before this call has been handed to
+        ``on_event`` (its events come in order): a cell's refusals are shown in that cell.
+        A proxy that does not answer is logged, not raised."""
+        if self._ready.done() and self._ready.exception() is None:
+            try:
+                await self._ask({"flush": True})
+            except SandboxError as exc:
+                _log.warning("%s", exc)
+
+    def remove(self, orphans: Any) -> None:
+        """Remove the container and the volume (after the sandbox's container, which mounts it);
+        what the engine cannot remove now goes to ``orphans`` (:class:`..orphans.Orphans`). Blocking."""
+        self._removing = True
+        if self._stdin is not None:
+            try:
+                self._stdin.close()
+            except OSError:
+                pass
+        orphans.remove(self.client, self.container and self.container.id, self.volume)
+
+
+def proxy_spec(settings: EgressSettings, name: str, volume: str, labels: dict[str, str]) -> dict[str, Any]:
+    """Keyword arguments of ``client.containers.create`` for the proxy: hardened like a sandbox
+    (read-only root, no capabilities, no new privileges, a non-root uid, limits), on
+    ``settings.network``, its resolvers ``settings.dns`` when given, the volume at :data:`PROXY_DIR`."""
+    docker = load_docker()
+    spec: dict[str, Any] = dict(
+        image=settings.image, name=name, labels=labels, entrypoint=["python", "-c", BOOTSTRAP], command=[],
+        stdin_open=True, detach=False,  # StdinOnce: the engine closes stdin when this process's attach ends
+        network=settings.network or "bridge", read_only=True, init=True, user=f"{PROXY_UID}:{PROXY_UID}",
+        tmpfs={"/tmp": "mode=1777,size=67108864"}, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        mem_limit=256 * 1024**2, memswap_limit=256 * 1024**2, pids_limit=64, nano_cpus=int(1e9),
+        environment={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
+        mounts=[docker.types.Mount(PROXY_DIR, volume, type="volume", no_copy=True)],
+        log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m", "max-file": "2"}),
+    )
+    if settings.dns:
+        spec["dns"] = list(settings.dns)
+    return spec
+
+
+def settings_of(backend: Any) -> EgressSettings | None:
+    """The session's egress settings from a ``DockerBackend``'s options; None without
+    ``allow_hosts`` and ``host_secrets`` (the sandbox then has no network at all).
+
+    Raises:
+        EgressError: options that cannot work together, or an ``egress_ca`` file that cannot be read.
+    """
+    allow, secrets = egress_settings(backend)
+    if not allow and not secrets:
+        return None
+    if backend.network != "none":
+        raise EgressError(f"allow_hosts needs network='none' (the default), not {backend.network!r}: the "
+                          "sandbox's only way out is then the egress proxy")
+    if backend.kernel_name:
+        raise EgressError("allow_hosts needs the sandbox's Python kernel (kernel_name empty): the forwarder to "
+                          "the egress proxy runs in it")
+    if clash := sorted({name for s in secrets for name in s.variables} & set(backend.env_vars)):
+        raise EgressError(f"{', '.join(clash)} feeds host_secrets, so it stays out of the sandbox: remove it "
+                          "from env_vars")
+    upstream = ""
+    if backend.egress_ca:
+        try:
+            upstream = Path(backend.egress_ca).expanduser().read_text()
+        except OSError as exc:
+            raise EgressError(f"egress_ca: cannot read {backend.egress_ca}: {exc.strerror}") from None
+    return EgressSettings(allow, secrets, backend.pypi_index, backend.egress_network, list(backend.egress_dns),
+                          upstream, backend.egress_image)

@@ -1,0 +1,74 @@
+"""What the sandbox's kernel runs first (the start of :data:`..spec.LAUNCHER`): pip's writable
+site-packages, and the egress forwarder.
+
+- ``PIP_PREFIX`` set (always, :func:`~sandbox_kernel.backends.egress.options.packages_environment`):
+  the root filesystem is read-only, so ``pip install`` (and ``%pip install``) installs under that
+  prefix in ``/tmp``. Its ``site-packages`` is made before the first import looks at ``sys.path``
+  (Python caches a folder that did not exist as "nothing here", measured: the import failed until
+  ``importlib.invalidate_caches()``), put first on ``sys.path`` and in ``PYTHONPATH`` for the
+  kernel's subprocesses (``!python``), so a package installed in a cell imports in the next.
+- ``SANDBOX_KERNEL_EGRESS`` (``"PORT SOCKET"``, with ``allow_hosts``): a thread of the kernel's
+  process accepts connections on ``127.0.0.1:PORT`` and pipes each to the proxy's unix socket,
+  the sandbox's one way out (its network is ``none``). A thread, not a process: it survives the
+  fork-bomb reaper (which spares the kernel), a restart starts it again, and it holds no pid.
+"""
+
+PRELUDE = r"""
+import os
+import sys
+
+
+def _sandbox_packages():
+    prefix = os.environ.get("PIP_PREFIX")
+    if not prefix:
+        return
+    site = "%s/lib/python%d.%d/site-packages" % (prefix, sys.version_info[0], sys.version_info[1])
+    try:
+        os.makedirs(site, exist_ok=True)
+    except OSError:
+        return
+    sys.path.insert(0, site)
+    os.environ["PYTHONPATH"] = os.pathsep.join([site] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+
+
+def _egress_forwarder():
+    spec = os.environ.get("SANDBOX_KERNEL_EGRESS")
+    if not spec:
+        return
+    port, path = spec.split(" ", 1)
+    import asyncio
+    import threading
+
+    async def pipe(reader, writer):
+        try:
+            while True:
+                data = await reader.read(262144)
+                if not data:
+                    break
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def handle(reader, writer):
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_unix_connection(path)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    async def serve():
+        server = await asyncio.start_server(handle, "127.0.0.1", int(port))
+        await server.serve_forever()
+
+    threading.Thread(target=lambda: asyncio.run(serve()), name="sandbox-kernel-egress", daemon=True).start()
+
+
+_sandbox_packages()
+_egress_forwarder()
+del _sandbox_packages, _egress_forwarder
+"""
+"""Python source, run by the kernel's process before anything else (see the module docstring)."""

@@ -1,0 +1,55 @@
+"""What the cell shows of the egress proxy's decisions: one line per refused host and port, once
+per cell, naming the option entry that would allow it (when one would), on stderr."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ....core.events import Emit, Stream
+from ...egress.rules import as_address, suggestion
+
+_log = logging.getLogger(__name__)
+
+
+def refusal_line(event: dict[str, Any]) -> str:
+    """The note for one ``refused`` event (``host``, ``port``, ``reason``, ``allowable``)."""
+    host, port = str(event.get("host")), int(event.get("port") or 0)
+    address = as_address(host)
+    shown = f"[{host}]" if address is not None and address.version == 6 else host
+    line = f"egress: refused {shown}:{port} ({event.get('reason')})"
+    if event.get("allowable"):
+        line += f"; to allow it, add {suggestion(host, port)!r} to allow_hosts"
+    return line + "\n"
+
+
+class RefusalNotes:
+    """Shows the proxy's refusals in the running cell (:meth:`begin` .. :meth:`end`); outside a
+    cell they are logged only."""
+
+    def __init__(self) -> None:
+        self._emit: Emit | None = None
+        self._shown: set[tuple[str, int]] = set()
+
+    def begin(self, emit: Emit) -> None:
+        self._emit, self._shown = emit, set()
+
+    def end(self) -> None:
+        self._emit = None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "ended":
+            _log.warning("the egress proxy stopped: the sandbox cannot reach any host until it restarts")
+            if self._emit is not None:
+                self._emit(Stream("stderr", "egress: the proxy stopped; no host can be reached until the sandbox "
+                                            "restarts\n"))
+            return
+        if kind != "refused":
+            return
+        _log.info("egress refused %s:%s (%s)", event.get("host"), event.get("port"), event.get("reason"))
+        key = (str(event.get("host")), int(event.get("port") or 0))
+        if self._emit is None or key in self._shown:
+            return
+        self._shown.add(key)
+        self._emit(Stream("stderr", refusal_line(event)))

@@ -1,0 +1,103 @@
+"""Egress by name: the options that say which hosts a sandbox may reach, shared by the backends.
+
+``allow_hosts`` (entries of :mod:`.rules`, or the preset ``pypi``), ``secrets`` (headers bound to
+hosts, :mod:`.options`) and ``pypi_index`` are one meaning each, defined here once as trait types
+and used by every backend that has them:
+
+- docker enforces them with a proxy per session (:mod:`..docker.egress`);
+- e2b maps them to E2B's ``network`` settings (``allow_out``, ``deny_out``, ``rules``);
+- local cannot enforce them (the code runs as you, with your network): the option is refused
+  there in one message (:func:`refused_allow_hosts`);
+- gateway cannot either: it is refused at start unless the gateway's own network policy is
+  named (``GatewayBackend.network_policy``), which then decides.
+
+With no entry the sandbox has no network at all (docker's ``network=none``, the default).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets import List, TraitError, Unicode
+
+from ...core.errors import EgressError
+from . import options
+from .options import PYPI_INDEX, parse_secret
+
+ALLOW_HOSTS_HELP = ("Hosts the sandbox may reach, each NAME[:PORT] (ports 80 and 443 unless given), *.DOMAIN, "
+                    "an address or a CIDR network, or 'pypi' (the package index, so %pip install works); "
+                    "everything else is refused and each refusal is shown in the cell. Empty: no network.")
+SECRETS_HELP = ("Headers the egress proxy adds to requests for a host, 'HOST Header: value {env:NAME}' or "
+                "'... {file:PATH}' (read on the host at start); the sandbox sees only a placeholder.")
+PYPI_INDEX_HELP = "The package index of the 'pypi' preset (pip's index URL in the sandbox)."
+
+
+class AllowHosts(List):
+    """``allow_hosts``: a list of strings, each an entry of :mod:`.rules` or a preset."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(Unicode(), help=ALLOW_HOSTS_HELP, **kwargs)
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        value = super().validate(obj, value)
+        try:
+            options.expand(list(value), [], PYPI_INDEX)
+        except EgressError as exc:
+            raise TraitError(str(exc)) from None
+        return value
+
+
+class Secrets(List):
+    """``secrets``: a list of ``HOST Header: template`` strings (:func:`.options.parse_secret`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(Unicode(), help=SECRETS_HELP, **kwargs)
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        value = super().validate(obj, value)
+        try:
+            for entry in value:
+                parse_secret(entry)
+        except EgressError as exc:
+            raise TraitError(str(exc)) from None
+        return value
+
+
+def allow_hosts_trait() -> AllowHosts:
+    return AllowHosts().tag(config=True)
+
+
+def secrets_trait() -> Secrets:
+    return Secrets().tag(config=True)
+
+
+def pypi_index_trait() -> Unicode:
+    return Unicode(PYPI_INDEX, help=PYPI_INDEX_HELP).tag(config=True)
+
+
+class Unenforced(AllowHosts):
+    """``allow_hosts`` of a backend that cannot enforce it: any entry is refused with ``reason``."""
+
+    def __init__(self, reason: str, **kwargs: Any) -> None:
+        self.reason = reason
+        super().__init__(**kwargs)
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        value = super().validate(obj, value)
+        if value:
+            raise TraitError(self.reason)
+        return value
+
+
+def refused_allow_hosts(reason: str) -> Unenforced:
+    """The ``allow_hosts`` option of a backend that cannot enforce it (local): any entry fails
+    with ``reason``, one message saying what to use instead."""
+    return Unenforced(reason).tag(config=True)
+
+
+def egress_settings(backend: Any) -> tuple[list[str], list[options.Secret]]:
+    """``(allow_hosts, host_secrets)`` of ``backend`` parsed; secrets are not read yet.
+
+    Raises:
+        EgressError: a bad entry."""
+    return list(backend.allow_hosts), [parse_secret(s) for s in backend.host_secrets]
