@@ -323,14 +323,12 @@ class DockerBackend(KernelClientBackend):
             labels = engine.labels(self.session, self._hostdir)
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = self.workdir_volume or f"{name}-work"
-            proxy = await self._start_egress(client, name, labels)
+            await self._start_egress(client, name, labels)
             spec = container_spec(self, name, self._hostdir, self._volume, labels, engine_here=self._engine_here,
                                   egress=self._egress)
             spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
             self._created, self._ready = int(time.time()), False
             warning = await _run_blocking(self._create, client, spec, labels)
-            if proxy is not None:
-                await proxy
             if relayed:
                 self._info = await self._start_bridge()
             self._watch_container(client)
@@ -343,15 +341,15 @@ class DockerBackend(KernelClientBackend):
             raise
         return dict(self._info)
 
-    async def _start_egress(self, client: Any, name: str, labels: dict[str, str]) -> asyncio.Future | None:
-        """With ``allow_hosts``: the proxy's volume, then its container started in a thread while the
-        sandbox's is created (the future of that start); None without."""
+    async def _start_egress(self, client: Any, name: str, labels: dict[str, str]) -> None:
+        """With ``allow_hosts``: the proxy's volume (the sandbox mounts it); its container starts now
+        or once the kernel is ready (:meth:`.egress.Egress.launch`)."""
         settings = egress_settings_of(self)
-        if settings is None:
-            return None
-        self._egress = Egress(client, settings, name=name, labels=labels, podman=self._podman, on_event=self._notes)
-        await _run_blocking(self._egress.create_volume)
-        return _run_blocking(self._egress.start_proxy)
+        if settings is not None:
+            self._egress = Egress(client, settings, name=name, labels=labels, podman=self._podman,
+                                  on_event=self._notes)
+            await _run_blocking(self._egress.create_volume)
+            self._egress.launch()
 
     def _watch_container(self, client: Any) -> None:
         limits = Limits(self.memory_limit, self.pids_limit, self.runtime, self._image_label, self._podman)
@@ -505,7 +503,7 @@ class DockerBackend(KernelClientBackend):
         await super().start()
         if self._egress is not None:
             try:
-                await self._egress.ready()
+                await self._egress.after_start()
             except BaseException:
                 await self.shutdown()
                 raise
@@ -540,6 +538,7 @@ class DockerBackend(KernelClientBackend):
         if self._docker is not None:
             await _run_blocking(self._orphans.remove, self._docker, container and container.id, volume)
             if egress is not None:  # after the sandbox, which mounts its volume
+                await egress.stopped_starting()  # not while a thread still creates it
                 await _run_blocking(egress.remove, self._orphans)
         if bridge is not None:  # if the engine could not remove it, the relay stops the kernel
             bridge.close()

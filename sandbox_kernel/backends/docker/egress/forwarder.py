@@ -9,7 +9,8 @@ site-packages, and the egress forwarder.
   kernel's subprocesses (``!python``), so a package installed in a cell imports in the next.
 - ``SANDBOX_KERNEL_EGRESS`` (``"PORT SOCKET"``, with ``allow_hosts``): a thread of the kernel's
   process accepts connections on ``127.0.0.1:PORT`` and pipes each to the proxy's unix socket,
-  the sandbox's one way out (its network is ``none``). A thread, not a process: it survives the
+  the sandbox's one way out (its network is ``none``). The proxy starts beside the kernel and the
+  session does not wait for it: a connection made before it listens waits for it (30 s at most). A thread, not a process: it survives the
   fork-bomb reaper (which spares the kernel), a restart starts it again, and it holds no pid.
 """
 
@@ -53,9 +54,13 @@ def _egress_forwarder():
             writer.close()
 
     async def handle(reader, writer):
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_unix_connection(path)
-        except OSError:
+        for _ in range(1500):  # 30 s: the proxy starts beside the kernel and may not listen yet
+            try:
+                upstream_reader, upstream_writer = await asyncio.open_unix_connection(path)
+                break
+            except OSError:
+                await asyncio.sleep(0.02)
+        else:
             writer.close()
             return
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))

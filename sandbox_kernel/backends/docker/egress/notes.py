@@ -45,6 +45,9 @@ class RefusalNotes:
                 self._emit(Stream("stderr", "egress: the proxy stopped; no host can be reached until the sandbox "
                                             "restarts\n"))
             return
+        if kind == "failed" and self._emit is not None:
+            self._emit(Stream("stderr", f"egress: the proxy did not start ({event.get('reason')}); no host can be "
+                                        "reached\n"))
         if kind != "refused":
             return
         _log.info("egress refused %s:%s (%s)", event.get("host"), event.get("port"), event.get("reason"))
