@@ -64,6 +64,8 @@ def sandbox_model(sandbox: Sandbox, envd_version: str, detail: bool = False) -> 
     if detail:
         data.update(startedAt=_iso(sandbox.started_at), endAt=_iso(sandbox.end_at), cpuCount=2,
                     memoryMB=512, diskSizeMB=1024, state=sandbox.state, metadata=sandbox.metadata)
+        if sandbox.network is not None:
+            data["network"] = sandbox.network
     return data
 
 
@@ -114,6 +116,7 @@ class Handler(HandlerBase):
                                           body.get("envVars") or {}, body.get("metadata") or {},
                                           auto_pause=bool(body.get("autoPause")),
                                           auto_resume=bool((body.get("autoResume") or {}).get("enabled")))
+        sandbox.network = body.get("network")  # kept and shown, not enforced: E2B's proxy enforces it
         self.send_json(201, sandbox_model(sandbox, self.app.envd_version))
 
     @endpoint(API, "GET", r"/v2/sandboxes|/sandboxes")
@@ -136,6 +139,13 @@ class Handler(HandlerBase):
         """``DELETE /sandboxes/{id}`` → 204; 404 when unknown or already killed."""
         self._live(sandbox_id)
         self.app.kill_sandbox(sandbox_id)
+        self.send_bytes(204, b"")
+
+    @endpoint(API, "PUT", r"/sandboxes/([^/]+)/network")
+    def api_update_network(self, sandbox_id: str) -> None:
+        """``PUT /sandboxes/{id}/network`` (``update_network``) ``{"allowOut", "denyOut", "rules", ...}``
+        → 204: replaces the whole egress configuration (kept, not enforced: see :meth:`api_create`)."""
+        self._live(sandbox_id).network = self.json_body()
         self.send_bytes(204, b"")
 
     @endpoint(API, "POST", r"/sandboxes/([^/]+)/timeout")

@@ -48,6 +48,7 @@ class Sandbox:
         self.template_id = template_id
         self.envs = envs
         self.metadata = metadata
+        self.network: dict | None = None  # ``network`` of the create request, or of the last update
         self.access_token = secrets.token_urlsafe(16)
         self.started_at = time.time()
         self.end_at = self.started_at + timeout

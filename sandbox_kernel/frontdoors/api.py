@@ -199,6 +199,25 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         return await self.session.run_command(command, timeout=self.timeout if timeout is None else timeout,
                                               max_output_bytes=self.max_output_bytes, allowlist=self._allowlist)
 
+    # -- network ---------------------------------------------------------------------------
+    async def allow(self, *hosts: str) -> list[str]:
+        """Let the sandbox reach ``hosts`` as well (``allow_hosts`` entries: ``example.org``,
+        ``api.example.com:8443``, ``*.example.com``, an address or network, the preset ``pypi``),
+        keeping its state: in force when this returns (within a second).
+
+        Returns:
+            The entries now in force, presets expanded.
+
+        Raises:
+            EgressError: a bad entry, or a running sandbox started without ``allow_hosts`` (it has
+                no egress proxy to change: restart it, which loses the state).
+            NotSupported: the backend cannot change a running sandbox's hosts
+                (``capabilities.egress_update``; local never can).
+        """
+        self.backend.require("egress_update", "changing the allowed hosts of a running sandbox")
+        current = list(self.backend.allow_hosts)
+        return await self.backend.set_allow_hosts(current + [h for h in hosts if h not in current])
+
     # -- files -------------------------------------------------------------------------------
     async def upload(self, local: str | Path, remote: str) -> str:
         """Copy the host file ``local`` into the sandbox at ``remote`` (relative: its working

@@ -570,7 +570,10 @@ class DockerBackend(KernelClientBackend):
                                                      self._run_silently)
 
     async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
-        self.allow_hosts = list(hosts)  # checked by the trait (TraitError: a bad entry)
+        try:
+            self.allow_hosts = list(hosts)
+        except TraitError as exc:
+            raise EgressError(str(exc)) from None
         settings = egress_settings_of(self)
         entries = settings.entries if settings is not None else []
         if self._egress is not None:

@@ -24,14 +24,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, Union
+from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode, Union
 
-from ...core.errors import SandboxError, SandboxStartError
+from ...core.errors import EgressError, SandboxError, SandboxStartError
 from ...core.events import Emit, Outcome, SandboxReplaced
 from ...runtime.traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler
+from ..egress import allow_hosts_trait, pypi_index_trait, secrets_trait
 from .boundary import ENV, Connection, SandboxGone, sdk, translate
 from .execution import Cells, Limits
+from .network import ALL_TRAFFIC, egress_environment, network_of
 
 SESSION_KEY = "sandbox-kernel-session"
 """Metadata key of the sandboxes this package creates: the session name (``%sandbox status``
@@ -45,7 +47,7 @@ class E2BBackend(Backend):
     """An E2B cloud sandbox (or one of an E2B-compatible service), driven by the async SDK."""
 
     name = "e2b"
-    capabilities = Capabilities(files=True, pause=True, reattach=True)
+    capabilities = Capabilities(files=True, pause=True, reattach=True, egress_update=True)
 
     template = Unicode("", help="E2B template (name or id) of new sandboxes; empty: the SDK's "
                                 "code-interpreter template.").tag(config=True)
@@ -86,6 +88,9 @@ class E2BBackend(Backend):
                                  "note. 0: no bound.").tag(config=True)
     language = Unicode("python", help="Language of the code context: python, bash, or any the template "
                                       "supports (javascript, r, java, ...).").tag(config=True)
+    allow_hosts = allow_hosts_trait()
+    host_secrets = secrets_trait()
+    pypi_index = pypi_index_trait()
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -143,8 +148,8 @@ class E2BBackend(Backend):
                         sandbox = await self._attach(cls, options)
                     if sandbox is None:
                         sandbox = await cls.create(template=self.template or None, timeout=self.lifetime,
-                                                   envs={**self._host_env, **self.envs} or None,
-                                                   metadata={SESSION_KEY: self.session},
+                                                   envs={**self._host_env, **self.envs, **egress_environment(self)} or None,
+                                                   metadata={SESSION_KEY: self.session}, network=network_of(self),
                                                    lifecycle=self._lifecycle(), **options)
                     self._context = await self._open_context(sandbox)
             except BaseException:
@@ -156,6 +161,19 @@ class E2BBackend(Backend):
             self._cells = Cells(sandbox, self._context, self._connection, self._limits())
             self.log.info("e2b: %s sandbox %s at %s", "attached to" if self._attached else "created",
                           sandbox.sandbox_id, self._connection.service)
+
+    async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
+        """E2B's ``PUT /sandboxes/{id}/network`` on the running sandbox (it keeps its state); an empty
+        list without secrets denies all (``deny_out: 0.0.0.0/0``)."""
+        try:
+            self.allow_hosts = list(hosts)
+        except TraitError as exc:
+            raise EgressError(str(exc)) from None
+        network = network_of(self) or {"allow_out": [], "deny_out": [ALL_TRAFFIC]}
+        if self._sandbox is not None:
+            with self._boundary():
+                await self._sandbox.update_network(network)
+        return network["allow_out"]
 
     def _limits(self) -> Limits:
         return Limits(language=self.language, start_timeout=self.start_timeout,
@@ -357,4 +375,5 @@ class E2BBackend(Backend):
                 "attached": self._attached, "keep_alive": self.keep_alive, "on_timeout": self.on_timeout,
                 "paused_sandboxes": self._paused or None,
                 "env_vars": sorted({*self._host_env, *self.envs}) or None,
+                "allow_hosts": list(self.allow_hosts) or None,
                 "limits": {"lifetime_s": self.lifetime}}

@@ -132,23 +132,33 @@ def expand(entries: list[str], secrets: list[Secret], index: str) -> list[str]:
     return list(dict.fromkeys(expanded))
 
 
+def pip_environment(entries: list[str], index: str) -> dict[str, str]:
+    """pip's index in the sandbox when the ``pypi`` preset names another than PyPI (an
+    ``http://`` one is also a trusted host: pip refuses plain HTTP otherwise)."""
+    if not any(e.strip().lower() == "pypi" for e in entries) or index.rstrip("/") == PYPI_INDEX:
+        return {}
+    env = {"PIP_INDEX_URL": index}
+    if urlsplit(index).scheme == "http":
+        env["PIP_TRUSTED_HOST"] = urlsplit(index).hostname or ""
+    return env
+
+
+def placeholders(secrets: list[Secret]) -> dict[str, str]:
+    """A placeholder in the sandbox for each host variable a secret reads (never its value)."""
+    return {name: PLACEHOLDER.format(name) for secret in secrets for name in secret.variables}
+
+
 def sandbox_environment(entries: list[str], secrets: list[Secret], index: str) -> dict[str, str]:
-    """Variables for the sandbox: its proxy (the launcher's forwarder, ``SANDBOX_KERNEL_EGRESS``),
-    pip's index when the preset names another, the CA bundle when a secret needs the proxy to
-    terminate TLS, and a placeholder for each variable a secret reads."""
+    """The docker sandbox's variables: its proxy (the launcher's forwarder, ``SANDBOX_KERNEL_EGRESS``),
+    pip's index, the CA bundle when a secret needs the proxy to terminate TLS, the placeholders."""
     proxy = f"http://127.0.0.1:{PROXY_PORT}"
     env = {name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
     env |= {"NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1",
             "SANDBOX_KERNEL_EGRESS": f"{PROXY_PORT} {SANDBOX_DIR}/proxy.sock"}
-    if any(e.strip().lower() == "pypi" for e in entries) and index.rstrip("/") != PYPI_INDEX:
-        env["PIP_INDEX_URL"] = index
-        if urlsplit(index).scheme == "http":
-            env["PIP_TRUSTED_HOST"] = urlsplit(index).hostname or ""
     if secrets:
         bundle = f"{SANDBOX_DIR}/ca-bundle.pem"
         env |= {name: bundle for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT")}
-    env |= {name: PLACEHOLDER.format(name) for s in secrets for name in s.variables}
-    return env
+    return env | pip_environment(entries, index) | placeholders(secrets)
 
 
 def packages_environment() -> dict[str, str]:

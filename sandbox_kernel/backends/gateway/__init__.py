@@ -23,10 +23,18 @@ from urllib.parse import urlsplit
 
 from traitlets import Bool, Dict, Float, Unicode, default
 
-from ...core.errors import BackendUnavailable, GatewayUnreachable, KernelGone, SandboxError, SandboxStartError
+from ...core.errors import (
+    BackendUnavailable,
+    EgressError,
+    GatewayUnreachable,
+    KernelGone,
+    SandboxError,
+    SandboxStartError,
+)
 from ...core.events import Emit, Outcome
 from ...runtime.traits import ByteSize
 from ..base import StdinHandler
+from ..egress import allow_hosts_trait
 from ..kernel_client import KernelClientBackend, drop_note
 from . import files
 from .progress import StartProgress
@@ -64,6 +72,11 @@ class GatewayBackend(KernelClientBackend):
     keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id).").tag(
         config=True)
     kernel_id = Unicode("", help="Attach to this existing kernel on the gateway instead of starting one.").tag(config=True)
+    allow_hosts = allow_hosts_trait()
+    network_policy = Unicode("", help="The network policy the gateway enforces on its kernels (e.g. the Kubernetes "
+                                      "NetworkPolicy of Enterprise Gateway's kernel pods), named to say that it, not "
+                                      "sandbox-kernel, decides allow_hosts; without it allow_hosts is refused.").tag(
+        config=True)
     max_message_bytes = ByteSize(32 * 1024**2, help="Largest message (one websocket frame) accepted from the kernel; "
                                                     "a larger one is dropped before it is read (the cell says so, the "
                                                     "kernel keeps its state). 0: no limit.").tag(config=True)
@@ -111,6 +124,11 @@ class GatewayBackend(KernelClientBackend):
         than 2 s shows its progress in the cell that caused it."""
         if self.started:
             return
+        if self.allow_hosts and not self.network_policy:
+            raise EgressError("The gateway backend cannot enforce allow_hosts: the gateway decides its kernels' "
+                              "network. If it enforces a network policy, name it with "
+                              "--GatewayBackend.network_policy=NAME (the allowlist is then yours to keep in step with "
+                              "it); else use the docker backend.")
         with StartProgress(self._first_emit or self._progress_handler, self._where(), self.kernel_name) as progress:
             await super().start()
             progress.ok = True
@@ -287,4 +305,5 @@ class GatewayBackend(KernelClientBackend):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "sandbox_id": self._kernel, "gateway": self._where() if self.url else None,
                 "kernel_name": self.kernel_name or "(the gateway's default)", "keep_alive": self.keep_alive,
-                "limits": {"set_by": "the gateway (its kernelspec and KERNEL_* settings)"}}
+                "limits": {"set_by": "the gateway (its kernelspec and KERNEL_* settings)"},
+                "network": f"the gateway's policy {self.network_policy!r}" if self.network_policy else "the gateway's"}

@@ -26,6 +26,7 @@ from traitlets import Float, Integer, List, Unicode
 from ...core.errors import SandboxStartError
 from ...runtime.traits import ByteSize, format_bytes
 from .. import pool
+from ..egress import refused_allow_hosts
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, KernelClientBackend
 from ..kernel_client.launcher import IOPUB_APP
 from ..pool import pool_size_trait, pool_ttl_trait
@@ -76,6 +77,8 @@ class LocalBackend(KernelClientBackend):
     max_file_size = ByteSize(0, help="Largest file the kernel may write (RLIMIT_FSIZE); 0: none.").tag(config=True)
     pool_size = pool_size_trait()
     pool_ttl = pool_ttl_trait()
+    allow_hosts = refused_allow_hosts("The local backend cannot limit the network: its code runs as you, with your "
+                                      "network. Use the docker backend for allow_hosts (or e2b).")
 
     @property
     def starts_at_launch(self) -> bool:
