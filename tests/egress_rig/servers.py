@@ -7,8 +7,10 @@ from the container's log:
 - ``dns``: a DNS server (dnslib) on UDP and TCP 53, the proxy's only resolver: it answers the
   names of ``RIG_ZONE`` (JSON ``{"name": "address"}``) and NXDOMAIN for anything else, and records
   every query (``{"dns": "name", "type": "A"}``). It stands for the outside resolver.
-- ``api``: HTTPS on 443 with ``RIG_CERT``/``RIG_KEY`` (PEM, signed by the test's own CA); answers
-  ``{"role", "path", "headers"}``; ``/redirect?to=URL`` answers 302 to URL.
+- ``api``: HTTPS on 443 with ``RIG_CERT``/``RIG_KEY`` (PEM, signed by the test's own CA); records
+  each request's headers and answers ``{"role", "path", "authorized"}`` (never a header's value:
+  a secret the proxy added must not come back into the sandbox); ``/redirect?to=URL`` answers 302.
+  The same on plain HTTP, port 80.
 - ``attacker``: records every TCP connection on ``RIG_TCP`` ports and every UDP datagram on
   ``RIG_UDP`` ports (``{"tcp": port, "data": first bytes}``), answers a plain HTTP 200 on TCP; a
   probe that reaches it is a leak.
@@ -39,7 +41,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = json.dumps({"role": ROLE, "path": self.path, "headers": dict(self.headers)}).encode()
+        body = json.dumps({"role": ROLE, "path": self.path, "authorized": "Authorization" in self.headers}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -58,6 +60,8 @@ def api():
         with open(f"/tmp/{name}.pem", "w") as out:
             out.write(os.environ[f"RIG_{name.upper()}"])
     context.load_cert_chain("/tmp/cert.pem", "/tmp/key.pem")
+    plain = ThreadingHTTPServer(("0.0.0.0", 80), Handler)
+    threading.Thread(target=plain.serve_forever, daemon=True).start()
     server = ThreadingHTTPServer(("0.0.0.0", 443), Handler)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     record(ready=ROLE)

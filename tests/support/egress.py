@@ -33,6 +33,28 @@ ATTACKER_UDP = (53, 443, 123)
 SETUP = "run `bash .ci/egress-setup.sh` as root"
 
 
+def make_wheel(name: str, version: str, modules: dict[str, str], requires: tuple[str, ...] = ()) -> tuple[str, bytes]:
+    """A pure-Python wheel (PEP 427) made here, so the test index needs nothing from outside:
+    ``(filename, bytes)``."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = f"{name.replace('-', '_')}-{version}"
+    files = {path: text.encode() for path, text in modules.items()}
+    files[f"{dist}.dist-info/METADATA"] = ("Metadata-Version: 2.1\n" f"Name: {name}\nVersion: {version}\n"
+                                           + "".join(f"Requires-Dist: {r}\n" for r in requires)).encode()
+    files[f"{dist}.dist-info/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: sandbox-kernel-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+              for path, data in files.items()]
+    files[f"{dist}.dist-info/RECORD"] = ("\n".join(record + [f"{dist}.dist-info/RECORD,,"]) + "\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return f"{dist}-py3-none-any.whl", buffer.getvalue()
+
+
 @dataclass
 class TestCA:
     """A CA made for one test session, and a server certificate for ``api.test`` signed by it."""
@@ -82,7 +104,8 @@ class Rig:
     def zone(self) -> dict[str, str]:
         return {"index.test": self.addresses["index"], "api.test": self.addresses["api"],
                 "attacker.test": self.addresses["attacker"], "www.attacker.test": self.addresses["attacker"],
-                "rebind.test": self.addresses["attacker"], "gateway.test": self.gateway}
+                "rebind.test": self.addresses["attacker"], "gateway.test": self.gateway,
+                "mirror.test": self.addresses["index"], "plain.test": self.addresses["api"]}
 
     @property
     def gateway(self) -> str:

@@ -646,6 +646,7 @@ class DockerBackend(KernelClientBackend):
                 "image": self._run_image or self.image, "kernel_name": self.kernel_name, "network": self.network,
                 "transport": self._transport or self.transport,
                 "allow_hosts": self._egress.entries if self._egress is not None else list(self.allow_hosts),
+                "egress_proxy": self._egress.name if self._egress is not None else None,
                 "host_secrets": [s.split(":", 1)[0] for s in self.host_secrets],
                 "workdir": self.workdir,
                 "limits": {k: v for k, v in limits.items() if v}}

@@ -60,7 +60,9 @@ def _split_port(text: str) -> tuple[str, int | None]:
     """``("host", port)`` from ``host``, ``host:port``, ``[v6]:port``, ``cidr:port``; an IPv6
     address or network without brackets has no port."""
     if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
+        host, found, rest = text[1:].partition("]")
+        if not found:
+            raise ValueError(f"{text!r}: expected [ADDRESS] or [ADDRESS]:PORT")
         port = rest[1:] if rest.startswith(":") else ("" if not rest else None)
         if port is None:
             raise ValueError(f"{text!r}: expected [ADDRESS]:PORT")

@@ -321,9 +321,13 @@ async def main(config: dict) -> None:
     running = asyncio.ensure_future(master.run())
     await _listening(LISTEN_PORT)
     directory = config["directory"]
-    await serve_socket(os.path.join(directory, "proxy.sock"))
+    server = await serve_socket(os.path.join(directory, "proxy.sock"))
     if config.get("secrets"):
         _publish_ca(directory)
     say(event="ready")
-    asyncio.ensure_future(control(policy, master))
+    # Held here: the loop keeps only weak references to tasks, and a task nothing else holds can be
+    # collected while it waits (measured: the control loop vanished mid-session, its lines unread).
+    controlling = asyncio.ensure_future(control(policy, master))
     await running
+    server.close()
+    controlling.cancel()
