@@ -39,12 +39,19 @@ VALUE = "'installed from the test index, with its dependency'"
 
 
 @pytest.fixture(scope="module")
-def rig(client):  # noqa: F811
+def rig_on_engine(client):  # noqa: F811
     for image in (egress.RIG_IMAGE, "sandbox-kernel-egress:latest"):
         if not client.images.list(name=image):
             skip_or_fail(f"the image {image} is missing; {egress.SETUP}")
     with egress.rig(client, WHEELS) as made:
         yield made
+
+
+@pytest.fixture
+def rig(rig_on_engine):
+    """The module's rig, its servers' logs counted from this test on."""
+    rig_on_engine.mark()
+    return rig_on_engine
 
 
 def quiet_outside(rig: egress.Rig, allowed: set[str]) -> None:

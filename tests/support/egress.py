@@ -99,6 +99,7 @@ class Rig:
     ca: TestCA
     addresses: dict[str, str] = field(default_factory=dict)
     containers: dict[str, Any] = field(default_factory=dict)
+    marks: dict[str, int] = field(default_factory=dict)
 
     @property
     def zone(self) -> dict[str, str]:
@@ -125,10 +126,15 @@ class Rig:
                 "pypi_index": self.index_url, "egress_network": self.network, "egress_dns": [self.addresses["dns"]]}
 
     def log(self, role: str) -> list[dict[str, Any]]:
-        """What the ``role`` server recorded (its JSON lines), the ``ready`` line left out."""
+        """What the ``role`` server recorded (its JSON lines) since :meth:`mark`, the ``ready`` line left out."""
         text = self.containers[role].logs(stdout=True, stderr=False).decode("utf-8", "replace")
         lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-        return [line for line in lines if "ready" not in line]
+        return [line for line in lines if "ready" not in line][self.marks.get(role, 0):]
+
+    def mark(self) -> None:
+        """Later :meth:`log` calls show only what the servers record from now on (one test's)."""
+        self.marks = {}
+        self.marks = {role: len(self.log(role)) for role in self.containers}
 
     def dns_queries(self) -> list[str]:
         return [entry["dns"] for entry in self.log("dns")]
