@@ -16,11 +16,12 @@ KERNEL = ["completion", "inspection", "stdin", "comms", "display_updates"]
 
 DECLARED = {
     "local": [*KERNEL, "files", "pool"],
-    "docker": [*KERNEL, "files", "pool"],
+    # docs/security.md, "Egress": docker changes a running sandbox's proxy, e2b calls update_network
+    "docker": [*KERNEL, "files", "pool", "egress_update"],
     "gateway": [*KERNEL, "files", "reattach"],
     # docs/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
     # and comms; sandboxes can be paused and attached to by id.
-    "e2b": ["files", "pause", "reattach"],
+    "e2b": ["files", "pause", "reattach", "egress_update"],
     # the test double (backends/scripted): everything its scripts can answer
     "scripted": [*KERNEL, "files"],
 }
@@ -78,7 +79,8 @@ async def test_undeclared_operations_say_not_supported(tmp_path):
     backend = Bare()
     with pytest.raises(NotSupported, match="The bare backend does not support file upload"):
         backend.require("files", "file upload")
-    for call in (backend.complete("x", 1), backend.upload(tmp_path / "f", "f"), backend.comm_info()):
+    for call in (backend.complete("x", 1), backend.upload(tmp_path / "f", "f"), backend.comm_info(),
+                 backend.set_allow_hosts(["example.org"])):
         with pytest.raises(NotSupported):
             await call
 
@@ -91,3 +93,9 @@ async def test_the_api_reads_the_declaration_before_it_calls(monkeypatch, tmp_pa
     with pytest.raises(NotSupported, match="file upload"):
         await sandbox.upload(tmp_path / "f", "f")
     assert called == [] and sandbox.describe()["capabilities"] == []
+
+
+async def test_local_cannot_change_a_running_sandboxs_hosts():
+    sandbox = AsyncSandbox("local")
+    with pytest.raises(NotSupported, match="The local backend does not support changing the allowed hosts"):
+        await sandbox.allow("example.org")

@@ -159,3 +159,13 @@ def test_bad_values_are_one_line_errors():
         Sandbox("docker", allow_hosts=["not a host"])
     with pytest.raises(ConfigError, match="names no"):
         Sandbox("docker", host_secrets=["api.test Authorization: Bearer literal"])
+
+
+async def test_gateway_refuses_allow_hosts_unless_its_own_policy_is_named():
+    from sandbox_kernel.backends.gateway import GatewayBackend
+
+    backend = GatewayBackend(url="http://127.0.0.1:9", allow_hosts=["example.org"])
+    with pytest.raises(EgressError, match="cannot enforce allow_hosts: .* --GatewayBackend.network_policy=NAME"):
+        await backend.start()  # refused before the gateway is asked anything
+    named = GatewayBackend(url="http://127.0.0.1:9", allow_hosts=["example.org"], network_policy="kernels-egress")
+    assert named.describe()["network"] == "the gateway's policy 'kernels-egress'"
