@@ -32,35 +32,43 @@ SECRETS_HELP = ("Headers the egress proxy adds to requests for a host, 'HOST Hea
 PYPI_INDEX_HELP = "The package index of the 'pypi' preset (pip's index URL in the sandbox)."
 
 
-class AllowHosts(List):
-    """``allow_hosts``: a list of strings, each an entry of :mod:`.rules` or a preset."""
+class Entries(List):
+    """A list of strings each checked by :meth:`check` (a bad one is a TraitError: one line)."""
+
+    help_text = ""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(Unicode(), help=ALLOW_HOSTS_HELP, **kwargs)
+        super().__init__(Unicode(), help=self.help_text, **kwargs)
+
+    def check(self, entries: list[str]) -> None:
+        """Raise EgressError for a bad entry."""
 
     def validate(self, obj: Any, value: Any) -> Any:
         value = super().validate(obj, value)
         try:
-            options.expand(list(value), [], PYPI_INDEX)
+            self.check(list(value))
         except EgressError as exc:
             raise TraitError(str(exc)) from None
         return value
 
 
-class Secrets(List):
-    """``secrets``: a list of ``HOST Header: template`` strings (:func:`.options.parse_secret`)."""
+class AllowHosts(Entries):
+    """``allow_hosts``: each an entry of :mod:`.rules` or a preset."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(Unicode(), help=SECRETS_HELP, **kwargs)
+    help_text = ALLOW_HOSTS_HELP
 
-    def validate(self, obj: Any, value: Any) -> Any:
-        value = super().validate(obj, value)
-        try:
-            for entry in value:
-                parse_secret(entry)
-        except EgressError as exc:
-            raise TraitError(str(exc)) from None
-        return value
+    def check(self, entries: list[str]) -> None:
+        options.expand(entries, [], PYPI_INDEX)
+
+
+class Secrets(Entries):
+    """``host_secrets``: each ``HOST Header: template`` (:func:`.options.parse_secret`)."""
+
+    help_text = SECRETS_HELP
+
+    def check(self, entries: list[str]) -> None:
+        for entry in entries:
+            parse_secret(entry)
 
 
 def allow_hosts_trait() -> AllowHosts:

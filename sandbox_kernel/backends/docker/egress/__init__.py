@@ -40,6 +40,7 @@ from ...egress import options as egress_options
 from ..boundary import engine_errors, load_docker
 from ..bridge import Demux, raw_socket
 from ..images.build import EGRESS_TAG
+from .forwarder import PIPE
 
 IMAGE = EGRESS_TAG
 PROXY_DIR = "/run/egress"
@@ -94,7 +95,7 @@ class EgressSettings:
 def _sources() -> list[tuple[str, str]]:
     rules = resources.files("sandbox_kernel.backends.egress").joinpath("rules.py").read_text()
     proxy = resources.files(__package__).joinpath("proxy.py").read_text()
-    return [("egress_rules", rules), ("egress_proxy", proxy)]
+    return [("egress_rules", rules), ("egress_pipe", PIPE), ("egress_proxy", proxy)]
 
 
 class Egress:

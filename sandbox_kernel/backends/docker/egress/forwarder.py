@@ -14,7 +14,25 @@ site-packages, and the egress forwarder.
   fork-bomb reaper (which spares the kernel), a restart starts it again, and it holds no pid.
 """
 
-PRELUDE = r"""
+PIPE = r"""
+async def _pipe(reader, writer):
+    # copies one direction of a connection until it ends, then closes the other side's writer
+    try:
+        while True:
+            data = await reader.read(262144)
+            if not data:
+                break
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+"""
+"""Python source of ``_pipe(reader, writer)``, used by the sandbox's forwarder (:data:`PRELUDE`) and
+by the proxy's own socket (:mod:`.proxy`, which gets it as the module ``egress_pipe``)."""
+
+PRELUDE = PIPE + r"""
 import os
 import sys
 
@@ -40,19 +58,6 @@ def _egress_forwarder():
     import asyncio
     import threading
 
-    async def pipe(reader, writer):
-        try:
-            while True:
-                data = await reader.read(262144)
-                if not data:
-                    break
-                writer.write(data)
-                await writer.drain()
-        except OSError:
-            pass
-        finally:
-            writer.close()
-
     async def handle(reader, writer):
         for _ in range(1500):  # 30 s: the proxy starts beside the kernel and may not listen yet
             try:
@@ -63,7 +68,7 @@ def _egress_forwarder():
         else:
             writer.close()
             return
-        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+        await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
 
     async def serve():
         server = await asyncio.start_server(handle, "127.0.0.1", int(port))

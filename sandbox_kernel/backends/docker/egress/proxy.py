@@ -32,7 +32,8 @@ import socket
 import sys
 import types
 
-import egress_rules as rules  # the host sends it with this file
+import egress_rules as rules  # the host sends these two with this file
+from egress_pipe import _pipe
 
 LISTEN_PORT = 3129
 RESOLVE_TIMEOUT = 5.0
@@ -219,17 +220,6 @@ class Tunnels(next_layer.NextLayer):
             raise next_layer.NeedsMoreData
         self.policy.refuse(host, port, "neither TLS nor HTTP")
         return Refuse(context)
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(256 * 1024):
-            writer.write(data)
-            await writer.drain()
-    except OSError:
-        pass
-    finally:
-        writer.close()
 
 
 async def serve_socket(path: str) -> asyncio.AbstractServer:
