@@ -169,3 +169,22 @@ async def test_gateway_refuses_allow_hosts_unless_its_own_policy_is_named():
         await backend.start()  # refused before the gateway is asked anything
     named = GatewayBackend(url="http://127.0.0.1:9", allow_hosts=["example.org"], network_policy="kernels-egress")
     assert named.describe()["network"] == "the gateway's policy 'kernels-egress'"
+
+
+def test_the_options_reach_every_door():
+    """The kernelspec's argv and the MCP server's (traitlets' command-line config), the magic's
+    line and the API's keywords all give the docker backend the same lists."""
+    from sandbox_kernel.backends.docker import DockerBackend
+    from sandbox_kernel.frontdoors.api import AsyncSandbox
+    from sandbox_kernel.frontdoors.magics.options import backend_traits
+    from sandbox_kernel.frontdoors.mcp.cli import options_config
+
+    hosts, secret = ["pypi", "api.example.com:8443"], "api.example.com Authorization: Bearer {env:TOKEN}"
+    argv = [f"--DockerBackend.allow_hosts={h}" for h in hosts] + [f"--DockerBackend.host_secrets={secret}"]
+    by_config = AsyncSandbox("docker", config=options_config(argv)).backend
+    by_line = DockerBackend(**backend_traits(DockerBackend, ["--allow-hosts", "pypi", "--allow-hosts",
+                                                             "api.example.com:8443", "--host-secrets", secret]))
+    by_keywords = AsyncSandbox("docker", allow_hosts=hosts, host_secrets=[secret]).backend
+    for backend in (by_config, by_line, by_keywords):
+        assert (list(backend.allow_hosts), list(backend.host_secrets)) == (hosts, [secret])
+        assert backend.describe()["host_secrets"] == ["api.example.com Authorization"]
