@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox_kernel.core.errors import EgressError
-from tests.support.contract import Recorder
+from tests.support.recorder import Recorder
 from tests.support.e2b import make, srv  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.e2b

@@ -16,7 +16,7 @@ import pytest
 from sandbox_kernel.backends.docker.images.build import EGRESS_TAG
 from tests.support import egress
 from tests.support.backends import backends, prepared
-from tests.support.contract import Recorder
+from tests.support.recorder import Recorder
 from tests.targets import env_vars, remote_engine, skip_or_fail
 from tests.test_egress import IMPORT, INSTALL, PROBES, VALUE, WHEELS
 

@@ -11,8 +11,13 @@ import pytest
 from sandbox_kernel import Sandbox
 from sandbox_kernel.backends.docker.egress.notes import RefusalNotes, refusal_line
 from sandbox_kernel.backends.e2b.network import network_options
-from sandbox_kernel.backends.egress.options import (expand, parse_secret, pip_environment, placeholders,
-                                                    sandbox_environment)
+from sandbox_kernel.backends.egress.options import (
+    expand,
+    parse_secret,
+    pip_environment,
+    placeholders,
+    sandbox_environment,
+)
 from sandbox_kernel.backends.egress.rules import Allowlist, as_address, normalize, parse_entry, suggestion
 from sandbox_kernel.core.errors import ConfigError, EgressError
 from sandbox_kernel.core.events import Stream
