@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from sandbox_kernel.core.errors import EgressError
-from tests.support.recorder import Recorder
 from tests.support.e2b import make, srv  # noqa: F401 - fixtures
+from tests.support.recorder import Recorder
 
 pytestmark = pytest.mark.e2b
 
