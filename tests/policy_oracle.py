@@ -34,7 +34,7 @@ ACTIVE_SVG = {"script", "foreignobject", "animate", "set", "animatemotion", "ani
 """The same in SVG (SMIL can set any attribute, including a URL, after any policy has looked)."""
 CSS_LOADERS = {"url", "image", "image-set", "-webkit-image-set", "cross-fade", "-webkit-cross-fade", "element",
                "-moz-element", "src", "paint", "expression"}
-CSS_AT_RULES_OK = {"media", "supports", "container", "layer", "keyframes", "-webkit-keyframes"}
+CSS_AT_RULES_OK = {"media", "supports", "container", "layer", "keyframes", "-webkit-keyframes", "scope"}
 LATEX_HOSTILE = re.compile(
     r"(?<!\\)(?:\\\\)*\\\s*(style|class|cssId|href|unicode|require|url|data|html|mmlToken|def|gdef|edef|xdef|let|"
     r"newcommand|renewcommand|newenvironment|renewenvironment|bbox)(?![A-Za-z])")
@@ -74,9 +74,15 @@ def external(url: str) -> bool:
 
 
 def css_violations(css: str, *, block: bool) -> list[str]:
-    """What in a ``<style>`` block (``block``) or a ``style`` attribute loads or runs."""
+    """What in a ``<style>`` block (``block``) or a ``style`` attribute loads or runs, and, in a
+    block, any rule that could style an element outside its output (:func:`_unscoped`)."""
     found = []
     nodes = tinycss2.parse_stylesheet(css) if block else tinycss2.parse_blocks_contents(css)
+    if block:
+        found += _unscoped(nodes)
+        nodes = [inner for node in nodes for inner in (
+            tinycss2.parse_stylesheet(node.content) if node.type == "at-rule" and node.lower_at_keyword == "scope"
+            and node.content is not None else [node])]
     for node in nodes:
         if node.type == "at-rule" and node.lower_at_keyword not in CSS_AT_RULES_OK:
             found.append(f"css @{node.lower_at_keyword}")
@@ -86,6 +92,32 @@ def css_violations(css: str, *, block: bool) -> list[str]:
                 found += _css_tokens(inner)
     if block and "<" in css:
         found.append("css < in a style block")
+    return found
+
+
+def _unscoped(nodes, top: bool = True) -> list[str]:
+    """Rules of a ``<style>`` block that could reach past their output: at the top, anything but
+    ``@keyframes`` and one ``@scope`` without a prelude (CSS Cascading 6: its root is the block's
+    parent); inside it, a style rule with a selector that does not start with ``:scope`` and a
+    descendant or child combinator (which could match the root: JupyterLab's own node)."""
+    found = []
+    for node in nodes:
+        if node.type in ("whitespace", "comment", "error"):
+            continue
+        keyword = node.lower_at_keyword if node.type == "at-rule" else None
+        if top:
+            if keyword == "scope" and node.content is not None and not tinycss2.serialize(node.prelude).strip():
+                found += _unscoped(tinycss2.parse_stylesheet(node.content), top=False)
+            elif keyword not in ("keyframes", "-webkit-keyframes"):
+                found.append(f"css outside @scope: {tinycss2.serialize([node])[:60]}")
+        elif node.type == "qualified-rule":
+            for selector in tinycss2.serialize(node.prelude).split(","):
+                if not re.match(r"\s*:scope(\s|>)", selector):
+                    found.append(f"css selector not below :scope: {selector.strip()[:60]}")
+        elif keyword in ("media", "supports", "container", "layer") and node.content is not None:
+            found += _unscoped(tinycss2.parse_stylesheet(node.content), top=False)
+        elif keyword == "scope":
+            found.append("css nested @scope")
     return found
 
 

@@ -51,7 +51,7 @@ def test_policy_change_is_said_once_per_cell_before_the_output():
     assert [type(e).__name__ for e in shown] == ["Stream", "Stream", "Display", "Display", "Display"]
     assert shown[1].name == "stderr" and "output policy 'sanitize'" in shown[1].text
     assert "--SandboxKernel.output_policy=isolate" in shown[1].text
-    assert shown[2].data == {"text/html": "<img>"} and shown[4].data == {"text/html": "<b>ok</b>"}
+    assert shown[2].data == {"text/html": '<img src="x">'} and shown[4].data == {"text/html": "<b>ok</b>"}
     assert run([Display({"text/html": "<b>ok</b>"})]) == [Display({"text/html": "<b>ok</b>"})]  # no note
 
 
@@ -108,9 +108,9 @@ def test_html_widget_value_is_sanitized_at_open_and_on_every_update():
                  widget_update("h", value="<script>alert(1)</script>hi"),
                  widget_update("h", method="echo_update", value="<svg onload=alert(1)>")])
     comms = [e for e in shown if isinstance(e, Comm)]
-    assert comms[0].content["data"]["state"]["value"] == "<img><b>ok</b>"
+    assert comms[0].content["data"]["state"]["value"] == '<img src="x"><b>ok</b>'
     assert comms[1].content["data"]["state"]["value"] == "hi"
-    assert comms[2].content["data"]["state"]["value"] == ""
+    assert comms[2].content["data"]["state"]["value"] == "<svg></svg>"  # inline SVG: the SVG rule
     assert len(notes(shown)) == 1
 
 
@@ -124,7 +124,7 @@ def test_description_is_sanitized_when_it_is_html():
                  widget_update("b", description_allow_html=True)])
     comms = [e for e in shown if isinstance(e, Comm)]
     assert comms[0].content["data"]["state"]["description"] == "<img src=x onerror=alert(1)>"  # shown as text
-    assert comms[1].content["data"]["state"]["description"] == "<img>"  # now HTML: sanitized
+    assert comms[1].content["data"]["state"]["description"] == '<img src="x">'  # now HTML: sanitized
 
 
 def test_other_modules_and_targets_are_refused_and_their_traffic_dropped():
@@ -163,7 +163,7 @@ def test_output_widget_outputs_and_media_urls_and_styles():
                  widget_open("st", "HTMLStyleModel", _view_module="@jupyter-widgets/base",
                              background="url(https://x.example/leak)", font_size="12px")])
     states = {e.content["comm_id"]: e.content["data"]["state"] for e in shown if isinstance(e, Comm)}
-    assert states["o"]["outputs"][0]["data"] == {"text/html": "<img>"}
+    assert states["o"]["outputs"][0]["data"] == {"text/html": '<img src="x">'}
     assert "format" not in states["i"]  # "url" is refused: the view's default (png) stays
     assert "background" not in states["st"] and states["st"]["font_size"] == "12px"
 

@@ -97,14 +97,63 @@ def declaration_ok(node) -> bool:
     return values_ok(node.value)
 
 
+LOADERS = frozenset({"url", "image", "image-set", "-webkit-image-set", "cross-fade", "-webkit-cross-fade", "element",
+                     "-moz-element", "src", "paint", "expression"})
+"""Functions that make the browser fetch (or, in old engines, run script)."""
+
+
+def active(node) -> bool:
+    """Whether a declaration (or a rule) could act or fetch: a ``url`` token or a function of
+    :data:`LOADERS` anywhere in it (but an inline ``data:image/`` URL), a bad URL or string, a
+    property that binds behaviour, ``@import`` or ``@font-face``. What the policy drops for any other reason (an
+    unknown function such as ``anchor()``, a ``position`` out of the output's flow) is dropped
+    without the cell's note."""
+    if node.type == "declaration":
+        return node.lower_name in BEHAVIOUR_PROPERTIES or _loads(node.value)
+    if node.type == "at-rule" and node.lower_at_keyword in ("import", "font-face"):
+        return True
+    return any(_loads(getattr(node, part, None)) for part in ("prelude", "content"))
+
+
+def _loads(tokens) -> bool:
+    for token in tokens or ():
+        if (token.type == "url" or (token.type == "function" and token.lower_name in LOADERS)) \
+                and not _inline_image(token):
+            return True
+        if token.type == "error":  # a bad url(...) or string: what old engines' script URLs looked like
+            return True
+        if token.type == "ident" and token.lower_value in ("expression", "behavior", "-moz-binding"):
+            return True
+        inner = getattr(token, "arguments", None) or getattr(token, "content", None)
+        if isinstance(inner, list) and _loads(inner):
+            return True
+    return False
+
+
+def _inline_image(token) -> bool:
+    """``url(data:image/...)``, in either form: drawn from the output itself, nothing fetched."""
+    if token.type == "function" and token.lower_name == "url":
+        args = [t for t in token.arguments if t.type not in ("whitespace", "comment")]
+        token = args[0] if len(args) == 1 and args[0].type == "string" else None
+    return token is not None and token.type in ("url", "string") and \
+        token.value.strip().lower().startswith("data:image/")
+
+
 # -- cleaning ------------------------------------------------------------------------------------
-def clean_declarations(css: str, *, keep_all: bool = False) -> tuple[str, bool]:
-    """``(canonical, changed)`` for a ``style`` attribute's declarations: those that pass
-    :func:`declaration_ok`, re-serialized by :func:`serialize` (``keep_all``: none dropped,
-    the reference for ``changed``)."""
+def kept(node, reference: bool) -> bool:
+    """Whether a declaration stays: it passes :func:`declaration_ok`, or (``reference``: the
+    reference the policy compares its own writing with, never emitted) it is :func:`active`."""
+    return declaration_ok(node) or (reference and node.type == "declaration" and active(node))
+
+
+def clean_declarations(css: str, *, reference: bool = False) -> tuple[str, bool]:
+    """``(canonical, removed)`` for a ``style`` attribute's declarations: those that pass
+    :func:`declaration_ok`, re-serialized by :func:`serialize`; ``removed``: an :func:`active`
+    one was dropped. ``reference``: active ones are kept too (see :func:`kept`)."""
     nodes = [n for n in tinycss2.parse_blocks_contents(css) if n.type not in ("whitespace", "comment")]
-    kept = [n for n in nodes if keep_all or declaration_ok(n)]
-    return "; ".join(_declaration(n, keep_all) for n in kept if n.type == "declaration"), len(kept) != len(nodes)
+    out = [n for n in nodes if kept(n, reference)]
+    removed = any(active(n) for n in nodes if n not in out)
+    return "; ".join(declaration(n, reference) for n in out if n.type == "declaration"), removed
 
 
 def clean_value(prop: str, value: str) -> str | None:
@@ -116,57 +165,11 @@ def clean_value(prop: str, value: str) -> str | None:
     return serialize(nodes[0].value).strip()
 
 
-def clean_stylesheet(css: str, *, keep_all: bool = False) -> tuple[str, bool]:
-    """``(canonical, changed)`` for a ``<style>`` block: qualified rules keep their declarations
-    that pass; kept at-rules are cleaned alike; everything else goes. The result never holds
-    ``<``, so it cannot end its ``<style>`` element."""
-    kept, changed = _rules(tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True), keep_all)
-    return "\n".join(kept), changed
-
-
-def _rules(nodes, keep_all: bool) -> tuple[list[str], bool]:
-    out, changed = [], False
-    for node in nodes:
-        if node.type == "qualified-rule" and (keep_all or values_ok(node.prelude)):
-            body, did = _body(node.content, keep_all)
-            out.append(f"{serialize(node.prelude, not keep_all).strip()} {{{body}}}")
-            changed |= did
-        elif node.type == "at-rule" and node.content is not None and (keep_all or (
-                node.lower_at_keyword in AT_RULES and values_ok(node.prelude))):
-            if node.lower_at_keyword.endswith("keyframes"):
-                inner, did = _rules(tinycss2.parse_rule_list(node.content, True, True), keep_all)
-            else:
-                inner, did = _rules(tinycss2.parse_stylesheet(node.content, True, True), keep_all)
-            prelude = serialize(node.prelude, not keep_all).strip()
-            out.append(f"@{_name(node.lower_at_keyword)} {prelude} {{{' '.join(inner)}}}")
-            changed |= did
-        else:
-            changed = True
-            if keep_all and node.type != "error":
-                out.append(serialize([node], strict=False))
-    return out, changed
-
-
-def _body(content, keep_all: bool) -> tuple[str, bool]:
-    """A rule's block: its declarations, and nested rules (CSS Nesting) cleaned alike."""
-    nodes = [n for n in tinycss2.parse_blocks_contents(content, True, True)]
-    parts, changed = [], False
-    for node in nodes:
-        if node.type == "declaration" and (keep_all or declaration_ok(node)):
-            parts.append(_declaration(node, keep_all))
-        elif node.type in ("qualified-rule", "at-rule"):
-            inner, did = _rules([node], keep_all)
-            parts.extend(inner)
-            changed |= did
-        else:
-            changed = True
-    return "; ".join(parts), changed
-
-
-def _declaration(node, keep_all: bool = False) -> str:
+def declaration(node, reference: bool = False) -> str:
+    """One declaration as the policy writes it (``reference``: anything kept, unchecked)."""
     important = " !important" if node.important else ""
     name = node.name if node.name.startswith("--") else node.lower_name
-    return f"{_name(name)}: {serialize(node.value, not keep_all).strip()}{important}"
+    return f"{_name(name)}: {serialize(node.value, not reference).strip()}{important}"
 
 
 # -- serializing ---------------------------------------------------------------------------------
@@ -225,5 +228,5 @@ def _hex(c: str) -> str:
     return f"\\{ord(c):x} "
 
 
-__all__ = ["clean_declarations", "clean_stylesheet", "clean_value", "serialize", "values_ok", "declaration_ok",
-           "FUNCTIONS", "AT_RULES"]
+__all__ = ["clean_declarations", "clean_value", "declaration", "serialize", "values_ok", "declaration_ok", "active",
+           "kept", "FUNCTIONS", "AT_RULES", "LOADERS"]
