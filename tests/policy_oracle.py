@@ -340,7 +340,7 @@ def violations(data: dict[str, Any], metadata: dict[str, Any] | None = None, *, 
     for mime, meta in (metadata or {}).items():
         if CHARTS.match(mime) and isinstance(meta, dict):
             options = meta.get("embed_options")
-            if options not in (None, {"actions": False}):
+            if options != {"actions": False, "tooltip": False}:  # no actions menu; Vega's text tooltips
                 found.append(f"metadata {mime} embed_options {json.dumps(options)[:80]}")
         if re.search(r"(https?:)?//|javascript:", json.dumps(meta), re.I):
             found.append(f"metadata {mime} URL")

@@ -252,7 +252,7 @@ def test_chart_specs_lose_the_urls_their_renderers_would_fetch():
                                     {"application/vnd.vegalite.v5+json": {"embed_options": {"defaultStyle": "x"}}})
     assert policed.changed and policed.data["application/vnd.vegalite.v5+json"] == {
         "data": {}, "mark": "bar", "layer": [{"mark": "image", "data": {"values": [{"url": "data:image/png;base64,AAAA"}]}}]}
-    assert policed.metadata == {"application/vnd.vegalite.v5+json": {"embed_options": {"actions": False}}}
+    assert policed.metadata == {"application/vnd.vegalite.v5+json": {"embed_options": {"actions": False, "tooltip": False}}}
     only_metadata = OutputPolicy().bundle({"application/vnd.vegalite.v5+json": {"mark": "bar"}},
                                           {"application/vnd.vegalite.v5+json": {"embed_options": {"defaultStyle": "x"}}})
     assert only_metadata.changed  # the cell says the policy changed its output
@@ -394,7 +394,7 @@ def test_vega_loses_every_url_whatever_its_form_and_gets_the_policys_metadata():
     out = policed.data["application/vnd.vega.v5+json"]
     assert SECRET not in repr(out) and "usermeta" not in out and "element" not in repr(out)
     assert out["data"][1] == {"name": "b", "values": [{"url": "kept"}]}
-    assert policed.metadata == {"application/vnd.vega.v5+json": {"embed_options": {"actions": False}}}
+    assert policed.metadata == {"application/vnd.vega.v5+json": {"embed_options": {"actions": False, "tooltip": False}}}
     assert OutputPolicy().bundle({"application/vnd.vegalite.v5+json": SECRET, "text/plain": "c"}).data == {"text/plain": "c"}
 
 

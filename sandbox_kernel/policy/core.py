@@ -30,10 +30,9 @@ from typing import Any
 
 from ..core.events import Display
 from . import css, renderers
-from .charts import plotly_figure, vega_spec
+from .charts import plotly_figure
 from .frame import frame, is_frame
 from .markup import Sanitizer, render_markdown
-from .mermaid import mermaid
 from .tex import police_tex, typeset
 
 ISOLATE_LEAK = ("its scripts can still send what they show to any website, by navigating their own frame or over "
@@ -128,6 +127,16 @@ class OutputPolicy:
             return frame(source, self.allowed_origins), True
         return clean, changed
 
+    def markdown(self, source: str) -> tuple[str, bool]:
+        """``(html, changed)``: Markdown rendered and sanitized as HTML (:meth:`.markup.Sanitizer.markdown`);
+        under ``isolate``, the rendered Markdown framed whole when active content was removed."""
+        if self.trusts:
+            return render_markdown(source), False
+        html, changed = self.sanitizer.markdown(source)
+        if changed and self.mode == "isolate":
+            return frame(render_markdown(source), self.allowed_origins), True
+        return html, changed
+
     def sanitize_html(self, source: str) -> tuple[str, bool]:
         """``(html, changed)`` as :meth:`html`, never framed (widget descriptions)."""
         return (source, False) if self.trusts else self.sanitizer.html(source)
@@ -183,45 +192,23 @@ class OutputPolicy:
         return replace(event, data=policed.data, metadata=policed.metadata), policed
 
     def _known(self, mime: str, value: Any, given: Any, rule, out: Policed, data: dict[str, Any]) -> None:
-        if rule.kind == "data":
-            value, changed = renderers.data_value(mime, value)
-        elif mime == "text/markdown":
-            self._markdown(renderers.text(value), out, "text/html" in data)
-            return
-        else:
-            value, changed = self._police(mime, value)
+        policed, changed = rule.police(self, value)
         out.changed |= changed
-        if value is None:
-            out.notes.append(f"[a {mime} output was not shown: the output policy could not make it safe to render; "
-                             f"{self.option('output_policy', 'isolate' if mime == 'text/html' else 'trust')} "
-                             "shows it]")
+        if rule.shown_as is not None:  # Markdown: shown as the policy's HTML, unless the bundle has its own
+            if rule.shown_as not in data:
+                out.data[rule.shown_as] = policed
             return
-        out.data[mime] = value
+        if policed is None:
+            why = rule.refusal(value) if rule.refusal else None
+            fix = f"{self.option('output_policy', 'isolate' if mime == 'text/html' else 'trust')} shows it"
+            out.notes.append(f"[a {mime} output was not shown: {why or 'the output policy could not make it safe to render'}"
+                             f"{'' if why else '; ' + fix}]")
+            return
+        out.data[mime] = policed
         meta = renderers.metadata(mime, given)
         if meta is not None:
             out.metadata[mime] = meta
         out.changed |= bool(given) and given != meta  # the sandbox's metadata said more than ours keeps
-
-    def _police(self, mime: str, value: Any) -> tuple[Any, bool]:
-        if mime == "text/html":
-            return self.html(renderers.text(value))
-        if mime == "image/svg+xml":
-            return self.sanitizer.svg(renderers.text(value))
-        if mime == "text/latex":
-            return police_tex(renderers.text(value))
-        if mime == "text/vnd.mermaid":
-            return mermaid(renderers.text(value))
-        return vega_spec(value)
-
-    def _markdown(self, source: str, out: Policed, has_html: bool) -> None:
-        """Markdown is always rendered here and shown as HTML; a bundle's own HTML wins."""
-        html, changed = self.sanitizer.markdown(source)
-        out.changed |= changed
-        if has_html:
-            return
-        if changed and self.mode == "isolate":
-            html = frame(render_markdown(source), self.allowed_origins)
-        out.data["text/html"] = html
 
     def _unknown(self, mime: str, value: Any, given: Any, rule, out: Policed) -> None:
         if mime in self.mime_types:

@@ -3,7 +3,9 @@
 JupyterLab 4.6.6 (``@jupyterlab/rendermime``'s ``standardRendererFactories`` and the core
 extensions: ``@jupyterlab/vega5-extension``, ``@jupyterlab/mermaid-extension``,
 ``@jupyterlab/pdf-extension``, ``@jupyterlab/json-extension``, the ipywidgets manager) draws
-the types below. Each has a rule (:class:`Rule`), written against the renderer that draws it:
+the types below. Each has a rule (:class:`Rule`), written against the renderer that draws it,
+and the rule carries its own police function (a type added here is policed by what it says,
+never by another type's rule):
 
 ``data``
     the value is data the renderer shows and never runs or fetches (text, base64 images,
@@ -24,12 +26,22 @@ Plotly's figures are still policed by :func:`.charts.plotly_figure`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .charts import VEGA_METADATA, plain_json
+from .charts import VEGA_METADATA, plain_json, vega_refusal, vega_spec
+from .mermaid import mermaid
+from .tex import police_tex
+
+if TYPE_CHECKING:
+    from .core import OutputPolicy
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+
+
+Police = Callable[["OutputPolicy", Any], tuple[Any, bool]]
+"""``police(policy, value) -> (value, changed)``: a rule's function; ``value`` None: refused."""
 
 
 @dataclass(frozen=True)
@@ -39,35 +51,55 @@ class Rule:
     Attributes:
         kind: ``data``, ``policed``, ``script`` or ``refused`` (see the module docstring).
         renderer: the JupyterLab renderer the rule answers (for the docs and notes).
+        police: for ``data`` and ``policed``, what the policy does to a value of the type.
+        shown_as: the type the policed value is shown as (Markdown: ``text/html``), when not its own.
+        refusal: ``refusal(value)``: why a value ``police`` refused is not shown (for the note).
     """
 
     kind: str
     renderer: str
+    police: Police | None = None
+    shown_as: str | None = None
+    refusal: Callable[[Any], str | None] | None = None
 
 
+def _data(mime: str) -> Police:
+    return lambda policy, value: data_value(mime, value)
+
+
+def _vega(lite: bool) -> dict[str, Any]:
+    return {"police": lambda policy, value: vega_spec(value, lite), "refusal": lambda value: vega_refusal(value, lite)}
+
+
+_VEGA_EMBED = "@jupyterlab/vega5-extension (vega-embed 6.21)"
+_IMAGE = "rendermime RenderedImage (<img src=data:...>)"
 RENDERERS: dict[str, Rule] = {
-    "text/plain": Rule("data", "rendermime text renderer (ANSI colours, URLs made links)"),
-    "text/html": Rule("policed", "rendermime RenderedHTML (trusted: scripts run; maths typeset)"),
-    "text/markdown": Rule("policed", "rendermime RenderedMarkdown (marked; HTML, maths, mermaid fences)"),
-    "text/latex": Rule("policed", "rendermime RenderedLatex (MathJax 3.2)"),
-    "image/svg+xml": Rule("policed", "rendermime RenderedSVG (an <img> of the SVG)"),
-    "text/vnd.mermaid": Rule("policed", "@jupyterlab/mermaid (mermaid 11.16)"),
-    "application/vnd.vega.v5+json": Rule("policed", "@jupyterlab/vega5-extension (vega-embed 6.21)"),
-    "application/vnd.vegalite.v5+json": Rule("policed", "@jupyterlab/vega5-extension (vega-embed 6.21)"),
-    "application/vnd.vegalite.v4+json": Rule("policed", "@jupyterlab/vega5-extension (vega-embed 6.21)"),
-    "application/vnd.vegalite.v3+json": Rule("policed", "@jupyterlab/vega5-extension (vega-embed 6.21)"),
-    "image/png": Rule("data", "rendermime RenderedImage (<img src=data:...>)"),
-    "image/jpeg": Rule("data", "rendermime RenderedImage"),
-    "image/gif": Rule("data", "rendermime RenderedImage"),
-    "image/webp": Rule("data", "rendermime RenderedImage"),
-    "image/bmp": Rule("data", "rendermime RenderedImage"),
-    "application/json": Rule("data", "@jupyterlab/json-extension (a tree of the data)"),
-    "application/vnd.jupyter.widget-view+json": Rule("data", "the ipywidgets manager (a view of a comm model)"),
-    "application/vnd.e2b.chart+json": Rule("data", "none: E2B's chart data, kept for the API and MCP"),
+    "text/plain": Rule("data", "rendermime text renderer (ANSI colours, URLs made links)", _data("text/plain")),
+    "text/html": Rule("policed", "rendermime RenderedHTML (trusted: scripts run; maths typeset)",
+                      lambda policy, value: policy.html(text(value))),
+    "text/markdown": Rule("policed", "rendermime RenderedMarkdown (marked; HTML, maths, mermaid fences)",
+                          lambda policy, value: policy.markdown(text(value)), shown_as="text/html"),
+    "text/latex": Rule("policed", "rendermime RenderedLatex (MathJax 3.2)",
+                       lambda policy, value: police_tex(text(value))),
+    "image/svg+xml": Rule("policed", "rendermime RenderedSVG (an <img> of the SVG)",
+                          lambda policy, value: policy.sanitizer.svg(text(value))),
+    "text/vnd.mermaid": Rule("policed", "@jupyterlab/mermaid (mermaid 11.16)",
+                             lambda policy, value: mermaid(text(value))),
+    "application/vnd.vega.v5+json": Rule("policed", _VEGA_EMBED, **_vega(lite=False)),
+    "application/vnd.vegalite.v5+json": Rule("policed", _VEGA_EMBED, **_vega(lite=True)),
+    "application/vnd.vegalite.v4+json": Rule("policed", _VEGA_EMBED, **_vega(lite=True)),
+    "application/vnd.vegalite.v3+json": Rule("policed", _VEGA_EMBED, **_vega(lite=True)),
+    **{f"image/{kind}": Rule("data", _IMAGE, _data(f"image/{kind}")) for kind in ("png", "jpeg", "gif", "webp", "bmp")},
+    "application/json": Rule("data", "@jupyterlab/json-extension (a tree of the data)", _data("application/json")),
+    "application/vnd.jupyter.widget-view+json": Rule("data", "the ipywidgets manager (a view of a comm model)",
+                                                     _data("application/vnd.jupyter.widget-view+json")),
+    "application/vnd.e2b.chart+json": Rule("data", "none: E2B's chart data, kept for the API and MCP",
+                                           _data("application/vnd.e2b.chart+json")),
     "application/javascript": Rule("script", "rendermime RenderedJavaScript (eval in the page)"),
     "text/javascript": Rule("script", "rendermime RenderedJavaScript"),
     "application/pdf": Rule("refused", "@jupyterlab/pdf-extension (Chromium's PDF viewer, same origin)"),
 }
+"""The closed list: each type with its rule and the rule's own police function."""
 
 SCRIPT_MIME = re.compile(r"javascript|ecmascript|_exec\b|_exec\.|_load\b|_load\.|xhtml", re.IGNORECASE)
 """Unknown MIME types that carry code for a frontend extension (BokehJS and HoloViews
