@@ -37,8 +37,9 @@ CSS_LOADERS = {"url", "image", "image-set", "-webkit-image-set", "cross-fade", "
 CSS_AT_RULES_OK = {"media", "supports", "container", "layer", "keyframes", "-webkit-keyframes", "scope"}
 LATEX_HOSTILE = re.compile(
     r"(?<!\\)(?:\\\\)*\\\s*(style|class|cssId|href|unicode|require|url|data|html|mmlToken|def|gdef|edef|xdef|let|"
-    r"newcommand|renewcommand|newenvironment|renewenvironment|bbox)(?![A-Za-z])")
-"""What must never reach MathJax from the sandbox: CSS (``\\style``, ``\\bbox`` styles), page
+    r"newcommand|renewcommand|newenvironment|renewenvironment)(?![A-Za-z])"
+    r"|(?<!\\)(?:\\\\)*\\\s*(bbox)\s*\[[^\]]*(?:url|\(|;|cursor|image)")
+"""What must never reach MathJax from the sandbox: CSS (``\\style``, ``\\bbox`` styles beyond a border), page
 classes and ids, URLs, ``\\unicode`` fonts, extension loading, raw MathML and new macros."""
 MERMAID_ACTIVE = (re.compile(r"@\{[^}]*\b(img|icon)\s*:", re.I), re.compile(r"%%\s*\{"),
                   re.compile(r"\A\s*---"), re.compile(r"themeCSS|fontFamily|url\s*\(|\\", re.I),
@@ -278,7 +279,7 @@ def markdown_violations(source: str) -> list[str]:
 
 
 def latex_violations(source: str) -> list[str]:
-    return [f"\\{m.group(1)}" for m in LATEX_HOSTILE.finditer(source)]
+    return [f"\\{m.group(1) or m.group(2)}" for m in LATEX_HOSTILE.finditer(source)]
 
 
 def mermaid_violations(source: str) -> list[str]:

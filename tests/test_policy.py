@@ -382,7 +382,7 @@ def test_a_plain_mermaid_flowchart_is_kept():
 
 
 def test_vega_loses_every_url_whatever_its_form_and_gets_the_policys_metadata():
-    spec = {"$schema": "https://vega.github.io/schema/vega/v5.json",
+    spec = {"$schema": "https://vega.github.io/schema/vega/v5.json", "width": 50, "height": 50,
             "data": [{"name": "a", "url": {"signal": f"'{SECRET}'"}}, {"name": "b", "values": [{"url": "kept"}]}],
             "marks": [{"type": "image", "encode": {"enter": {"url": {"value": SECRET}, "href": {"field": "u"},
                                                             "cursor": {"value": f"url({SECRET}),auto"}}}}],

@@ -17,7 +17,9 @@ attribute to plain text. A click on a mark with an ``href`` makes a link without
 JupyterLab 4.6 (its loader sets none, and no option from the output can): the Lab tab itself
 navigates, so ``href`` goes (like an HTML link with ``target="_top"``). ``cursor`` stays when it
 is a CSS keyword (``"pointer"``), never a value that could be ``url(...)``. A Vega spec without
-marks hangs JupyterLab's renderer (its tab stops answering), so it is refused.
+marks or without a size (a width and a height in pixels) can draw nothing of size: JupyterLab's
+renderer then spins and its tab stops answering (measured: ``{}``, data or signals only, a bare
+group, rect or empty text mark), so it is refused.
 
 So a spec is rebuilt from JSON values only (dicts with string keys, lists, strings, numbers,
 booleans, null), without the keys of :data:`VEGA_DROPPED`, whatever their value; a spec that is
@@ -98,15 +100,21 @@ def plain_json(value: Any, dropped: frozenset[str], depth: int = 0, rows: frozen
 
 def vega_refusal(spec: Any, lite: bool) -> str | None:
     """Why a Vega (or, ``lite``, Vega-Lite) spec is refused, or None: not an object (vega-embed
-    would fetch a string as a URL), or nothing to draw (a Vega spec without marks hangs
-    JupyterLab's renderer)."""
+    would fetch a string as a URL), or nothing of size to draw (a Vega spec without marks or
+    without a width and a height hangs JupyterLab's renderer)."""
     if not isinstance(spec, dict):
         return "a chart spec that is not an object is a URL to vega-embed"
     if lite and not VEGA_LITE_VIEWS & set(spec):
         return "a Vega-Lite spec without a mark or a view draws nothing"
-    if not lite and not (isinstance(spec.get("marks"), list) and spec["marks"]):
-        return "a Vega spec without marks stops JupyterLab's chart renderer (its tab no longer answers)"
+    if not lite and not (isinstance(spec.get("marks"), list) and spec["marks"] and _positive(spec.get("width"))
+                         and _positive(spec.get("height"))):
+        return ("a Vega spec without marks, or without a width and a height in pixels, can lay out nothing, and then "
+                "JupyterLab's chart renderer stops its tab")
     return None
+
+
+def _positive(size: Any) -> bool:
+    return isinstance(size, (int, float)) and not isinstance(size, bool) and 0 < size < 100_000
 
 
 def vega_spec(spec: Any, lite: bool = True) -> tuple[dict[str, Any] | None, bool]:

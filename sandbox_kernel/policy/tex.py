@@ -10,16 +10,22 @@ macros (``\\def``, ``\\newcommand``).
 
 So every control word (``\\name``) is checked against :data:`MACROS`, the harmless ones of
 MathJax's ``base`` and ``ams`` packages (letters, symbols, operators, fonts, spacing, arrays).
-One not in the list loses its backslash and is shown as letters (``\\style`` → ``style``).
-``\\begin``/``\\end`` take only the environments of :data:`ENVIRONMENTS`; ``\\color`` and its
-kin only a plain colour (``red``, ``#3a7``, ``[rgb]{1,0,0}``; ``\\fcolorbox`` both of its
-colours: MathJax passes an unknown colour name to CSS as it is). Control symbols (``\\\\``,
-``\\,``, ``\\{`` ...) are all harmless and kept.
+Also kept: the extensions JupyterLab 4.6 loads for chemistry and quantum
+notation (mhchem's ``\\ce``/``\\pu``, braket's ``\\bra``/``\\ket``), ``\\enclose`` and ``\\bbox``, and
+the macros of MathJax's ``physics`` package (JupyterLab 4.6 does not load it: they show as
+undefined names, as without the policy). One not in the list loses its backslash and is shown
+as letters (``\\style`` → ``style``). ``\\begin``/``\\end`` take only the environments of
+:data:`ENVIRONMENTS`; the macros whose arguments reach CSS or MathML attributes (colours in
+every model MathJax accepts, ``\\bbox``, ``\\enclose``) only plain ones
+(:mod:`.tex_arguments`). Control symbols (``\\\\``, ``\\,``, ``\\{`` ...) are all harmless and
+kept.
 """
 
 from __future__ import annotations
 
 import re
+
+from .tex_arguments import CHECKED, arguments_ok
 
 MACROS = frozenset("""
 alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa varkappa lambda mu nu xi pi varpi
@@ -68,7 +74,14 @@ mskip hskip hfill hfil space nobreakspace strut mathstrut vphantom hphantom phan
 vcenter rule
 ldots cdots vdots ddots dots dotsb dotsc dotsi dotsm dotso cr newline nonumber notag tag label ref eqref
 substack begin end hline hdashline cline arraystretch multicolumn
-color textcolor colorbox fcolorbox
+color textcolor colorbox fcolorbox definecolor rowcolor columncolor cellcolor bbox enclose
+ce pu
+bra ket braket Bra Ket Braket set Set ketbra Ketbra
+dv pdv fdv dd var qty pqty bqty vqty Bqty abs norm eval evaluated order commutator comm anticommutator acomm
+poissonbracket pb vb va vu grad curl divergence laplacian cross cp vdot dotproduct crossproduct innerproduct ip
+outerproduct op dyad ev expval expectationvalue mel matrixel matrixelement tr Tr trace rank erf Res pv PV Im Re
+mqty pmqty bmqty vmqty smqty imat xmat zmat paulimat dmat admat identitymatrix xmatrix zeromatrix paulimatrix
+diagonalmatrix antidiagonalmatrix flatfrac derivative partialderivative variation functionalderivative
 mathop mathbin mathrel mathopen mathclose mathpunct mathinner mathord
 lt gt amp
 """.split())
@@ -86,8 +99,6 @@ environments, ``\\ref``/``\\eqref``): text without any of these is never typeset
 
 _CONTROL = re.compile(r"\\([A-Za-z]+|.)", re.DOTALL)
 _ARGUMENT = re.compile(r"\s*(\[[A-Za-z]*\])?\s*\{([^{}]*)\}")
-_COLOUR = re.compile(r"[A-Za-z]{1,30}|#[0-9A-Fa-f]{3}|#[0-9A-Fa-f]{6}|[0-9.]{1,8}(?:\s*,\s*[0-9.]{1,8}){0,3}")
-_COLOUR_MACROS = frozenset({"color", "textcolor", "colorbox", "fcolorbox"})
 
 
 def police_tex(text: str) -> tuple[str, bool]:
@@ -116,13 +127,7 @@ def _macro_ok(name: str, text: str, end: int) -> bool:
     if name in ("begin", "end"):
         argument = _ARGUMENT.match(text, end)
         return argument is not None and argument.group(1) is None and argument.group(2).strip() in ENVIRONMENTS
-    if name in _COLOUR_MACROS:  # \fcolorbox{frame}{background}{text}: two colours
-        for _ in range(2 if name == "fcolorbox" else 1):
-            argument = _ARGUMENT.match(text, end)
-            if argument is None or _COLOUR.fullmatch(argument.group(2).strip()) is None:
-                return False
-            end = argument.end()
-    return True
+    return name not in CHECKED or arguments_ok(name, text, end)
 
 
 def typeset(text: str) -> bool:
