@@ -35,7 +35,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ...core.events import Comm
-from .state import WidgetModel, binary_paths, police_state
+from .media import police_states_media
+from .state import WidgetModel, binary_paths, binary_state, police_state
 from .types import CLASS_KEYS, MODEL_ID, class_mismatch, is_ref, json_copy, model_type, ref_models, refs
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class WidgetRules:
         model, clean, changed, refusal = self._admit(comm_id, state)
         if model is None:
             return None, changed, refusal
-        paths, buffers, dropped = binary_paths(model, data.get("buffer_paths"), event.buffers)
+        paths, buffers, dropped = binary_state(self.policy, model, clean, data.get("buffer_paths"), event.buffers)
         new = _comm(event, "comm_open", comm_id, {"state": clean, "buffer_paths": paths}, target)
         return replace(new, buffers=buffers), changed or dropped, None
 
@@ -217,7 +218,7 @@ class WidgetRules:
         model, clean, changed, refusal = self._admit(comm_id, data["state"])
         if model is None:
             return None, changed, refusal
-        paths, buffers, dropped = binary_paths(model, data.get("buffer_paths"), event.buffers)
+        paths, buffers, dropped = binary_state(self.policy, model, clean, data.get("buffer_paths"), event.buffers)
         new = _comm(event, "comm_msg", comm_id, {"method": method, "state": clean, "buffer_paths": paths})
         return replace(new, buffers=buffers), changed or dropped, None
 
@@ -230,7 +231,7 @@ class WidgetRules:
             if (refusal := self._link_refusal(model, clean)) is not None:  # the link keeps its old ends
                 model.extra, changed = before, True
                 clean = {k: v for k, v in clean.items() if k not in ("source", "target")}
-        paths, buffers, dropped = binary_paths(model, data.get("buffer_paths"), event.buffers)
+        paths, buffers, dropped = binary_state(self.policy, model, clean, data.get("buffer_paths"), event.buffers)
         new = _comm(event, "comm_msg", comm_id, {"method": method, "state": clean, "buffer_paths": paths})
         return replace(new, buffers=buffers), changed or dropped, refusal
 
@@ -261,9 +262,10 @@ class WidgetRules:
                 kept_buffers.append(event.buffers[i])
             else:
                 changed = True
+        kept_paths, kept_buffers, did = police_states_media(self.policy, self._models, states, kept_paths, kept_buffers)
         new = _comm(event, "comm_msg", comm_id, {"method": "update_states", "states": states,
                                                  "buffer_paths": kept_paths})
-        return replace(new, buffers=tuple(kept_buffers)), changed, refusal
+        return replace(new, buffers=tuple(kept_buffers)), changed or did, refusal
 
     def _entry(self, model_id: Any, entry: Any) -> tuple[tuple[dict[str, Any], bool] | None, str | None]:
         """``((entry, changed), None)`` for one ``update_states`` entry, or ``(None, note)``. The

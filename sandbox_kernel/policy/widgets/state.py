@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .media import police_media
 from .types import BAD, CLASS_KEYS, CLASS_NAME, ICON, ModelType, json_copy, typed
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class WidgetModel:
         cls: ``(model_module, model_name)`` it was opened with.
         allow_html: its ``description_allow_html``; description: its last ``description``.
         extra: a link model's ``source``/``target``.
+        media: an ``Image``/``Video``/``Audio`` model's ``format`` and last ``value`` (:mod:`.media`).
     """
 
     type: ModelType | None
@@ -42,6 +44,7 @@ class WidgetModel:
     allow_html: bool = False
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    media: dict[str, Any] = field(default_factory=dict)
 
 
 def police_state(policy: OutputPolicy, model: WidgetModel, state: dict[str, Any], *,
@@ -135,6 +138,15 @@ def binary_paths(model: WidgetModel, paths: Any, buffers: tuple[bytes, ...]) -> 
     return kept_paths, tuple(kept), dropped
 
 
+def binary_state(policy: OutputPolicy, model: WidgetModel, state: dict[str, Any], paths: Any,
+                 buffers: tuple[bytes, ...]) -> tuple[list, tuple, bool]:
+    """:func:`binary_paths`, then a media widget's ``format`` and value policed together
+    (:func:`.media.police_media`; ``state``, already policed, is changed in place)."""
+    paths, buffers, dropped = binary_paths(model, paths, buffers)
+    paths, buffers, changed = police_media(policy, model, state, paths, buffers)
+    return paths, buffers, dropped or changed
+
+
 def _binary(model: WidgetModel, path: list) -> bool:
     if model.type is None:
         return True
@@ -178,4 +190,4 @@ def _text(value: Any) -> str | None:
     return None
 
 
-__all__ = ["WidgetModel", "binary_paths", "police_state"]
+__all__ = ["WidgetModel", "binary_paths", "binary_state", "police_state"]
