@@ -7,7 +7,7 @@ import pytest
 from tests.support.backends import backends, close, prepared  # noqa: F401 - also imported from here
 from tests.targets import NAMES
 
-TIERS = ("unit", "kernel", "docker", "e2b", "gateway", "browser")
+TIERS = ("unit", "corpus", "kernel", "docker", "e2b", "gateway", "browser")
 """Markers of the test tiers (pyproject.toml describes them); ``pytest -m unit`` is the fast one."""
 
 BACKEND_TIERS = {"local": "kernel", "docker": "docker", "docker_api": "docker", "podman": "docker",

@@ -15,8 +15,8 @@ import pytest
 from sandbox_kernel.core.events import Display
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.css import clean_declarations
-from sandbox_kernel.policy.stylesheet import clean_stylesheet
 from sandbox_kernel.policy.markup import Sanitizer
+from sandbox_kernel.policy.stylesheet import clean_stylesheet
 from sandbox_kernel.policy.tex import police_tex
 
 pytestmark = pytest.mark.unit

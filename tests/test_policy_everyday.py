@@ -15,7 +15,7 @@ import pytest
 from sandbox_kernel.policy import OutputPolicy
 from tests.test_policy import EXFILTRATION, HOSTILE_HTML, NOT_HTML_IN_A_BROWSER_EITHER
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.corpus  # real libraries (scikit-learn, Altair, matplotlib): their imports cost seconds
 
 VL = "application/vnd.vegalite.v5+json"
 

@@ -45,8 +45,16 @@ from urllib.parse import urlsplit
 import nh3
 
 from . import css
-from .allowlists import (ACTIVE_TAGS, HTML_ATTRIBUTES, HTML_TAGS, INLINE_SVG_ATTRIBUTES, NOT_ELEMENTS, SVG_ATTRIBUTES,
-                         SVG_TAGS, active_attribute, allowed)
+from .allowlists import (
+    ACTIVE_TAGS,
+    HTML_TAGS,
+    INLINE_SVG_ATTRIBUTES,
+    NOT_ELEMENTS,
+    SVG_ATTRIBUTES,
+    SVG_TAGS,
+    active_attribute,
+    allowed,
+)
 from .passes import rewrite, svg_document
 from .stylesheet import clean_stylesheet
 
@@ -106,8 +114,8 @@ class Sanitizer:
         url = url.strip()
         if tag == "use":
             return url.startswith("#")
-        if tag == "a" or attr == "cite":
-            scheme = urlsplit(url).scheme.lower()
+        if tag == "a" or attr == "cite":  # the scheme as a lenient reader sees it: controls dropped
+            scheme = urlsplit(re.sub(r"[\x00-\x20\x7f]", "", url)).scheme.lower()
             return not scheme or scheme in _LINK_SCHEMES
         if _DATA_IMAGE.match(url) or (tag == "img" and _RELATIVE.fullmatch(re.sub(r"[\t\n\r]", "", url))):
             return True

@@ -28,20 +28,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .charts import VEGA_METADATA, plain_json, vega_refusal, vega_spec
 from .mermaid import mermaid
 from .tex import police_tex
 
-if TYPE_CHECKING:
-    from .core import OutputPolicy
-
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 
 
-Police = Callable[["OutputPolicy", Any], tuple[Any, bool]]
-"""``police(policy, value) -> (value, changed)``: a rule's function; ``value`` None: refused."""
+Police = Callable[[Any, Any], tuple[Any, bool]]
+"""``police(policy, value) -> (value, changed)``: a rule's function, given the
+:class:`~.core.OutputPolicy` applying it; ``value`` None: refused."""
 
 
 @dataclass(frozen=True)

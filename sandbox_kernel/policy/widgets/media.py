@@ -18,11 +18,7 @@ script, well-formed), on ``comm_open``, on every ``update``, in ``update_states`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .. import OutputPolicy
-    from .state import WidgetModel
+from typing import Any
 
 FORMATS = {
     "ImageModel": frozenset({"png", "jpeg", "jpg", "gif", "webp", "bmp", "avif", "apng", "x-icon", "svg+xml"}),
@@ -36,10 +32,12 @@ DEFAULTS = {"ImageModel": "png", "VideoModel": "mp4", "AudioModel": "mp3"}
 VALUE = ["value"]
 
 
-def police_media(policy: OutputPolicy, model: WidgetModel, state: dict[str, Any], paths: list,
+def police_media(policy: Any, model: Any, state: dict[str, Any], paths: list,
                  buffers: tuple) -> tuple[list, tuple, bool]:
     """``(paths, buffers, changed)`` for one message's state of a media model (``state`` is
-    changed in place: its ``format`` checked); other models pass as they are."""
+    changed in place: its ``format`` checked); other models pass as they are. ``policy``: the
+    :class:`~sandbox_kernel.policy.OutputPolicy`; ``model``: the rules'
+    :class:`~.state.WidgetModel` (its ``media`` remembers the format and the last value)."""
     name = model.type.name if model.type is not None else None
     if name not in FORMATS or policy.trusts:
         return paths, buffers, False
@@ -62,7 +60,7 @@ def police_media(policy: OutputPolicy, model: WidgetModel, state: dict[str, Any]
     return paths, (*buffers[:index], clean, *buffers[index + 1:]), changed or did
 
 
-def _svg(policy: OutputPolicy, value: bytes) -> tuple[bytes, bool]:
+def _svg(policy: Any, value: bytes) -> tuple[bytes, bool]:
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError:
@@ -71,7 +69,7 @@ def _svg(policy: OutputPolicy, value: bytes) -> tuple[bytes, bool]:
     return clean.encode("utf-8"), changed or clean != text
 
 
-def police_states_media(policy: OutputPolicy, models: dict[str, WidgetModel], states: dict[str, Any], paths: list,
+def police_states_media(policy: Any, models: dict[str, Any], states: dict[str, Any], paths: list,
                         buffers: tuple) -> tuple[list, tuple, bool]:
     """:func:`police_media` for each entry of an ``update_states`` reply, whose buffer paths are
     ``[model_id, "state", *path]``."""
