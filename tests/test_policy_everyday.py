@@ -70,6 +70,8 @@ def test_inline_svg_in_html_is_kept_through_the_svg_rule():
     hostile = OutputPolicy().bundle({"text/html": '<svg onload="x()"><script>x()</script><rect width="5"/>'
                                                   '<image href="https://x.example/i.png"/></svg>'})
     assert hostile.changed and hostile.data["text/html"] == '<svg><rect width="5"></rect><image></image></svg>'
+    painted = '<svg><rect fill="rgb(0, 128, 0)" stroke="hsl(120 50% 50%)" width="5"></rect></svg>'
+    assert OutputPolicy().bundle({"text/html": painted}).data["text/html"] == painted
 
 
 @pytest.mark.parametrize("url", ["figure.png", "images/fig%201.png", "../shared/plot.png", "./a.png?v=2#x"])

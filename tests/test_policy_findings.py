@@ -38,7 +38,8 @@ def media(event: Comm) -> tuple[dict, dict[str, bytes]]:
 
 def test_an_svg_image_widget_gets_its_value_through_the_svg_rule():
     rules = WidgetRules(OutputPolicy())
-    event, changed, _ = rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["value"]], buffers=[SVG_SCRIPT], format="svg+xml"))
+    event, changed, _ = rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["value"]],
+                                                   buffers=[SVG_SCRIPT], format="svg+xml"))
     state, buffers = media(event)
     assert changed and state["format"] == "svg+xml"
     assert b"<script" not in buffers["value"] and b"<rect" in buffers["value"]
@@ -47,7 +48,8 @@ def test_an_svg_image_widget_gets_its_value_through_the_svg_rule():
 @pytest.mark.parametrize("switch", ["svg+xml", "SVG+XML"])
 def test_switching_a_harmless_image_to_svg_sends_its_value_again_policed(switch):
     rules = WidgetRules(OutputPolicy())
-    event, changed, _ = rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["value"]], buffers=[SVG_SCRIPT], format="png"))
+    event, changed, _ = rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["value"]],
+                                                   buffers=[SVG_SCRIPT], format="png"))
     assert media(event)[1]["value"] == SVG_SCRIPT  # image/png: the browser never runs it, even opened alone
     event, changed, _ = rules.from_sandbox(update("i", format=switch))
     state, buffers = media(event)
@@ -61,7 +63,8 @@ def test_a_format_outside_the_models_list_is_dropped(model, fmt):
     """``"svg+xml "`` ran script in Chromium (the MIME parser trims the space); the view keeps
     its previous format (or its default, png/mp4/mp3) for any format not listed."""
     rules = WidgetRules(OutputPolicy())
-    event, changed, _ = rules.from_sandbox(opening("m", model, buffer_paths=[["value"]], buffers=[SVG_SCRIPT], format=fmt))
+    event, changed, _ = rules.from_sandbox(opening("m", model, buffer_paths=[["value"]], buffers=[SVG_SCRIPT],
+                                                   format=fmt))
     assert changed and "format" not in media(event)[0]
 
 

@@ -201,8 +201,8 @@ class OutputPolicy:
         if policed is None:
             why = rule.refusal(value) if rule.refusal else None
             fix = f"{self.option('output_policy', 'isolate' if mime == 'text/html' else 'trust')} shows it"
-            out.notes.append(f"[a {mime} output was not shown: {why or 'the output policy could not make it safe to render'}"
-                             f"{'' if why else '; ' + fix}]")
+            why = why or f"the output policy could not make it safe to render; {fix}"
+            out.notes.append(f"[a {mime} output was not shown: {why}]")
             return
         out.data[mime] = policed
         meta = renderers.metadata(mime, given)

@@ -43,6 +43,7 @@ import re
 from urllib.parse import urlsplit
 
 import nh3
+import tinycss2
 
 from . import css
 from .allowlists import (
@@ -136,8 +137,9 @@ class Sanitizer:
             return value if _ID.fullmatch(value) else None
         if attr == "class":
             return " ".join(token for token in value.split() if "jax" not in token.lower()) or None
-        if attr in _SVG_PAINT and "(" in value:
-            return value if _LOCAL_PAINT.fullmatch(value) else None
+        if attr in _SVG_PAINT and "(" in value:  # url(#local), or a colour CSS computes (rgb(...))
+            return value if _LOCAL_PAINT.fullmatch(value) or css.values_ok(tinycss2.parse_component_value_list(value)) \
+                else None
         return value
 
     # -- HTML, SVG, Markdown ----------------------------------------------------------------

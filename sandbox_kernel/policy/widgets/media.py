@@ -23,7 +23,8 @@ from typing import Any
 FORMATS = {
     "ImageModel": frozenset({"png", "jpeg", "jpg", "gif", "webp", "bmp", "avif", "apng", "x-icon", "svg+xml"}),
     "VideoModel": frozenset({"mp4", "webm", "ogg", "mpeg", "quicktime", "x-matroska", "3gpp"}),
-    "AudioModel": frozenset({"mp3", "mpeg", "wav", "x-wav", "wave", "ogg", "webm", "aac", "flac", "mp4", "x-m4a", "opus"}),
+    "AudioModel": frozenset({"mp3", "mpeg", "wav", "x-wav", "wave", "ogg", "webm", "aac", "flac", "mp4", "x-m4a",
+                             "opus"}),
 }
 """Formats (the second half of the blob's MIME type) a media view may be given: images the
 browser only ever draws, and sounds and videos it only plays. ``svg+xml``: through the SVG rule."""
