@@ -6,14 +6,13 @@ nothing; the hostile corpus still does)."""
 
 from __future__ import annotations
 
-import io
 import re
 from xml.etree import ElementTree
 
 import pytest
 
 from sandbox_kernel.policy import OutputPolicy
-from tests.test_policy import EXFILTRATION, HOSTILE_HTML, NOT_HTML_IN_A_BROWSER_EITHER
+from tests.test_policy import EXFILTRATION, HOSTILE_HTML, NOT_HTML_IN_A_BROWSER_EITHER, matplotlib_svg
 
 pytestmark = pytest.mark.corpus  # real libraries (scikit-learn, Altair, matplotlib): their imports cost seconds
 
@@ -44,25 +43,10 @@ def test_their_arguments_are_checked(tex):
 
 
 # -- markup ----------------------------------------------------------------------------------------------
-def matplotlib_svg() -> str:
-    import matplotlib
-
-    matplotlib.use("svg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(2, 1))
-    ax.plot([1, 3, 2])
-    ax.set_title("T\u00a0itle")
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
-    plt.close(fig)
-    return buffer.getvalue()
-
-
 def test_inline_svg_in_html_is_kept_through_the_svg_rule():
     """A figure as HTML (``_repr_html_`` embedding its ``<svg>``) keeps its drawing; what the SVG
     rule removes (script, handlers, a foreign ``<image>``) goes."""
-    figure = matplotlib_svg()
+    figure = matplotlib_svg("T\u00a0itle")
     inline = figure[figure.index("<svg"):]
     policed = OutputPolicy().bundle({"text/html": f"<div class='figure'>{inline}</div>"})
     html = policed.data["text/html"]

@@ -1,9 +1,13 @@
 """The output policy: what of a sandbox's outputs may act in the user's page.
 
 - :mod:`.core`: :class:`OutputPolicy` (MIME bundles, HTML strings, widget state pieces);
-- :mod:`.renderers`: the closed list of MIME types JupyterLab renders, each with its rule;
-- :mod:`.markup` (HTML, SVG, Markdown), :mod:`.css`, :mod:`.tex` (MathJax), :mod:`.mermaid`,
-  :mod:`.charts` (Vega, Vega-Lite, Plotly): the rules that rewrite;
+- :mod:`.renderers`: the closed list of MIME types JupyterLab renders, each with its rule and
+  the rule's police function;
+- :mod:`.markup` (HTML, SVG, Markdown: :mod:`.allowlists`, then :mod:`.passes` over nh3's
+  output, to a fixed point), :mod:`.css` and :mod:`.stylesheet` (styles scoped to their
+  output), :mod:`.tex` and :mod:`.tex_arguments` (MathJax), :mod:`.mermaid`, :mod:`.charts`
+  (Vega, Vega-Lite, Plotly): the rules that rewrite;
+- :mod:`.widgets`: the widget rules (typed state, links, media values);
 - :mod:`.frame`: ``isolate``'s opaque-origin frame;
 - :mod:`.options`: the traitlets options every front door shares.
 """

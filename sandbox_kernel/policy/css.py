@@ -19,6 +19,10 @@ hash and dimension unit, as a hex escape (``\\3c ``). What is kept is a closed w
   contents cleaned alike; every other at-rule goes (``@import``, ``@font-face``,
   ``@namespace``, ``@property``, ``@charset``, ...);
 - property names: any, except those that bind behaviour (``behavior``, ``-moz-binding``).
+
+``<style>`` blocks are cleaned with these rules and scoped to their output by
+:mod:`.stylesheet`. What is dropped counts for the cell's note only when it is
+:func:`active` (could load or bind behaviour).
 """
 
 from __future__ import annotations
