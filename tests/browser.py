@@ -288,3 +288,23 @@ def jupyterlab(kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | Non
         yield lab.start()
     finally:
         lab.stop()
+
+
+def kernelspecs(allowed_origin: str) -> dict[str, dict[str, Any]]:
+    """``sandbox-docker`` with the docker test set-up and ``allowed_origin`` as its one allowed
+    image origin, its ``trust`` and ``isolate`` copies, and a ``python3`` whose argv carries the
+    docker test set-up for the magic's backends."""
+    from sandbox_kernel.frontdoors.kernel.kernelspec import kernel_json
+    from tests.support.backends import prepared
+    from tests.support.host import host_arguments
+
+    setup = prepared("docker")
+    options = [*setup.kernel_options, *(f"--DockerBackend.{k}={v}" for k, v in setup.traits.items())]
+    specs = {"sandbox-docker": kernel_json("docker", [*options, f"--SandboxKernel.allowed_origins={allowed_origin}"])}
+    for policy in ("trust", "isolate"):
+        spec = kernel_json("docker", [*options, f"--SandboxKernel.output_policy={policy}"])
+        specs[f"sandbox-docker-{policy}"] = {**spec, "display_name": f"{spec['display_name']} {policy}"}
+    specs["python3"] = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                                 *host_arguments("docker")],
+                        "display_name": "Python 3 (ipykernel)", "language": "python"}
+    return specs

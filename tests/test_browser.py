@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +47,7 @@ from tests.browser import (
     RequestRecorder,
     cell_outputs,
     jupyterlab,
+    kernelspecs,
     run_all,
     run_cell,
     screenshot,
@@ -113,25 +113,6 @@ def notebooks(origin: str) -> dict[str, Notebook]:
     books["magic-sanitize"].cells.update({**{k: f"{MAGIC}\n{v}" for k, v in plain.items()},
                                           **cells, "chart": isolate + controls.CHART_CELL})
     return books
-
-
-def kernelspecs(allowed_origin: str) -> dict[str, dict[str, Any]]:
-    """``sandbox-docker`` with the docker test set-up and ``allowed_origin`` as its one allowed
-    image origin, its ``trust`` and ``isolate`` copies, and a ``python3`` whose argv carries the
-    docker test set-up for the magic's backends."""
-    from sandbox_kernel.frontdoors.kernel.kernelspec import kernel_json
-    from tests.support.host import host_arguments
-
-    setup = prepared("docker")
-    options = [*setup.kernel_options, *(f"--DockerBackend.{k}={v}" for k, v in setup.traits.items())]
-    specs = {"sandbox-docker": kernel_json("docker", [*options, f"--SandboxKernel.allowed_origins={allowed_origin}"])}
-    for policy in ("trust", "isolate"):
-        spec = kernel_json("docker", [*options, f"--SandboxKernel.output_policy={policy}"])
-        specs[f"sandbox-docker-{policy}"] = {**spec, "display_name": f"{spec['display_name']} {policy}"}
-    specs["python3"] = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                                 *host_arguments("docker")],
-                        "display_name": "Python 3 (ipykernel)", "language": "python"}
-    return specs
 
 
 @dataclass

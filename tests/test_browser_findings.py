@@ -34,6 +34,7 @@ from tests.browser import (
     RequestRecorder,
     cell_outputs,
     jupyterlab,
+    kernelspecs,
     run_all,
     screenshot,
     wait_cell,
@@ -41,7 +42,6 @@ from tests.browser import (
 )
 from tests.page_attacks import raw, show
 from tests.support.backends import prepared
-from tests.test_browser import kernelspecs
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.timeout(400)]
 

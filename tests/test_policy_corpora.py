@@ -27,7 +27,7 @@ from sandbox_kernel.core.events import Comm
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.widgets.rules import WidgetRules
 from tests.policy_oracle import html_violations, violations
-from tests.test_widget_policy import opening
+from tests.support.policy import opening
 
 pytestmark = pytest.mark.corpus
 

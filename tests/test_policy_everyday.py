@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 import pytest
 
 from sandbox_kernel.policy import OutputPolicy
-from tests.test_policy import EXFILTRATION, HOSTILE_HTML, NOT_HTML_IN_A_BROWSER_EITHER, matplotlib_svg
+from tests.support.policy import EXFILTRATION, HOSTILE_HTML, NOT_HTML_IN_A_BROWSER_EITHER, matplotlib_svg
 
 pytestmark = pytest.mark.corpus  # real libraries (scikit-learn, Altair, matplotlib): their imports cost seconds
 

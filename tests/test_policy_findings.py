@@ -19,7 +19,7 @@ from sandbox_kernel.core.events import Comm
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.widgets.rules import WidgetRules
 from tests.policy_oracle import css_violations, html_violations
-from tests.test_widget_policy import opening, state_of, update
+from tests.support.policy import opening, state_of, update
 
 pytestmark = pytest.mark.unit
 

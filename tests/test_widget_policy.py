@@ -16,37 +16,11 @@ from sandbox_kernel.core.events import Comm
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.widgets.rules import WidgetRules
 from sandbox_kernel.policy.widgets.types import table
+from tests.support.policy import BASE, CONTROLS, OUTPUT, classes, opening, state_of, update
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parent.parent
-CONTROLS, BASE, OUTPUT = "@jupyter-widgets/controls", "@jupyter-widgets/base", "@jupyter-widgets/output"
-
-
-def classes(name: str, module: str = CONTROLS) -> dict:
-    """The class keys ipywidgets 8.1 sends for a model."""
-    kind = table()[f"{module}:{name}"]
-    view_module, view_version, view_name = kind.views[0]
-    return {"_model_module": module, "_model_module_version": kind.version, "_model_name": name,
-            "_view_module": view_module, "_view_module_version": view_version, "_view_name": view_name}
-
-
-def opening(comm_id: str, name: str, module: str = CONTROLS, buffer_paths=(), buffers=(), **state) -> Comm:
-    return Comm("comm_open", {"comm_id": comm_id, "target_name": "jupyter.widget", "data": {
-        "state": {**classes(name, module), **state}, "buffer_paths": list(buffer_paths)}},
-        {"version": "2.1.0"}, tuple(buffers))
-
-
-def update(comm_id: str, method: str = "update", buffer_paths=(), buffers=(), **state) -> Comm:
-    return Comm("comm_msg", {"comm_id": comm_id, "data": {"method": method, "state": state,
-                                                        "buffer_paths": list(buffer_paths)}}, {}, tuple(buffers))
-
-
-def state_of(verdict) -> dict:
-    event, _, _ = verdict
-    return event.content["data"]["state"]
-
-
 @pytest.fixture
 def rules() -> WidgetRules:
     return WidgetRules(OutputPolicy())
