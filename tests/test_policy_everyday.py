@@ -6,6 +6,7 @@ nothing; the hostile corpus still does)."""
 
 from __future__ import annotations
 
+import json
 import re
 from xml.etree import ElementTree
 
@@ -146,3 +147,22 @@ def test_a_scikit_learn_diagram_says_only_what_could_act():
 def test_the_hostile_corpus_still_gets_the_note(source):
     if source not in NOT_HTML_IN_A_BROWSER_EITHER:
         assert OutputPolicy().bundle({"text/html": source}).changed, source
+
+
+def test_every_page_attack_is_said():
+    """The browser corpus (tests/page_attacks.json) in process: every attack cell that shows a
+    bundle gets the note (the browser test checks the same in the page, slower)."""
+    from tests.page_attacks import ATTACKS, _fields, _filled
+
+    fields = _fields("fetch('/x')", "https://x.example/leak")
+    silent = []
+    for entry in json.loads(ATTACKS.read_text())["corpus"]:
+        if "show" in entry and entry["show"] in ("HTML", "Markdown"):
+            bundle = {f"text/{entry['show'].lower()}": _filled(entry["source"], fields)}
+        elif "raw" in entry:
+            bundle = _filled(entry["raw"], fields)
+        else:
+            continue
+        if not OutputPolicy().bundle(bundle, _filled(entry.get("metadata"), fields)).changed:
+            silent.append(entry["name"])
+    assert silent == []
