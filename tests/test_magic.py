@@ -155,7 +155,7 @@ def test_sessions_stop_when_the_host_kernel_exits(tmp_path):
 def test_outputs_pass_the_output_policy(cells):
     """Default sanitize: no handler, no script, no external image reaches the host page; one note."""
     html, javascript, markdown = bundles(cells["hostile"])
-    assert html["text/html"] == "<img><b>kept</b>"
+    assert html["text/html"] == '<img src="x"><b>kept</b>'
     assert "application/javascript" not in javascript and "%%sandbox --output-policy isolate" in javascript["text/plain"]
     assert "text/markdown" not in markdown and "x.example" not in markdown["text/html"]
     assert "<em>kept</em>" in markdown["text/html"]

@@ -79,7 +79,7 @@ def test_widget_state_passes_the_output_policy(host):
     hostile = '<img src=x onerror="fetch(1)"><b>ok</b>'
     reply, outputs = host.execute(cell(f"import ipywidgets as widgets\nh = widgets.HTML({hostile!r})\nh"))
     assert reply["status"] == "ok"
-    assert host.models[host.find("HTMLModel", value="<img><b>ok</b>")]
+    assert host.models[host.find("HTMLModel", value='<img src="x"><b>ok</b>')]
     assert "[output policy 'sanitize'" in stdout(outputs, "stderr")
 
 

@@ -41,7 +41,7 @@ def test_default_policy_sanitizes_every_rich_output(policy_kernel, backend_name)
     reply, outputs = run(policy_kernel, HOSTILE, timeout=120)
     assert reply["status"] == "ok"
     page, script, markdown, svg, linker, styled = [c["data"] for c in rich(outputs)]
-    assert page["text/html"] == "<img><b>bold</b><img>"
+    assert page["text/html"] == '<img src="x"><b>bold</b><img>'
     assert set(script) == {"text/plain"} and "--SandboxKernel.output_policy=isolate" in script["text/plain"]
     assert "text/markdown" not in markdown and "onerror" not in markdown["text/html"]
     assert "127.0.0.1" not in markdown["text/html"] and "<em>md</em>" in markdown["text/html"]

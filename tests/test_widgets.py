@@ -144,24 +144,24 @@ def test_widget_state_passes_the_output_policy(frontend):
         "    _model_name = traitlets.Unicode('EvilModel').tag(sync=True)\nevil = Evil()\nh")
     assert reply["status"] == "ok"
     html = frontend.find("HTMLModel")
-    assert frontend.models[html]["value"] == "<img><b>ok</b>"
+    assert frontend.models[html]["value"] == '<img src="x"><b>ok</b>'
     assert not [s for s in frontend.models.values() if s.get("_model_module") == "evil-module"]
     notes = stdout(outputs, "stderr")
     assert "[output policy 'sanitize'" in notes and "'evil-module' was not shown" in notes
     frontend.execute(f"h.value = {hostile!r} + 'cell'")
-    assert frontend.models[html]["value"] == "<img><b>ok</b>cell"
+    assert frontend.models[html]["value"] == '<img src="x"><b>ok</b>cell'
     frontend.execute(f"threading.Timer(0.3, lambda: setattr(h, 'value', {hostile!r} + 'thread')).start()")
     deadline = time.monotonic() + 20
     while not frontend.models[html]["value"].endswith("thread") and time.monotonic() < deadline:
         frontend.take(frontend.kc.get_iopub_msg(timeout=20))
-    assert frontend.models[html]["value"] == "<img><b>ok</b>thread"
+    assert frontend.models[html]["value"] == '<img src="x"><b>ok</b>thread'
     control = "control-" + os.urandom(4).hex()
     frontend.send("comm_open", {"comm_id": control, "target_name": "jupyter.widget.control", "data": {}},
                   metadata={"version": "1.0.0"})
     [restore] = comm_msgs(frontend.send("comm_msg", {"comm_id": control, "data": {"method": "request_states"}}),
                           control, "update_states")
     states = restore["content"]["data"]["states"]
-    assert states[html]["state"]["value"] == "<img><b>ok</b>thread"
+    assert states[html]["state"]["value"] == '<img src="x"><b>ok</b>thread'
     assert not [s for s in states.values() if s["model_module"] == "evil-module"]
     frontend.send("comm_close", {"comm_id": control, "data": {}})
 
