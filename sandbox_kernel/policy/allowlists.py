@@ -4,8 +4,8 @@ The allowlists (:data:`HTML_TAGS`, :data:`HTML_ATTRIBUTES`, :data:`SVG_TAGS`,
 :data:`SVG_ATTRIBUTES`) decide what the sanitizer keeps: a closed world. The *active* sets
 decide only whether the cell says that the policy removed something that could act or fetch
 (its one-line note, and ``isolate``'s frame): an element or attribute the allowlists drop that is
-not active (pandas' ``halign``, scikit-learn's ``aria-label``, a ``<button>`` without a handler)
-is dropped without a word.
+not active (scikit-learn's ``aria-label``, a ``<button>`` without a handler) is dropped without
+a word; pandas' ``halign`` is kept.
 """
 
 from __future__ import annotations
