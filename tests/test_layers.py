@@ -5,6 +5,7 @@ never up, and no import cycle exists between modules. Read from the source with
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def imports(path: Path, top_level_only: bool) -> list[tuple[int, str]]:
     """``(line, module or module.name)`` of each import in ``path``, relative ones resolved."""
     module = module_name(path)
