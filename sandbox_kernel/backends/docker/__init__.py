@@ -49,6 +49,7 @@ from .egress import settings_of as egress_settings_of
 from .egress.notes import RefusalNotes
 from .image import BuildProgress
 from .images import DEFAULT_TAG
+from .images.for_kernel import build_command
 from .inside import KERNEL_DIR as INSIDE_DIR
 from .inside import SOURCE as RELAY_SOURCE
 from .inside import pooled_environment
@@ -234,6 +235,8 @@ class DockerBackend(KernelClientBackend):
         client = await self._engine()
         loop = asyncio.get_running_loop()
         progress = BuildProgress(emit, self.image, loop) if emit is not None else None
+        if progress is not None:
+            progress.command = build_command(self)
         log = progress or (lambda line: self.log.info("image build: %s", line))
         ok = False
         try:

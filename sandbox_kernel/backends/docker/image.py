@@ -166,6 +166,7 @@ class BuildProgress:
         self.started = self.shown = time.monotonic()
         self.step, self.shown_once = "", False
         self.what, self.note = f"the sandbox image {image}", "first use; about a minute"
+        self.command = ""  # the command that builds it ahead of time, said while it builds
 
     def _show(self, text: str, on_loop: bool = False) -> None:
         event = Display({"text/plain": text}, display_id=self.display_id, update=self.shown_once)
@@ -182,8 +183,10 @@ class BuildProgress:
             return
         self.shown = time.monotonic()
         detail = f"{self.step}\n  {line.strip()[:120]}" if line != self.step else self.step
+        ahead = (f"\n(A scripted run, e.g. nbclient or papermill, should build it first: {self.command})"
+                 if self.command else "")
         self._show(f"Building {self.what} ({self.note}) "
-                   f"[{time.monotonic() - self.started:.0f} s]\n{detail}")
+                   f"[{time.monotonic() - self.started:.0f} s]\n{detail}{ahead}")
 
     def done(self, ok: bool) -> None:
         """Show the outcome; called on the event loop's thread, after the build."""

@@ -59,7 +59,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     download.add_argument("--requirements", type=Path)
     download.add_argument("--platform", help=f"{_PLATFORM_HELP} (default: this machine's)")
     download.add_argument("--egress", action="store_true", help="the egress proxy's wheels (CPython 3.13)")
-    build = commands.add_parser("build", help="build the default sandbox image")
+    build = commands.add_parser("build", help="build the default sandbox image, or the image a docker kernel's "
+                                              "options ask for (--kernel NAME, or --DockerBackend.* options)")
+    build.add_argument("--kernel", help="a kernelspec (e.g. sandbox-docker): build the image its options ask for "
+                                        "(packages, dockerfile, image...), as its first cell would")
+    build.set_defaults(traitlets_options=True)  # --DockerBackend.packages=... after the flags
     build.add_argument("--base", help=f"base image (default {DEFAULT_BASE}; --egress: {EGRESS_BASE})")
     build.add_argument("--tag", help=f"image name (default {DEFAULT_TAG}; --egress: {EGRESS_TAG})")
     build.add_argument("--egress", action="store_true", help="build the egress proxy's image (allow_hosts)")
@@ -75,7 +79,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(_parser().parse_args(argv))
+    args, extra = _parser().parse_known_args(argv)
+    args.extra = extra
+    return run(args)
+
+
+def _build_for_kernel(args: argparse.Namespace) -> int:
+    """``build --kernel NAME`` / ``build --DockerBackend.*``: the image those options ask for."""
+    from .for_kernel import build_for, kernel_config
+
+    options = list(getattr(args, "extra", []) or [])
+    if bad := [o for o in options if not o.startswith("--DockerBackend.")]:
+        print(f"error: unknown argument {bad[0]} (give --DockerBackend.NAME=VALUE options)", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    image = build_for(kernel_config(args.kernel, options), progress=lambda line: print(line, flush=True))
+    print(f"ready: {image} ({time.monotonic() - started:.0f} s); a kernel with these options starts on it at once")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
                                 recipe=EGRESS if args.egress else SANDBOX)
             print(f"wheelhouse complete for {platform}: {args.wheelhouse}")
             return 0
+        if args.image_command == "build" and (args.kernel or getattr(args, "extra", None)):
+            return _build_for_kernel(args)
         from ..engine import connect
 
         client = connect()  # the backend's client: DOCKER_HOST, a docker context, a TLS engine's own CA
