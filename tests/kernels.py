@@ -11,15 +11,17 @@ from jupyter_client.manager import start_new_kernel
 
 
 @contextlib.contextmanager
-def kernel(name: str, *options: str, **env: str):
+def kernel(name: str, *options: str, cwd: str | None = None, **env: str):
     """A kernel started from the installed kernelspec ``sandbox-NAME`` through jupyter_client's
-    KernelManager (as JupyterLab and nbclient do); yields ``(km, kc)``."""
+    KernelManager (as JupyterLab and nbclient do), in the folder ``cwd`` (as Jupyter starts one in
+    its notebook's folder; default: this process's); yields ``(km, kc)``."""
     from tests.support.backends import prepared
     from tests.targets import NAMES, REMOTE_NAMES, Prepared, backend_of
 
     setup = prepared(name) if name in NAMES + REMOTE_NAMES else Prepared()
     km, kc = start_new_kernel(kernel_name=f"sandbox-{backend_of(name)}", env={**os.environ, **setup.kernel_env, **env},
-                              extra_arguments=[*setup.kernel_options, *options], startup_timeout=120)
+                              extra_arguments=[*setup.kernel_options, *options], startup_timeout=120,
+                              **({"cwd": cwd} if cwd else {}))
     try:
         yield km, kc
     finally:

@@ -25,11 +25,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from traitlets import Unicode
+from traitlets import Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from ..core.errors import NotSupported
 from ..core.events import Emit, Event, Outcome
+from .workspace.options import (
+    env_trait,
+    workspace_dir_default,
+    workspace_dir_trait,
+    workspace_max_bytes_trait,
+    workspace_trait,
+)
 
 StdinHandler = Callable[[str, bool], Awaitable[str]]
 """``await stdin(prompt, password) -> str``: asks the notebook user for one line of input."""
@@ -107,6 +114,18 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     session = Unicode("default", help="Name of the session this sandbox belongs to (labels, logs).").tag(
         config=True
     )
+    workspace = workspace_trait()
+    workspace_dir = workspace_dir_trait()
+    workspace_max_bytes = workspace_max_bytes_trait()
+    env = env_trait()
+
+    @default("workspace_dir")
+    def _workspace_dir_default(self) -> str:
+        return workspace_dir_default()
+
+    workspace_view: Any = None
+    """What the working directory shows of the host while started
+    (:class:`~sandbox_kernel.backends.workspace.View`), or None (no workspace)."""
 
     # -- lifecycle -------------------------------------------------------------------------
     @abstractmethod
@@ -209,11 +228,16 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         """
         raise NotSupported(self.name, "file upload")
 
-    async def download(self, remote: str, local: str | Path) -> Path:
+    async def download(self, remote: str, local: str | Path, *, max_bytes: int = 0) -> Path:
         """Copy the sandbox file ``remote`` to the host path ``local``; returns that path.
+
+        Args:
+            max_bytes: the most bytes to read (0: no bound); a larger file is refused as it is
+                read, and nothing is left at ``local``.
 
         Raises:
             FileNotFoundError: ``remote`` does not exist in the sandbox.
+            FileTooLarge: ``remote`` holds more than ``max_bytes``.
             NotSupported: the backend has no file transfer.
         """
         raise NotSupported(self.name, "file download")

@@ -181,6 +181,24 @@ class PathRefused(SandboxError):
                          "without '..' (e.g. 'data/input.csv').")
 
 
+class FileTooLarge(SandboxError):
+    """A file from the sandbox is larger than the bound of the copy that asked for it; what was
+    read is discarded.
+
+    Attributes:
+        path: the file in the sandbox. limit: the bound, in bytes.
+    """
+
+    def __init__(self, path: str, limit: int) -> None:
+        self.path, self.limit = path, limit
+        super().__init__(f"{path} in the sandbox is larger than {limit:,} bytes, the bound of this copy; not copied.")
+
+
+class WorkspaceError(ConfigError):
+    """The workspace (a host folder shown in the sandbox) cannot be shown as asked; the message
+    says why and what to do."""
+
+
 class StillRunning(SandboxError):
     """The sandbox ignored repeated interrupts; the magic stopped waiting for it."""
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sandbox_kernel.core.errors import ExecutionTimeout, NotSupported, SandboxDied
+from sandbox_kernel.core.errors import ExecutionTimeout, FileTooLarge, NotSupported, SandboxDied
 from sandbox_kernel.core.events import ClearOutput, Display, Error, Stream
 from tests.support.capabilities import lacks, shown
 from tests.support.recorder import Recorder
@@ -213,8 +213,12 @@ async def test_files_round_trip(make_backend, backend_name, tmp_path):
         rec = Recorder()
         await backend.execute("print(open('data.csv').read().upper(), end='')\nopen('out.txt', 'w').write('made here')", rec)
         target = await backend.download("out.txt", tmp_path / "out.txt")
+        bounded = await backend.download("out.txt", tmp_path / "bounded.txt", max_bytes=9)  # exactly its size
+        with pytest.raises(FileTooLarge, match=r"out.txt in the sandbox is larger than 8 bytes"):
+            await backend.download("out.txt", tmp_path / "over.txt", max_bytes=8)
     assert rec.text() == "A,B\n1,2\n"
-    assert target.read_text() == "made here"
+    assert target.read_text() == "made here" and bounded.read_text() == "made here"
+    assert not (tmp_path / "over.txt").exists()
 
 
 async def test_comms_match_the_declaration(make_backend, backend_name):

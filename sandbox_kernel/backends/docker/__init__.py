@@ -40,7 +40,7 @@ from ..egress import allow_hosts_trait, pypi_index_trait, secrets_trait
 from ..kernel_client import KernelClientBackend
 from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
 from ..pool import pool_size_trait, pool_ttl_trait
-from . import engine, podman, pooled, workspace
+from . import engine, podman, pooled, view, workspace
 from .boundary import container_log, engine_errors, image_identity, running_container, stats
 from .bridge import AttachBridge, claim_by_stdin
 from .egress import IMAGE as EGRESS_IMAGE
@@ -216,6 +216,7 @@ class DockerBackend(KernelClientBackend):
         self._pooled_name: str | None = None  # the running sandbox's, when taken from the pool
         self._egress: Egress | None = None  # the running sandbox's proxy (allow_hosts)
         self._notes = RefusalNotes()
+        self._plan: Any = None  # the workspace's, while a copy of it is due (api transport)
 
     def _uid_gid(self) -> tuple[int, int]:
         return uid_gid(self.user)
@@ -257,7 +258,8 @@ class DockerBackend(KernelClientBackend):
             if new_workspace:
                 workspace.give_to(client, self._volume, self._run_image, *self._uid_gid())
         else:
-            options = volume_options(self.workdir_size, *self._uid_gid(), podman=self._podman)
+            options = volume_options(self.workdir_size, *self._uid_gid(), podman=self._podman,
+                                     shared=self.workspace == "ro" and self._transport == "api")
             with engine_errors("create the sandbox's working directory volume"):
                 client.api.create_volume(self._volume, driver="local", labels=volume_labels, driver_opts=options)
         try:
@@ -315,10 +317,12 @@ class DockerBackend(KernelClientBackend):
     async def _launch(self) -> dict[str, Any]:
         client = await self._prepare()
         await _run_blocking(self._remove_leftovers, client)
+        relayed = self._transport == "api"
+        uid, gid = self._uid_gid()
+        plan, self.workspace_view = await _run_blocking(view.prepare, self, not relayed, uid, gid)
+        self._plan = plan if relayed else None  # copied once the kernel runs (start)
         if (info := await pool.take(self)) is not None:
             return info
-        relayed = self._transport == "api"
-        uid, _ = self._uid_gid()
         self._hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-",
                                                                    dir=engine.HOSTDIR_ROOT))
         try:
@@ -328,7 +332,7 @@ class DockerBackend(KernelClientBackend):
             self._volume = self.workdir_volume or f"{name}-work"
             await self._start_egress(client, name, labels)
             spec = container_spec(self, name, self._hostdir, self._volume, labels, engine_here=self._engine_here,
-                                  egress=self._egress)
+                                  egress=self._egress, plan=plan)
             spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
             self._created, self._ready = int(time.time()), False
             warning = await _run_blocking(self._create, client, spec, labels)
@@ -371,12 +375,14 @@ class DockerBackend(KernelClientBackend):
             await self._ensure_image(None)
         await self._choose_transport(client)
         relayed = self._transport == "api"
+        plan = None if relayed else await _run_blocking(view.workspace.plan_of, self)
         spec = container_spec(self, "NAME", None if relayed else Path("/HOSTDIR"),
-                              self.workdir_volume or "VOLUME", {}, engine_here=self._engine_here)
+                              self.workdir_volume or "VOLUME", {}, engine_here=self._engine_here, plan=plan)
         spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
         image_id = await _run_blocking(image_identity, client, self._run_image)
         return pool.key_of({"spec": spec, "image_id": image_id, "transport": self._transport, "uid": self._uid_gid(),
-                            "launcher": LAUNCHER, "relay": RELAY_SOURCE, "ttl": self.pool_ttl})
+                            "launcher": LAUNCHER, "relay": RELAY_SOURCE, "ttl": self.pool_ttl,
+                            "workspace_copy": self.workspace if relayed else "off"})  # its volume's owner
 
     def _pool_options(self) -> dict[str, Any]:
         return pool.options_of(self)
@@ -396,7 +402,8 @@ class DockerBackend(KernelClientBackend):
                                   "volume": volume, "created": int(time.time())}
         try:
             info = {} if relayed else prepare_hostdir(hostdir, uid)
-            spec = container_spec(self, name, hostdir, volume, labels, engine_here=self._engine_here)
+            plan = None if relayed else await _run_blocking(view.workspace.plan_of, self)
+            spec = container_spec(self, name, hostdir, volume, labels, engine_here=self._engine_here, plan=plan)
             spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
             if relayed:
                 secret = secrets.token_hex(32)
@@ -515,6 +522,14 @@ class DockerBackend(KernelClientBackend):
             self._watch.pids_file = engine.pids_file(self._watch.container.id)
         if self._hostdir is not None:  # ipc only
             seal_hostdir(self._hostdir)
+        plan, self._plan = self._plan, None
+        if plan is not None:  # a copy of the workspace, through the engine's archive API
+            try:
+                self.workspace_view = await _run_blocking(view.copy_in, self._container, plan, self, self.workdir,
+                                                          *self._uid_gid())
+            except BaseException:
+                await self.shutdown()
+                raise
 
     def _remove_leftovers(self, client: Any) -> None:
         self._orphans.retry(client)
@@ -529,7 +544,7 @@ class DockerBackend(KernelClientBackend):
     async def _terminate(self) -> None:
         container, hostdir = self._container, self._hostdir
         volume = None if self.workdir_volume else self._volume  # a workspace outlives its sandboxes
-        self._container = self._volume = self._hostdir = None
+        self._container = self._volume = self._hostdir = self.workspace_view = self._plan = None
         self._ready = False
         watch, self._watch = self._watch, None
         bridge, self._bridge = self._bridge, None
@@ -624,9 +639,9 @@ class DockerBackend(KernelClientBackend):
                             posixpath.relpath(target, self.workdir), *self._uid_gid())
         return target
 
-    async def download(self, remote: str, local: str | Path) -> Path:
+    async def download(self, remote: str, local: str | Path, *, max_bytes: int = 0) -> Path:
         await self.start()
-        return await _run_blocking(engine.get_file, self._container, self._sandbox_path(remote), Path(local))
+        return await _run_blocking(engine.get_file, self._container, self._sandbox_path(remote), Path(local), max_bytes)
 
     async def usage(self) -> dict[str, int] | None:
         """Memory the container uses, as ``docker stats`` counts it: the engine's one-shot stats
@@ -651,5 +666,5 @@ class DockerBackend(KernelClientBackend):
                 "allow_hosts": self._egress.entries if self._egress is not None else list(self.allow_hosts),
                 "egress_proxy": self._egress.name if self._egress is not None else None,
                 "host_secrets": [s.split(":", 1)[0] for s in self.host_secrets],
-                "workdir": self.workdir,
+                "workdir": self.workdir, "env": sorted(self.env) or None,
                 "limits": {k: v for k, v in limits.items() if v}}

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...core.errors import ConfigError, EngineLost, Missing, Refused, SandboxError
+from ...core.errors import ConfigError, EngineLost, FileTooLarge, Missing, Refused, SandboxError
 from ...runtime.owners import owned_here, owner, owner_is_gone
 from ...runtime.owners import start_time as _start_time
+from ..bounded import write_chunks
 from .boundary import engine_errors, load_docker
 from .podman import EVENTS_WAIT_S as PODMAN_EVENTS_WAIT_S
 
@@ -196,25 +197,61 @@ def put_file(container: Any, local: Path, directory: str, relative: str, uid: in
             raise SandboxError(f"The Docker engine did not accept {relative}.")
 
 
-def get_file(container: Any, remote: str, local: Path) -> Path:
-    """Copy the regular file at the absolute path ``remote`` in the container to ``local``.
-    Blocking.
+def put_tree(container: Any, archive: Path, directory: str) -> None:
+    """Unpack the tar file ``archive`` (a workspace copy: owners and modes as it gives them) into
+    ``directory`` in the container, streamed from disk. Blocking.
+
+    Raises:
+        SandboxError: the engine refused.
+    """
+    with open(archive, "rb") as data, engine_errors(f"copy the workspace into {directory} in the sandbox"):
+        if not container.put_archive(directory, data):
+            raise SandboxError(f"The Docker engine did not take the workspace copy into {directory}.")
+
+
+class _Chunks(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (the engine's archive stream)."""
+
+    def __init__(self, chunks: Any) -> None:
+        self._chunks, self._rest = iter(chunks), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._rest:
+            self._rest = next(self._chunks, None)
+            if self._rest is None:
+                self._rest = b""
+                return 0
+        n = min(len(buffer), len(self._rest))
+        buffer[:n], self._rest = self._rest[:n], self._rest[n:]
+        return n
+
+
+def get_file(container: Any, remote: str, local: Path, max_bytes: int = 0) -> Path:
+    """Copy the regular file at the absolute path ``remote`` in the container to ``local``,
+    streamed: at most ``max_bytes`` bytes (0: no bound; the engine's own size of the file is
+    checked before anything is read, and the bytes as they come). Blocking.
 
     Raises:
         FileNotFoundError: ``remote`` does not exist, or is not a regular file.
+        FileTooLarge: it is larger than ``max_bytes``.
     """
     try:
         with engine_errors(f"copy {remote} out of the sandbox"):
-            chunks, _ = container.get_archive(remote)
-            archive = b"".join(chunks)
+            chunks, info = container.get_archive(remote, chunk_size=1024 * 1024)
     except Missing:
         raise FileNotFoundError(f"{remote} does not exist in the sandbox") from None
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+    if max_bytes and int((info or {}).get("size") or 0) > max_bytes:
+        raise FileTooLarge(remote, max_bytes)
+    with engine_errors(f"copy {remote} out of the sandbox"), \
+            tarfile.open(fileobj=io.BufferedReader(_Chunks(chunks), 1024 * 1024), mode="r|") as tar:
         member = tar.next()
         if member is None or not member.isfile():
             raise FileNotFoundError(f"{remote} is not a regular file in the sandbox")
-        Path(local).write_bytes(tar.extractfile(member).read())
-    return Path(local)
+        source = tar.extractfile(member)
+        return write_chunks(iter(lambda: source.read(1024 * 1024), b""), local, max_bytes, remote)
 
 
 def pids_file(container_id: str) -> Path | None:

@@ -29,6 +29,7 @@ from .egress.forwarder import PRELUDE
 from .inside import BOOTSTRAP
 from .inside import KERNEL_DIR as INSIDE_DIR
 from .mounts import check_access, parse_gpus, parse_mounts
+from .view import EMPTY, workdir_mounts
 
 KERNEL_DIR = "/kernel"
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
@@ -152,7 +153,8 @@ def prepare_hostdir(hostdir: Path, uid: int) -> dict[str, Any]:
               "kernel_name": "", **PORTS}
     (hostdir / "kernel.json").write_text(json.dumps({**common, "ip": f"{KERNEL_DIR}/k"}))
     (hostdir / "launch.py").write_text(LAUNCHER)
-    for path in (hostdir / "kernel.json", hostdir / "launch.py"):
+    (hostdir / EMPTY).write_bytes(b"")  # what covers a file a bound workspace leaves out
+    for path in (hostdir / "kernel.json", hostdir / "launch.py", hostdir / EMPTY):
         path.chmod(0o444)
     if os.geteuid() == 0:
         os.chown(hostdir, uid, -1)
@@ -171,16 +173,19 @@ TMPFS_PAGE = 4096
 """Bytes per tmpfs block in ``nr_blocks`` (the page size of x86_64 and of most arm64 kernels)."""
 
 
-def volume_options(size: int, uid: int, gid: int, podman: bool = False) -> dict[str, str]:
+def volume_options(size: int, uid: int, gid: int, podman: bool = False, shared: bool = False) -> dict[str, str]:
     """``driver_opts`` of the local driver for the working directory: a tmpfs of ``size`` bytes
     (0: no limit) owned by the kernel's uid. A volume, unlike a plain tmpfs mount, is reached by
-    the archive API (uploads), also with a read-only root.
+    the archive API (uploads), also with a read-only root. ``shared``: owned by root with mode
+    1777 instead (sticky, as ``/tmp``): a read-only workspace copy in it is root's, and the kernel
+    can add files beside it but change or remove none of it.
 
     Podman (before 4.8, containers/podman#20449) takes ``size`` in ``o`` as a project quota and
     refuses it where the filesystem has none, so it gets tmpfs's own ``nr_blocks`` instead:
     the same limit in pages of :data:`TMPFS_PAGE` bytes."""
     limit = (f"nr_blocks={-(-size // TMPFS_PAGE)}," if podman else f"size={size},") if size else ""
-    return {"type": "tmpfs", "device": "tmpfs", "o": limit + f"uid={uid},gid={gid},mode=0755"}
+    owner = "uid=0,gid=0,mode=1777" if shared else f"uid={uid},gid={gid},mode=0755"
+    return {"type": "tmpfs", "device": "tmpfs", "o": limit + owner}
 
 
 def host_mounts(backend: Any, uid: int, gid: int, engine_here: bool = True) -> list[dict[str, Any]]:
@@ -209,19 +214,20 @@ def launcher_argv(directory: str, connection_file: str) -> list[str]:
 
 
 def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, labels: dict[str, str],
-                   engine_here: bool = True, egress: Any = None) -> dict[str, Any]:
+                   engine_here: bool = True, egress: Any = None, plan: Any = None) -> dict[str, Any]:
     """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options:
     for the ``ipc`` transport with ``hostdir`` mounted at :data:`KERNEL_DIR`; for the ``api``
     transport (``hostdir`` None) running the relay with its standard input open for the attach.
     With ``egress`` (:class:`.egress.Egress`), the proxy's volume and variables; the network stays
-    ``backend.network`` (``none``).
+    ``backend.network`` (``none``). ``plan``: the workspace's (:mod:`.view`: bound on ``ipc``; on
+    ``api`` it is copied later).
 
     Raises:
         ConfigError: a bad ``mounts`` entry.
     """
     docker = load_docker()
     uid, gid = uid_gid(backend.user)
-    env = {var: os.environ[var] for var in backend.env_vars if var in os.environ} | packages_environment()
+    env = {var: os.environ[var] for var in backend.env_vars if var in os.environ} | backend.env | packages_environment()
     if egress is not None:
         env |= egress.sandbox_environment()
     if hostdir is None:
@@ -239,7 +245,8 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
         network_mode=backend.network, read_only=backend.read_only, init=backend.init,
         tmpfs={"/tmp": "mode=1777" + (f",size={backend.tmp_size}" if backend.tmp_size else "")},
         mounts=[*kernel_mounts,
-                docker.types.Mount(backend.workdir, volume, type="volume", no_copy=True),
+                *workdir_mounts(plan, backend.workspace, backend.workdir,
+                                docker.types.Mount(backend.workdir, volume, type="volume", no_copy=True), hostdir),
                 *host_mounts(backend, uid, gid, engine_here),
                 *([egress.sandbox_mount()] if egress is not None else [])],
         cap_drop=list(backend.cap_drop), security_opt=["no-new-privileges"] if backend.no_new_privileges else [],

@@ -26,10 +26,12 @@ from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode, Union
 
-from ...core.errors import EgressError, SandboxError, SandboxStartError
+from ...core.errors import EgressError, SandboxError, SandboxStartError, WorkspaceError
 from ...core.events import Emit, Outcome, SandboxReplaced
 from ...runtime.traits import ByteSize
+from .. import workspace
 from ..base import Backend, Capabilities, StdinHandler
+from ..bounded import write_stream
 from ..egress import allow_hosts_trait, pypi_index_trait, secrets_trait
 from .boundary import ENV, Connection, SandboxGone, sdk, translate
 from .execution import Cells, Limits
@@ -61,7 +63,8 @@ class E2BBackend(Backend):
     request_timeout = Float(60.0, help="Seconds to wait for E2B to answer a request (connecting, "
                                        "creating the sandbox, files); cells have their own timeout.").tag(config=True)
     env_vars = List(Unicode(), help="Names of host environment variables to pass to the sandbox.").tag(config=True)
-    envs = Dict(value_trait=Unicode(), help="Environment variables of the sandbox, NAME=value.").tag(config=True)
+    envs = Dict(value_trait=Unicode(), help="Environment variables of the sandbox, NAME=value (as E2B's SDK names "
+                                            "them; the same as env, which every backend has).").tag(config=True)
     sandbox_id = Unicode("", help="Attach to this running sandbox instead of creating one.").tag(config=True)
     on_lost = Enum(["recreate", "fail"], "recreate", help="When the sandbox is found gone (expired, killed, "
                    "or the sandbox_id to attach to does not exist): 'recreate' starts a fresh one and says "
@@ -136,6 +139,7 @@ class E2BBackend(Backend):
                 return
             if self._gone is not None:
                 raise SandboxStartError(self._gone)
+            plan = self._workspace_plan()
             module = sdk()
             from .stream import sandbox_class  # needs httpx, which the SDK brings
 
@@ -148,7 +152,8 @@ class E2BBackend(Backend):
                         sandbox = await self._attach(cls, options)
                     if sandbox is None:
                         sandbox = await cls.create(template=self.template or None, timeout=self.lifetime,
-                                                   envs={**self._host_env, **self.envs, **egress_environment(self)} or None,
+                                                   envs={**self._host_env, **self.envs, **self.env,
+                                                         **egress_environment(self)} or None,
                                                    metadata={SESSION_KEY: self.session}, network=network_of(self),
                                                    lifecycle=self._lifecycle(), **options)
                     self._context = await self._open_context(sandbox)
@@ -161,6 +166,28 @@ class E2BBackend(Backend):
             self._cells = Cells(sandbox, self._context, self._connection, self._limits())
             self.log.info("e2b: %s sandbox %s at %s", "attached to" if self._attached else "created",
                           sandbox.sandbox_id, self._connection.service)
+            self.workspace_view = None
+        if plan is not None and not self._attached:  # an attached sandbox kept its copy
+            try:  # upload and execute start the sandbox: outside the lock
+                self.workspace_view = await workspace.copy_in(self, plan, fresh=False)
+            except BaseException:
+                await self.shutdown()
+                raise
+
+    def _workspace_plan(self) -> workspace.Plan | None:
+        """The workspace to copy into a new sandbox (checked before it is made), or None.
+
+        Raises:
+            WorkspaceError: the folder cannot be copied (the message says why), or the code
+                context is not Python (the copy is unpacked by Python).
+        """
+        plan = workspace.plan_of(self)
+        if plan is not None:
+            if self.language != "python":
+                raise WorkspaceError(f"the workspace is copied in by Python, and this sandbox's code context runs "
+                                     f"{self.language}: use language=python, or %sandbox upload")
+            workspace.check_size(plan, self.workspace_max_bytes, "E2BBackend.workspace_max_bytes")
+        return plan
 
     async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
         """E2B's ``PUT /sandboxes/{id}/network`` on the running sandbox (it keeps its state); an empty
@@ -182,7 +209,7 @@ class E2BBackend(Backend):
 
     def _drop(self) -> None:
         """Forget the sandbox (gone, dead or shut down): the next cell starts a fresh one."""
-        self._sandbox = self._context = self._cells = None
+        self._sandbox = self._context = self._cells = self.workspace_view = None
 
     def _lifecycle(self) -> dict[str, Any] | None:
         """The SDK's ``lifecycle`` argument of ``create`` (None: E2B's default, kill on timeout)."""
@@ -336,16 +363,16 @@ class E2BBackend(Backend):
 
         return await self._use(write)
 
-    async def download(self, remote: str, local: str | Path) -> Path:
-        """Copy the sandbox's ``remote`` to ``local`` (envd ``GET /files``)."""
+    async def download(self, remote: str, local: str | Path, *, max_bytes: int = 0) -> Path:
+        """Copy the sandbox's ``remote`` to ``local`` (envd ``GET /files``, streamed: at most
+        ``max_bytes``, 0: no bound)."""
 
-        async def read() -> bytes:
+        async def read() -> Path:
             with self._boundary():
-                return bytes(await self._sandbox.files.read(remote, format="bytes"))
+                return await write_stream(await self._sandbox.files.read(remote, format="stream"), local, max_bytes,
+                                          remote)
 
-        data = await self._use(read)
-        Path(local).write_bytes(data)
-        return Path(local)
+        return await self._use(read)
 
     async def paused_sandboxes(self) -> list[str]:
         """Ids of this session's paused sandboxes (``GET /v2/sandboxes?state=paused&metadata=...``,
@@ -374,6 +401,6 @@ class E2BBackend(Backend):
                 "language": self.language, "context_id": self._context.id if self._context is not None else None,
                 "attached": self._attached, "keep_alive": self.keep_alive, "on_timeout": self.on_timeout,
                 "paused_sandboxes": self._paused or None,
-                "env_vars": sorted({*self._host_env, *self.envs}) or None,
+                "env_vars": sorted({*self._host_env, *self.envs, *self.env}) or None,
                 "allow_hosts": list(self.allow_hosts) or None,
                 "limits": {"lifetime_s": self.lifetime}}

@@ -33,9 +33,11 @@ from ...core.errors import (
 )
 from ...core.events import Emit, Outcome
 from ...runtime.traits import ByteSize
+from .. import workspace
 from ..base import StdinHandler
 from ..egress import allow_hosts_trait
 from ..kernel_client import KernelClientBackend, drop_note
+from ..workspace.options import EnvDict
 from . import files
 from .progress import StartProgress
 from .rest import Endpoint, call, kernel_path
@@ -63,10 +65,11 @@ class GatewayBackend(KernelClientBackend):
         config=True)
     client_cert = Unicode("", help="Client certificate (PEM file) for gateways that require mutual TLS.").tag(config=True)
     client_key = Unicode("", help="Private key (PEM file) of client_cert.").tag(config=True)
-    env = Dict(value_trait=Unicode(), help="Variables for the kernel, sent at start: Enterprise Gateway honours "
-                                           "KERNEL_* (KERNEL_USERNAME, KERNEL_NAMESPACE, KERNEL_IMAGE...); Kernel "
-                                           "Gateway those it allows (allowed_envs). KERNEL_USERNAME defaults to this "
-                                           "process's user.").tag(config=True)
+    env = EnvDict(value_trait=Unicode(), help="Variables for the kernel, NAME=value: sent at start (Enterprise "
+                                              "Gateway honours KERNEL_*: KERNEL_USERNAME, KERNEL_NAMESPACE, "
+                                              "KERNEL_IMAGE...; Kernel Gateway those it allows, allowed_envs), and set "
+                                              "in the kernel's environment once it runs, so every name arrives. "
+                                              "KERNEL_USERNAME defaults to this process's user.").tag(config=True)
     connect_timeout = Float(120.0, help="Seconds to wait for the gateway to start the kernel and open its channels "
                                         "(a Kubernetes pod can take a minute to schedule).").tag(config=True)
     keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id).").tag(
@@ -106,6 +109,7 @@ class GatewayBackend(KernelClientBackend):
         self._deaths: DeathWatch | None = None  # of the connection to the kernel
         self._first_emit: Emit | None = None
         self._attach = self.kernel_id
+        self._fresh = False  # a kernel started, not attached: env and the workspace go in at start
 
     # -- the gateway -----------------------------------------------------------------------------
     def _endpoint(self) -> Endpoint:
@@ -132,6 +136,24 @@ class GatewayBackend(KernelClientBackend):
         with StartProgress(self._first_emit or self._progress_handler, self._where(), self.kernel_name) as progress:
             await super().start()
             progress.ok = True
+        fresh, self._fresh = self._fresh, False
+        if fresh:  # a kernel this backend started (an attached one keeps what it had)
+            try:
+                await self._settle_in()
+            except BaseException:
+                await self.shutdown()
+                raise
+
+    async def _settle_in(self) -> None:
+        """In a kernel just started: ``env`` in its environment (a gateway may drop names at
+        start), then the workspace copied into a folder of its own that becomes its working
+        directory (a Kernel Gateway's kernels share the gateway's)."""
+        if self.env:
+            reply = await self._run_silent(f"__import__('os').environ.update({dict(self.env)!r})")
+            if reply.get("status") != "ok":
+                raise SandboxStartError("Could not set env in the gateway's kernel: it does not run Python.")
+        if (plan := workspace.plan_of(self)) is not None:
+            self.workspace_view = await workspace.copy_in(self, plan, fresh=True)
 
     async def _launch(self) -> dict[str, Any]:
         endpoint = self._endpoint()
@@ -144,6 +166,9 @@ class GatewayBackend(KernelClientBackend):
             self._attach = ""  # once: a kernel that dies is replaced by a new one
             self._kernel = model["id"]
             return {"kernel_id": self._kernel}
+        if (plan := workspace.plan_of(self)) is not None:  # before a kernel is started for nothing
+            workspace.check_size(plan, self.workspace_max_bytes, "GatewayBackend.workspace_max_bytes")
+        self._fresh = True
         env = {"KERNEL_USERNAME": getpass.getuser(), **self.env, "KERNEL_LAUNCH_TIMEOUT": str(int(self.connect_timeout))}
         body = {"name": self.kernel_name, "env": env} if self.kernel_name else {"env": env}
         model = await call(endpoint, "/api/kernels", "start a kernel", "POST", body, timeout=self.connect_timeout)
@@ -174,6 +199,7 @@ class GatewayBackend(KernelClientBackend):
 
     async def _terminate(self) -> None:
         ws, kernel, self._ws, self._kernel = self._ws, self._kernel, None, None
+        self.workspace_view, self._fresh = None, False
         if ws is not None:
             ws.close()
         unreachable = self._deaths is not None and self._deaths.unreachable
@@ -268,20 +294,26 @@ class GatewayBackend(KernelClientBackend):
                            timeout=self.connect_timeout)
                 self._client, self.kernel_info = await self._connect({"kernel_id": self._kernel})
                 self._start_readers()
-                return
+                restarted = True
             except SandboxError:
-                pass
-        await self.shutdown()
-        await self.start()
+                restarted = False
+        if not restarted:
+            await self.shutdown()
+            return await self.start()
+        try:  # a fresh process: in the gateway's working directory, with the gateway's environment
+            await self._settle_in()
+        except BaseException:
+            await self.shutdown()
+            raise
 
     # -- files: through the kernel itself (Enterprise Gateway has no file API) ----------------------
     async def upload(self, local: Any, remote: str) -> str:
         await self.start()
         return await files.upload(self._run_silent, local, remote)
 
-    async def download(self, remote: str, local: Any) -> Any:
+    async def download(self, remote: str, local: Any, *, max_bytes: int = 0) -> Any:
         await self.start()
-        return await files.download(self._run_silent, remote, local)
+        return await files.download(self._run_silent, remote, local, max_bytes)
 
     async def _run_silent(self, code: str, expressions: dict[str, str] | None = None) -> dict[str, Any]:
         """The ``execute_reply`` content of ``code`` run silently (no outputs, no history)."""
@@ -305,5 +337,6 @@ class GatewayBackend(KernelClientBackend):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "sandbox_id": self._kernel, "gateway": self._where() if self.url else None,
                 "kernel_name": self.kernel_name or "(the gateway's default)", "keep_alive": self.keep_alive,
+                "env": sorted(self.env) or None,
                 "limits": {"set_by": "the gateway (its kernelspec and KERNEL_* settings)"},
                 "network": f"the gateway's policy {self.network_policy!r}" if self.network_policy else "the gateway's"}

@@ -1,6 +1,7 @@
 """File transfer through the kernel itself, for kernels whose server has no file API
-(Enterprise Gateway): silent ``execute_request``s carry base64 chunks in, ``user_expressions``
-carry them out. One chunk at a time is in memory on either side.
+(Enterprise Gateway): silent ``execute_request``s whose ``user_expressions`` carry base64 chunks
+in and out (an expression is evaluated as it is; a cell first goes through IPython's input
+transformers, which took 0.8 s per 512 KiB chunk: 0.7 MiB/s). One chunk at a time is in memory on either side.
 
 ``run(code, expressions)`` returns an ``execute_reply`` content (messaging spec:
 https://jupyter-client.readthedocs.io/en/latest/messaging.html#execute).
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import SandboxError
+from ..bounded import BoundedFile
 
-CHUNK = 512 * 1024
-"""Bytes per message (base64 makes them a third larger)."""
+CHUNK = 1024 * 1024
+"""Bytes per message (base64 makes them a third larger): 1 MiB, measured 15-20 MiB/s each way with a
+Kernel Gateway here (512 KiB cells: 0.7 MiB/s up)."""
 
 Run = Callable[[str, "dict[str, str] | None"], Awaitable[dict[str, Any]]]
 
@@ -52,35 +55,32 @@ async def upload(run: Run, local: str | Path, remote: str) -> str:
     _raise(target, remote)
     with open(local, "rb") as source:
         while chunk := source.read(CHUNK):
-            code = (f"with open({part!r}, 'ab') as __sk_f: "
-                    f"__sk_f.write(__import__('base64').b64decode({base64.b64encode(chunk).decode()!r}))\ndel __sk_f")
-            _raise(await run(code, None), remote)
+            # An expression, not a cell: IPython's input transformers take ~0.8 s over a 700 KB cell,
+            # eval ~0.03 s (measured with ipykernel 7), so the chunk rides in user_expressions.
+            append = (f"(lambda f: (f.write(__import__('base64').b64decode({base64.b64encode(chunk).decode()!r})), "
+                      f"f.close())[0])(open({part!r}, 'ab'))")
+            reply = await run("", {"append": append})
+            _raise(reply, remote)
+            _raise(reply["user_expressions"]["append"], remote)
     _raise(await run(f"__import__('os').replace({part!r}, {remote!r})", None), remote)
     return ast.literal_eval(target["data"]["text/plain"])
 
 
-async def download(run: Run, remote: str, local: str | Path) -> Path:
-    """Copy the sandbox file ``remote`` to the host path ``local``; returns that path.
+async def download(run: Run, remote: str, local: str | Path, max_bytes: int = 0) -> Path:
+    """Copy the sandbox file ``remote`` to the host path ``local`` (at most ``max_bytes``, 0: no
+    bound); returns that path.
 
     Raises:
-        FileNotFoundError: ``remote`` does not exist in the sandbox."""
-    local = Path(local)
-    offset = 0
-    with open(local, "wb") as sink:
+        FileNotFoundError: ``remote`` does not exist in the sandbox. FileTooLarge: over the bound."""
+    with BoundedFile(local, max_bytes, remote) as sink:
         while True:
-            read = (f"(lambda f: (f.seek({offset}), __import__('base64').b64encode(f.read({CHUNK})).decode(), "
+            read = (f"(lambda f: (f.seek({sink.size}), __import__('base64').b64encode(f.read({CHUNK})).decode(), "
                     f"f.close())[1])(open({remote!r}, 'rb'))")
             reply = await run("", {"chunk": read})
             _raise(reply, remote)
             result = reply["user_expressions"]["chunk"]
-            try:
-                _raise(result, remote)
-            except BaseException:
-                sink.close()
-                local.unlink(missing_ok=True)
-                raise
+            _raise(result, remote)
             data = base64.b64decode(ast.literal_eval(result["data"]["text/plain"]))
             sink.write(data)
-            offset += len(data)
             if len(data) < CHUNK:
-                return local
+                return Path(local)

@@ -1,8 +1,9 @@
 """The ``local`` backend: an ipykernel subprocess in a fresh scratch directory.
 
 It isolates the working directory and the environment (the kernel sees only PATH, LANG and a
-HOME inside its scratch directory, plus the variables named in ``env_vars``) and applies
-optional rlimits. It is NOT a security boundary: the code runs as the same user, can read the
+HOME inside its scratch directory, plus the variables named in ``env_vars`` and set in ``env``) and
+applies optional rlimits. A workspace (the notebook's folder) is bound in a mount namespace of the
+kernel's own with bubblewrap, or copied into the scratch directory without it (:mod:`.view`). It is NOT a security boundary: the code runs as the same user, can read the
 user's files and use the network. Use the docker or e2b backend for untrusted code.
 """
 
@@ -25,12 +26,13 @@ from traitlets import Float, Integer, List, Unicode
 
 from ...core.errors import SandboxStartError
 from ...runtime.traits import ByteSize, format_bytes
-from .. import pool
+from .. import pool, workspace
+from ..bounded import write_chunks
 from ..egress import refused_allow_hosts
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, KernelClientBackend
 from ..kernel_client.launcher import IOPUB_APP
 from ..pool import pool_size_trait, pool_ttl_trait
-from . import pooled
+from . import pooled, view
 
 ALLOWED_ENV = ("PATH", "LANG")
 
@@ -96,14 +98,19 @@ class LocalBackend(KernelClientBackend):
         self._runtime: Path | None = None
         self._claim: socket.socket | None = None  # a pooled kernel's claim connection, held while it runs
         self._pooled_name: str | None = None
+        self._cwd: Path | None = None  # the kernel's working directory, when not the scratch directory
+        self._plan: workspace.Plan | None = None  # the workspace, when bound
+        self._bwrap = False  # the kernel runs under bubblewrap (its exit status is bwrap's)
 
     @property
     def workdir(self) -> Path | None:
-        """The scratch directory (the kernel's working directory), while started."""
-        return self._scratch
+        """The kernel's working directory while started: the scratch directory, its ``work``
+        folder (a copied or read-only workspace) or the workspace folder itself (``rw``, bound)."""
+        return self._cwd or self._scratch
 
     def _environment(self, home: bool = True) -> dict[str, str]:
         env = {name: os.environ[name] for name in (*ALLOWED_ENV, *self.env_vars) if name in os.environ}
+        env.update(self.env)
         env.update(QUIET_KERNEL_ENV)
         if home:
             env["HOME"] = str(self._scratch / "home")
@@ -134,14 +141,49 @@ class LocalBackend(KernelClientBackend):
         (self._runtime / "launch.py").write_text(f"import sys\nif sys.path and sys.path[0] == {str(self._runtime)!r}:\n"
                                                  f"    del sys.path[0]\n{IOPUB_APP}")
         try:
-            self._proc = launch_kernel(self._command(connection_file), env=self._environment(), cwd=str(self._scratch))
+            prefix = self._workspace()
+        except BaseException:
+            await self._terminate()
+            raise
+        try:
+            self._proc = launch_kernel([*prefix, *self._command(connection_file)], env=self._environment(),
+                                       cwd=str(self.workdir))
         except OSError as exc:
             raise SandboxStartError(f"Could not start the local kernel with {self.python!r}: {exc}.") from exc
         return info
 
+    def _workspace(self) -> list[str]:
+        """Show the workspace, if one is asked for: bound with bubblewrap (returns the command
+        prefix that runs the kernel in its view) or copied into ``SCRATCH/work``.
+
+        Raises:
+            WorkspaceError: the folder cannot be shown (the message says why and what to do).
+        """
+        self.workspace_view = self._cwd = self._plan = None
+        plan = workspace.plan_of(self)
+        if plan is None:
+            return []
+        work = self._scratch / "work"
+        work.mkdir()
+        bwrap = view.available()
+        if bwrap is None:  # no mount namespace to be had: a copy
+            workspace.copy_tree(plan, str(work), read_only=self.workspace == "ro", max_bytes=self.workspace_max_bytes,
+                                setting="LocalBackend.workspace_max_bytes")
+            self._cwd, self.workspace_view = work, workspace.View.of(plan, self.workspace, "copied")
+            return []
+        empty = self._runtime / "empty"
+        empty.touch(mode=0o444)
+        prefix, cwd = view.argv(plan, self.workspace, str(work), str(empty), bwrap)
+        self._cwd, self._plan, self._bwrap = Path(cwd), plan, True
+        self.workspace_view = workspace.View.of(plan, self.workspace, "bound")
+        return prefix
+
     # -- the warm pool (sandbox_kernel.backends.pool) -------------------------------------------------
     async def _pool_key(self) -> str | None:
-        """The interpreter, the kernel's environment and limits, and the code it runs."""
+        """The interpreter, the kernel's environment and limits, and the code it runs; a session
+        with a workspace is not pooled (its kernel starts in the folder's view)."""
+        if self.workspace != "off":
+            return None
         env = {name: value for name, value in self._environment(home=False).items()}
         return pool.key_of({"python": self.python, "env": env, "limits": self._limits(), "launch": pooled.POOLED_LAUNCH,
                             "app": IOPUB_APP, "ttl": self.pool_ttl})
@@ -173,6 +215,8 @@ class LocalBackend(KernelClientBackend):
         return self._death_reason(self._proc.returncode)
 
     def _death_reason(self, code: int | None) -> str:
+        if self._bwrap:
+            code = view.death_code(code)
         if code is None:
             return "its process ended (a pooled kernel, not this process's child: its exit status is unknown)"
         if code >= 0:
@@ -195,7 +239,8 @@ class LocalBackend(KernelClientBackend):
         for path in (self._scratch, self._runtime):
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
-        self._scratch = self._runtime = None
+        self._scratch = self._runtime = self._cwd = self._plan = self.workspace_view = None
+        self._bwrap = False
         claim, self._claim = self._claim, None
         if claim is not None:
             claim.close()
@@ -204,7 +249,13 @@ class LocalBackend(KernelClientBackend):
             self._pooled_name = None
 
     def _sandbox_path(self, remote: str) -> Path:
-        return self._scratch / remote if not os.path.isabs(remote) else Path(remote)
+        """Where the kernel's ``remote`` is on this machine: below its working directory, except
+        what a read-only bound workspace shows, which is the folder's own file."""
+        if os.path.isabs(remote):
+            return Path(remote)
+        if self._plan is not None and self.workspace == "ro" and self._plan.shows(remote):
+            return Path(self._plan.root) / remote
+        return self.workdir / remote
 
     async def upload(self, local: str | Path, remote: str) -> str:
         await self.start()
@@ -213,15 +264,17 @@ class LocalBackend(KernelClientBackend):
         shutil.copyfile(local, target)
         return str(target)
 
-    async def download(self, remote: str, local: str | Path) -> Path:
+    async def download(self, remote: str, local: str | Path, *, max_bytes: int = 0) -> Path:
         await self.start()
-        shutil.copyfile(self._sandbox_path(remote), local)
-        return Path(local)
+        with open(self._sandbox_path(remote), "rb") as source:
+            return write_chunks(iter(lambda: source.read(1024 * 1024), b""), local, max_bytes, remote)
 
     async def usage(self) -> dict[str, int] | None:
-        """The kernel process's resident memory (``VmRSS`` in ``/proc/PID/status``; Linux)."""
+        """The kernel process's resident memory (``VmRSS`` in ``/proc/PID/status``; Linux; under
+        bubblewrap, of its innermost process: the kernel)."""
         proc = self._proc
-        memory = pooled.process_memory(proc.pid) if proc is not None else None
+        pid = view.innermost(proc.pid) if proc is not None and self._bwrap else proc and proc.pid
+        memory = pooled.process_memory(pid) if pid else None
         return {"memory_bytes": memory} if memory is not None else None
 
     def describe(self) -> dict[str, Any]:
@@ -229,5 +282,6 @@ class LocalBackend(KernelClientBackend):
                   "cpu_time_s": self.cpu_time_limit, "max_processes": self.max_processes,
                   "max_file_size": self.max_file_size and format_bytes(self.max_file_size)}
         return {**super().describe(), "sandbox_id": str(self._proc.pid) if self._proc else None,
-                "workdir": str(self._scratch) if self._scratch else None,
+                "workdir": str(self.workdir) if self.workdir else None,
+                "env": sorted(self.env) or None,
                 "limits": {k: v for k, v in limits.items() if v}}

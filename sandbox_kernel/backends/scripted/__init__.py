@@ -39,6 +39,7 @@ from traitlets import Any as AnyTrait
 from ...core.errors import ExecutionTimeout, SandboxStartError
 from ...core.events import Comm, Display, Emit, Error, Event, Outcome
 from ..base import Backend, Capabilities, StdinHandler
+from ..bounded import write_chunks
 
 
 @dataclass(frozen=True)
@@ -261,12 +262,11 @@ class ScriptedBackend(Backend):
         self._files[remote] = Path(local).read_bytes()
         return remote
 
-    async def download(self, remote: str, local: str | Path) -> Path:
+    async def download(self, remote: str, local: str | Path, *, max_bytes: int = 0) -> Path:
         await self.start()
         if remote not in self._files:
             raise FileNotFoundError(f"no such file in the scripted sandbox: {remote}")
-        Path(local).write_bytes(self._files[remote])
-        return Path(local)
+        return write_chunks([self._files[remote]], local, max_bytes, remote)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "sandbox_id": "scripted" if self._started else None,

@@ -1,0 +1,111 @@
+"""The workspace (issue 30) through the installed kernelspecs, started in a notebook's folder as
+Jupyter starts them, on every backend: local (bubblewrap), docker on ipc (bound) and on the api
+transport (a copy through the archive API), the remote-engine rig (a copy on an engine that does
+not share this host's files), e2b (its test server) and a Kernel Gateway (copies through their
+files). The folder holds data, a helper module, dotfiles, a symlink to /etc/passwd and a socket.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import pytest
+
+from tests.kernels import kernel, run, stdout
+
+pytestmark = pytest.mark.timeout(300)
+
+TARGETS = ["local", "docker", "docker_api", "docker_tcp", "e2b", "gateway"]
+CLASSES = {"local": "LocalBackend", "docker": "DockerBackend", "e2b": "E2BBackend", "gateway": "GatewayBackend"}
+BOUND = {"local", "docker"}
+"""Targets where the folder is bound (the host's files themselves: local, docker on ipc); the others
+get a copy."""
+ROOT_COPIES = {"e2b", "gateway"}
+"""Targets whose test servers run their kernels as root on this machine: root writes through the
+mode bits of a read-only copy (a real E2B sandbox runs code as 'user'); the host is unchanged
+either way, which is what is checked there."""
+CSV = "a,b\n1,2\n"
+
+
+def option(target: str, name: str, value: str) -> str:
+    from tests.targets import backend_of
+
+    return f"--{CLASSES[backend_of(target)]}.{name}={value}"
+
+
+@pytest.fixture
+def folder(tmp_path, request):
+    """A notebook's folder: what a notebook reads, and what must not reach the sandbox."""
+    root = tmp_path / "notebook"
+    (root / "data").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / "data" / "x.csv").write_text(CSV)
+    (root / "helper.py").write_text("def plot():\n    return 42\n")
+    (root / ".env").write_text("SECRET=do-not-copy\n")
+    (root / "data" / ".env").write_text("SECRET=nested\n")
+    (root / "data" / "pw").symlink_to("/etc/passwd")
+    (root / "run.log").write_text("ignored\n")
+    (root / ".sandboxignore").write_text("*.log\n")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "agent.sock"))
+    docker = "docker" in request.node.name
+    if docker and os.geteuid() == 0:  # docker's kernel runs as 1000:1000 when this process is root: let it write
+        for path in (root, root / "data"):
+            os.chown(path, 1000, 1000)
+    yield root
+    sock.close()
+
+
+def ok(kc, code: str) -> str:
+    reply, outputs = run(kc, code, timeout=120)
+    assert reply["status"] == "ok", (reply, [m["content"] for m in outputs])
+    return stdout(outputs)
+
+
+def snapshot(root) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")
+            if not stat.S_ISSOCK(p.lstat().st_mode)}
+
+
+@pytest.mark.parametrize("backend_name", TARGETS)
+def test_read_only_workspace_shows_the_folder_and_nothing_else(backend_name, folder):
+    target = backend_name
+    before = snapshot(folder)
+    with kernel(target, option(target, "workspace", "ro"), cwd=str(folder)) as (_, kc):
+        assert ok(kc, "import pandas as pd, helper\nprint(pd.read_csv('data/x.csv').shape, helper.plot())") == \
+            "(1, 2) 42\n"
+        assert ok(kc, "import os\nprint([os.path.exists(p) for p in ('.env', 'data/.env', '.git', 'run.log', "
+                      "'agent.sock', '.sandboxignore')])") == "[False, False, False, False, False, False]\n"
+        passwd = ok(kc, "try:\n    print(open('data/pw').read(), end='')\nexcept OSError as e:\n"
+                        "    print(type(e).__name__)")
+        assert passwd != open("/etc/passwd").read()
+        written = ok(kc, "try:\n    open('data/x.csv', 'a').write('changed')\n    print('written')\n"
+                         "except OSError as e:\n    print(type(e).__name__, e.errno)")
+        if target not in ROOT_COPIES:
+            assert written.split()[0] in ("PermissionError", "OSError"), written  # EACCES or EROFS
+        assert ok(kc, "open('fig.png', 'wb').write(b'png')\nprint(sorted(set(os.listdir('.')) - {'__pycache__'}))") \
+            == "['data', 'fig.png', 'helper.py']\n"
+    assert snapshot(folder) == before  # nothing written on the host, by the write or the new file
+
+
+@pytest.mark.parametrize("backend_name", TARGETS)
+def test_read_write_workspace_writes_the_folder_where_it_is_bound(backend_name, folder):
+    target = backend_name
+    with kernel(target, option(target, "workspace", "rw"), cwd=str(folder)) as (_, kc):
+        assert ok(kc, "open('out.csv', 'w').write('r\\n1\\n')\nprint(open('data/x.csv').read(), end='')") == CSV
+        assert ok(kc, "import os\nprint(os.path.exists('.env') and open('.env').read())") in ("False\n", "\n")
+    assert (folder / "out.csv").exists() == (target in BOUND)
+    assert (folder / ".env").read_text() == "SECRET=do-not-copy\n"
+
+
+@pytest.mark.docker
+def test_a_copy_over_its_bound_is_one_line_naming_the_size_the_limit_and_the_option(folder):
+    with kernel("docker_api", option("docker_api", "workspace", "ro"),
+                option("docker_api", "workspace_max_bytes", "10"), cwd=str(folder)) as (_, kc):
+        reply, _ = run(kc, "1", timeout=120)
+    assert reply["status"] == "error"
+    assert reply["evalue"] == (f"the workspace folder {folder} holds 34 bytes to copy, over the limit of 10 bytes "
+                               "(DockerBackend.workspace_max_bytes): leave big files out in .sandboxignore, or raise "
+                               "DockerBackend.workspace_max_bytes")
