@@ -218,6 +218,16 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         (``status``: complete, incomplete, invalid or unknown; ``indent``)."""
         raise NotSupported(self.name, "is_complete")
 
+    async def run_silently(self, code: str) -> dict[str, Any]:
+        """Run ``code`` for the front door's own purposes, out of the user's sight: no outputs,
+        no history entry, no new execution count. Returns the ``execute_reply`` content
+        (``status``, ...).
+
+        Raises:
+            NotSupported: the backend cannot run code that way.
+        """
+        raise NotSupported(self.name, "silent execution")
+
     async def upload(self, local: str | Path, remote: str) -> str:
         """Copy the host file ``local`` to ``remote`` (relative paths: the sandbox's working
         directory). Returns the path inside the sandbox.

@@ -18,6 +18,7 @@ policy, output budget, error mapping); only the sink differs: a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import tempfile
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from traitlets import Float, List, TraitError, Unicode
+from traitlets import Bool, Float, List, TraitError, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..backends.base import Backend, Capabilities
@@ -37,6 +38,7 @@ from ..runtime.config_check import closest
 from ..runtime.loop_thread import at_exit, shared_loop
 from ..runtime.traits import ByteSize
 from ..session import commands
+from ..session.files import Copied, FileOptions
 from ..session.pipeline import OutputPipeline
 from ..session.results import Collector, CommandResult, ExecutionResult
 from ..session.session import SandboxSession
@@ -79,6 +81,8 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
     max_transfer_bytes = ByteSize(256 * 1024**2, help="Encoded size one value moved by put/get may have, e.g. "
                                                       "'1g'; a larger one is refused before it is read. 0: no "
                                                       "limit.").tag(config=True)
+    artifacts = Bool(True, help="Notice the files each run creates or changes in the sandbox's working directory "
+                                "(ExecutionResult.artifacts; download_artifacts copies them).").tag(config=True)
     allowed_commands = List(Unicode(), default_value=None, allow_none=True,
                             help="Regular expressions; run_command refuses a command line that fully matches "
                                  "none. None: any command. Limits the caller, not code in the sandbox."
@@ -96,7 +100,9 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             super().__init__(config=config, **own)
             self.session = SandboxSession(backend, parent=self, policy=self.make_policy(hint=type(self).option_hint),
                                           options=traits, output_budget=(self.max_output_bytes, "max_output_bytes"),
-                                          page_comms=False, no_comms_note=NO_COMMS_NOTE)
+                                          page_comms=False, no_comms_note=NO_COMMS_NOTE,
+                                          files=FileOptions(artifacts=self.artifacts, listing=False,
+                                                            hint=lambda option, value: f"{option}={value!r}"))
         except BadValue as exc:
             raise ConfigError(f"Bad option for the {backend} sandbox: {exc.detail}") from None
         except (TraitError, ValueError) as exc:
@@ -174,7 +180,8 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         collector = Collector()
         sink: Emit = collector if on_output is None else (lambda e: (collector(e), on_output(e)))
         outcome = await self._execute(code, sink, collector, self.timeout if timeout is None else timeout)
-        return collector.result(outcome)
+        last = self.session.files.last
+        return dataclasses.replace(collector.result(outcome), artifacts=last.files if last else ())
 
     async def _execute(self, code: str, sink: Emit, collector: Collector, timeout: float | None) -> Outcome:
         """``code`` through the session into ``sink``; a SandboxError is raised again after the
@@ -229,6 +236,19 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.
         Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
         return await self.session.download(remote, local)
+
+    async def download_artifacts(self, folder: str | Path | None = None, *, overwrite: bool = False) -> Copied:
+        """Copy the files the runs so far created or changed in the sandbox's working directory
+        into ``folder`` (default: the workspace's, else this process's working directory), at the
+        same relative paths: never a dotfile, never through a symlink or outside ``folder``, never
+        over an existing file unless ``overwrite``; at most 1000 files and 1 GiB per call.
+
+        Returns:
+            :class:`~sandbox_kernel.session.files.Copied` (``copied`` host paths, ``kept``,
+            ``refused``, ``missing``, ``left``; ``lines()`` says it in words).
+        """
+        target = Path(folder).expanduser().resolve() if folder is not None else self.session.files.folder
+        return await self.session.files.download_all(target, overwrite=overwrite)
 
     # -- variables ---------------------------------------------------------------------------
     async def put(self, name: str, value: Any, *, max_bytes: int | None = None) -> int:

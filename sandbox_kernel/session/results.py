@@ -9,7 +9,7 @@ gathers the events of one execution into an :class:`ExecutionResult`, applying
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..core.events import ClearOutput, Display, Error, Event, Outcome, Stream
 
@@ -27,6 +27,9 @@ class ExecutionResult:
         displays: every rich output in order, MIME bundles whole (``display_data`` and the
             ``execute_result``, whose ``execution_count`` is set), updates applied.
         error: the exception the code raised (``ename``, ``evalue``, ``traceback``), or None.
+        artifacts: the files the code created or changed in the sandbox's working directory
+            (``path``, ``size`` in bytes, ``new``), at most 1000; ``Sandbox.download_artifacts``
+            copies them to the host.
     """
 
     status: Literal["ok", "error", "aborted"]
@@ -36,6 +39,7 @@ class ExecutionResult:
     text: str | None = None
     displays: tuple[Display, ...] = ()
     error: Error | None = None
+    artifacts: tuple[Any, ...] = ()
 
     @property
     def result(self) -> Display | None:

@@ -32,6 +32,8 @@ from ..core.errors import SandboxError
 from ..core.events import Emit, Event, Outcome
 from ..policy import OutputPolicy
 from . import commands, transfer
+from .files import FileOptions, SessionFiles
+from .lines import Lines, leading
 from .pipeline import NO_COMMS_NOTE, Cell, OutputPipeline
 from .results import Collector, CommandResult
 
@@ -74,7 +76,8 @@ class SandboxSession:
     def __init__(self, backend: str, *, parent: Configurable, policy: OutputPolicy,
                  options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {},
                  output_budget: tuple[int, str] = (0, "max_output_bytes"), page_comms: bool = True,
-                 no_comms_note: str = NO_COMMS_NOTE) -> None:
+                 no_comms_note: str = NO_COMMS_NOTE, files: FileOptions = FileOptions(),
+                 line_commands: str | None = None) -> None:
         self.backend: Backend = make_backend(backend, parent=parent, options=options, output_budget=output_budget)
         self.max_output_bytes, self.budget_setting = output_budget
         comms = page_comms and self.backend.capabilities.comms
@@ -84,7 +87,11 @@ class SandboxSession:
         self._requests: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._outside: OutsideSink | None = None
         self._replaced: list[Callable[[], None]] = []
+        self._progress: Emit | None = None
         self.backend.set_comm_handler(self._unsolicited)
+        self.files = SessionFiles(self.backend, files)
+        self.on_replaced(self.files.replaced)
+        self.lines = None if line_commands is None else Lines(self, self.files.folder, line_commands)
 
     # -- what it is --------------------------------------------------------------------------
     @property
@@ -193,12 +200,19 @@ class SandboxSession:
             ``Error`` shown (never a traceback of ours).
         """
         self.pipeline.renew_outside_budget(self.max_output_bytes if max_output_bytes is None else max_output_bytes)
+        if self.lines is not None:
+            answered, code = await self._answer_lines(code, self.cell(sink, max_output_bytes=max_output_bytes,
+                                                                      policy=policy), stdin)
+            if answered is not None:
+                return answered
         failures: list[SandboxError] = []
 
         async def work(emit: Emit) -> Outcome:
             with self.serving(request):
                 try:
-                    return await self.backend.execute(code, emit, timeout=timeout, stdin=stdin)
+                    return await self.files.run_cell(
+                        emit, lambda watched: self.backend.execute(code, watched, timeout=timeout, stdin=stdin),
+                        lambda: self._start_showing(emit))
                 except SandboxError as exc:
                     failures.append(exc)
                     raise
@@ -208,6 +222,18 @@ class SandboxSession:
             failures[0].outcome = outcome
             raise failures[0]
         return outcome
+
+    async def _answer_lines(self, code: str, cell: Cell, stdin: StdinHandler | None) -> tuple[Outcome | None, str]:
+        """Answer the cell's leading ``%sandbox`` lines (:mod:`.lines`) into ``cell``; returns the
+        outcome when nothing is left to run (all answered, or one failed), and the rest."""
+        said, rest = leading(code)
+        outcome = Outcome("ok", None)
+        for line in said:
+            outcome = await self.lines.run(line, cell.emit, stdin)
+            if outcome.status != "ok":
+                break
+        cell.finish()
+        return (outcome if said and (outcome.status != "ok" or not rest.strip()) else None), rest
 
     # -- comms (ipywidgets) ------------------------------------------------------------------
     async def comm(self, msg_type: str, content: dict[str, Any], sink: Emit, *, request: dict[str, Any] | None = None,
@@ -258,7 +284,18 @@ class SandboxSession:
 
     def set_progress_sink(self, sink: Emit | None) -> None:
         """Show what the backend reports while it prepares a sandbox (an image build) in ``sink``."""
+        self._progress = sink
         self.backend.set_progress_handler(sink)
+
+    async def _start_showing(self, emit: Emit) -> None:
+        """Start the sandbox for a cell, what it reports meanwhile (an image build) shown in it."""
+        if self.backend.started:
+            return
+        self.backend.set_progress_handler(emit)
+        try:
+            await self.backend.start()
+        finally:
+            self.backend.set_progress_handler(self._progress)
 
     # -- completion and inspection ----------------------------------------------------------
     async def _answering(self, capability: str) -> Backend | None:
@@ -302,7 +339,9 @@ class SandboxSession:
         directory); returns the path inside. Raises FileNotFoundError, NotSupported (no
         ``capabilities.files``), SandboxError."""
         self.backend.require("files", "file upload")
-        return await self.backend.upload(local, remote)
+        where = await self.backend.upload(local, remote)
+        self.files.uploaded(remote, Path(local).stat().st_size)
+        return where
 
     async def download(self, remote: str, local: str | Path) -> Path:
         """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.

@@ -79,6 +79,8 @@ class KernelGateway:
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.options = options
         self.workdir = Path(tempfile.mkdtemp(prefix="sandbox-gateway-test-"))
+        self.home = self.workdir / "home"  # the gateway's folder, so its kernels': not where its log grows
+        self.home.mkdir()
         self.process: subprocess.Popen | None = None
         for name, argv in (kernelspecs or {}).items():
             spec = self.workdir / "share" / "kernels" / name
@@ -91,7 +93,7 @@ class KernelGateway:
             [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
              f"--KernelGatewayApp.port={self.port}", "--KernelGatewayApp.port_retries=0",
              f"--KernelGatewayApp.auth_token={self.token}", *self.options],
-            cwd=self.workdir, env={**os.environ, "JUPYTER_PATH": str(self.workdir / "share")}, stdout=log,
+            cwd=self.home, env={**os.environ, "JUPYTER_PATH": str(self.workdir / "share")}, stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         log.close()
         wait_http(f"{self.url}/api", 60, self.process)

@@ -585,7 +585,7 @@ class DockerBackend(KernelClientBackend):
             self._notes.end()
             if self._watch is not None and self._client is not None and not self.kernel_name:  # the reaper is Python
                 await self._watch.free_process_slots(emit, outcome is None or outcome.status == "error",
-                                                     self._run_silently)
+                                                     self.run_silently)
 
     async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
         try:
@@ -600,9 +600,6 @@ class DockerBackend(KernelClientBackend):
             raise EgressError("This sandbox started without allow_hosts, so it has no egress proxy to change: the "
                               "new list applies when it restarts (which loses its state).")
         return entries
-
-    async def _run_silently(self, code: str) -> dict[str, Any]:
-        return await self._call(self._client.execute(code, silent=True, store_history=False))
 
     async def _wait_dead(self) -> str:
         death = asyncio.ensure_future(self._watch.wait_dead(starting=lambda: not self._ready))

@@ -26,7 +26,7 @@ from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode, Union
 
-from ...core.errors import EgressError, SandboxError, SandboxStartError, WorkspaceError
+from ...core.errors import EgressError, NotSupported, SandboxError, SandboxStartError, WorkspaceError
 from ...core.events import Emit, Outcome, SandboxReplaced
 from ...runtime.traits import ByteSize
 from .. import workspace
@@ -341,6 +341,15 @@ class E2BBackend(Backend):
             renewal.cancel()
             if cells.sandbox_died and self._cells is cells:  # the next cell makes a new one
                 self._drop()
+
+    async def run_silently(self, code: str) -> dict[str, Any]:
+        """``code`` as an ordinary execution (E2B's ``/execute`` has no silent mode) whose outputs
+        are dropped, that gives back the execution count it took (an IPython context)."""
+        if self.language != "python":
+            raise NotSupported(self.name, f"silent execution in a {self.language} context")
+        quiet = f"try:\n    exec({code!r}, globals())\nfinally:\n    get_ipython().execution_count -= 1\n"
+        outcome = await self.execute(quiet, lambda event: None)
+        return {"status": outcome.status}
 
     async def interrupt(self) -> None:
         """Cancel the running execution: the SDK closes its ``/execute`` connection and the

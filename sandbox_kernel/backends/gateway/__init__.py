@@ -149,7 +149,7 @@ class GatewayBackend(KernelClientBackend):
         start), then the workspace copied into a folder of its own that becomes its working
         directory (a Kernel Gateway's kernels share the gateway's)."""
         if self.env:
-            reply = await self._run_silent(f"__import__('os').environ.update({dict(self.env)!r})")
+            reply = await self.run_silently(f"__import__('os').environ.update({dict(self.env)!r})")
             if reply.get("status") != "ok":
                 raise SandboxStartError("Could not set env in the gateway's kernel: it does not run Python.")
         if (plan := workspace.plan_of(self)) is not None:
@@ -309,16 +309,11 @@ class GatewayBackend(KernelClientBackend):
     # -- files: through the kernel itself (Enterprise Gateway has no file API) ----------------------
     async def upload(self, local: Any, remote: str) -> str:
         await self.start()
-        return await files.upload(self._run_silent, local, remote)
+        return await files.upload(self.run_silently, local, remote)
 
     async def download(self, remote: str, local: Any, *, max_bytes: int = 0) -> Any:
         await self.start()
-        return await files.download(self._run_silent, remote, local, max_bytes)
-
-    async def _run_silent(self, code: str, expressions: dict[str, str] | None = None) -> dict[str, Any]:
-        """The ``execute_reply`` content of ``code`` run silently (no outputs, no history)."""
-        return await self._call(self._client.execute(code, silent=True, store_history=False,
-                                                     user_expressions=expressions or {}))
+        return await files.download(self.run_silently, remote, local, max_bytes)
 
     async def usage(self) -> dict[str, int] | None:
         """The kernel process's resident memory as it reads it itself (``VmRSS`` in
@@ -328,7 +323,7 @@ class GatewayBackend(KernelClientBackend):
             return None
         rss = "int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024"
         try:
-            reply = await asyncio.wait_for(self._run_silent("", {"rss": rss}), 5)
+            reply = await asyncio.wait_for(self.run_silently("", {"rss": rss}), 5)
             value = reply["user_expressions"]["rss"]
             return {"memory_bytes": int(value["data"]["text/plain"])} if value.get("status") == "ok" else None
         except (SandboxError, asyncio.TimeoutError, KeyError, ValueError):

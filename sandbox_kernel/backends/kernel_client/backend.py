@@ -532,6 +532,14 @@ class KernelClientBackend(Backend):
         await self.shutdown()
         await self.start()
 
+    async def run_silently(self, code: str, expressions: dict[str, str] | None = None) -> dict[str, Any]:
+        """Run ``code`` as a silent ``execute_request`` (no outputs, no history, no new execution
+        count) with ``user_expressions`` (evaluated as they are, without IPython's input
+        transformers); returns the ``execute_reply`` content."""
+        await self.start()
+        return await self._call(self._client.execute(code, silent=True, store_history=False,
+                                                     user_expressions=expressions or {}))
+
     async def interrupt(self) -> None:
         """Send ``interrupt_request`` on the control channel (ipykernel then raises
         KeyboardInterrupt in the running code); wait up to 5 s for ``interrupt_reply``."""

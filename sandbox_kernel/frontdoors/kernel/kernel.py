@@ -17,7 +17,7 @@ from typing import Any
 
 import zmq
 from ipykernel.kernelbase import Kernel
-from traitlets import Bool, Float, TraitError, Unicode
+from traitlets import Bool, CaselessStrEnum, Float, TraitError, Unicode
 
 from ... import __version__
 from ...backends.base import Backend
@@ -29,6 +29,8 @@ from ...runtime import compat
 from ...runtime.config_check import unknown_options
 from ...runtime.sigint import on_sigint
 from ...runtime.traits import ByteSize
+from ...session.files import FileOptions
+from ...session.lines import FILE_COMMANDS
 from ...session.pipeline import OutputPipeline
 from ...session.session import SandboxSession
 
@@ -65,6 +67,12 @@ class SandboxKernel(Kernel, OutputOptions):
                                         "None (default): as the backend prefers: at launch for local (a "
                                         "process that boots beside the kernel) and for a backend that keeps "
                                         "a warm pool (pool_size > 0), else at the first cell.")
+    artifacts = Bool(True, config=True, help="After a cell, list the files it created or changed in the sandbox's "
+                                             "working directory (%sandbox download --artifacts copies them here).")
+    file_commands = CaselessStrEnum(list(FILE_COMMANDS), "ask", config=True,
+                                    help="%sandbox upload/download in a cell touch this computer's files: 'ask' "
+                                         "the notebook user first (refused where nobody can answer: nbclient, "
+                                         "papermill), 'allow', or 'deny'. A notebook may come from anyone.")
 
     # ipykernel sleeps 0.5 ms before each execute_reply to let output flush; our outputs are
     # published before do_execute returns, so that sleep is pure latency.
@@ -171,7 +179,8 @@ class SandboxKernel(Kernel, OutputOptions):
                 return {}  # the backend's traits come from this kernel's config
 
             self.sandbox = SandboxSession(self.backend, parent=self, policy=self._policy, options=options,
-                                          output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"))
+                                          output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"),
+                                          files=FileOptions(artifacts=self.artifacts), line_commands=self.file_commands)
             self.sandbox.set_outside_sink(self._publish)
             self.sandbox.set_progress_sink(self._publish)  # e.g. an image build at the first cell
         return self.sandbox

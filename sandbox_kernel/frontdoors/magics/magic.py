@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import Float, Unicode
+from traitlets import Bool, Float, Unicode
 
 from sandbox_kernel.backends.base import Backend
 from sandbox_kernel.core.errors import BadValue, ConfigError, SandboxCellError, SandboxError
@@ -24,6 +24,7 @@ from sandbox_kernel.core.events import Error
 from sandbox_kernel.policy import OutputOptions, OutputPolicy
 from sandbox_kernel.runtime.config_check import unknown_options
 from sandbox_kernel.runtime.traits import ByteSize
+from sandbox_kernel.session.files import FileOptions
 from sandbox_kernel.session.pipeline import NO_COMMS_NOTE
 from sandbox_kernel.session.session import SandboxSession
 
@@ -33,7 +34,7 @@ from .comms import CommRelay, host_kernel
 from .display import SandboxResult, cell_error, infrastructure_error
 from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
 from .run import run_cell, wait
-from .session import COMMS_NOTE, Session, magic_hint
+from .session import COMMS_NOTE, Session, magic_backend_hint, magic_hint
 from .status import ListView, status_info
 from .widgets import StartProgress, StatusPanel
 
@@ -55,6 +56,8 @@ class SandboxMagics(Magics, OutputOptions):
     max_transfer_bytes = ByteSize(256 * 1024**2, help="Encoded size of one variable moved by -i/-o, push or pull, "
                                                       "e.g. '1g'; a larger one is refused before it is read. 0: no "
                                                       "limit.").tag(config=True)
+    artifacts = Bool(True, help="After a sandboxed cell, list the files it created or changed in the sandbox's "
+                                "working directory (%sandbox download --artifacts copies them here).").tag(config=True)
 
     def __init__(self, shell: Any = None, registry: sessions.Registry | None = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -83,6 +86,8 @@ class SandboxMagics(Magics, OutputOptions):
             %sandbox stop SESSION | --all       shut sandboxes down
             %sandbox upload LOCAL [REMOTE] [--name SESSION]
             %sandbox download REMOTE [LOCAL] [--name SESSION]
+            %sandbox download --artifacts [--overwrite] [--name SESSION]   what its cells wrote
+            %sandbox artifacts [--name SESSION]          list them
             %sandbox push NAME ... [--name SESSION]     host variables into the sandbox
             %sandbox pull NAME ... [--name SESSION]     sandbox variables onto the host
 
@@ -170,7 +175,8 @@ class SandboxMagics(Magics, OutputOptions):
         try:
             return SandboxSession(backend_name, parent=self, policy=self._policy(), options=traits,
                                   output_budget=(self.max_output_bytes, "SandboxMagics.max_output_bytes"),
-                                  page_comms=host_comms, no_comms_note=NO_COMMS_NOTE if host_comms else COMMS_NOTE)
+                                  page_comms=host_comms, no_comms_note=NO_COMMS_NOTE if host_comms else COMMS_NOTE,
+                                  files=FileOptions(artifacts=self.artifacts, hint=magic_backend_hint(name)))
         except BadValue as exc:
             raise usage(f"bad option for the {backend_name} backend: {exc.detail}", CELL_USAGE) from None
 
@@ -277,10 +283,22 @@ class SandboxMagics(Magics, OutputOptions):
             raise usage(f"{command} needs variable names", LINE_USAGE)
         return names
 
+    def _cmd_artifacts(self, args: list[str]) -> None:
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        self._positional("artifacts", rest, 0, 0)
+        print(self._existing(found.get("name", "default")).sandbox.files.summary())
+
     def _cmd_download(self, args: list[str]) -> None:
         found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        paths = self._positional("download", rest, 1, 2)
+        flags = [arg for arg in rest if arg in ("--artifacts", "--overwrite")]
         session = self._existing(found.get("name", "default"))
+        if "--artifacts" in flags:  # what the session's cells wrote, into this folder
+            self._positional("download --artifacts", [arg for arg in rest if arg not in flags], 0, 0)
+            files = session.sandbox.files
+            print(files.summary() if not files.ledger.files else "\n".join(
+                wait(self.registry.loop, files.download_all(Path.cwd(), overwrite="--overwrite" in flags)).lines()))
+            return
+        paths = self._positional("download", rest, 1, 2)
         local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
         if not local.parent.is_dir():
             raise usage(f"no such directory on the host: {local.parent}", LINE_USAGE)

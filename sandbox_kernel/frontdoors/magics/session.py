@@ -15,6 +15,7 @@ import concurrent.futures
 import concurrent.futures.thread  # registers its exit hook before ours: ours then runs first
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +83,14 @@ def magic_hint(option: str, value: str) -> str:
     if option == "output_policy":
         return f"%%sandbox --output-policy {value}"
     return f"%config SandboxMagics.{option} = [{value!r}]"
+
+
+def magic_backend_hint(session: str) -> Callable[[str, str], str]:
+    """How a user of the magic sets a backend option of the session ``session``: on the
+    ``%%sandbox`` line that makes it (options apply when a session is made)."""
+    name = "" if session == "default" else f" --name {session}"
+    return lambda option, value: (f"%sandbox stop {session}, then %%sandbox{name} --{option.replace('_', '-')} "
+                                  f"{value}")
 
 
 COMMS_NOTE = ("[ipywidgets inside %%sandbox need a Jupyter kernel as host (here there is none): widgets are "

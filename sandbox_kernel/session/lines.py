@@ -1,0 +1,182 @@
+"""``%sandbox`` lines that a session answers itself, before anything reaches the sandbox: what a
+kernel user has of the magic's line commands. A cell may start with such lines; the rest of it
+runs in the sandbox as usual (``%timeit``, ``%pip``, ``!ls`` included: the sandbox's IPython knows
+them)::
+
+    %sandbox status                          backend, sandbox, limits, workspace, memory
+    %sandbox artifacts                       the files cells wrote so far
+    %sandbox upload LOCAL [REMOTE]           a host file into the working directory
+    %sandbox download REMOTE [LOCAL]         a sandbox file into the host's folder
+    %sandbox download --artifacts [--overwrite]
+    %sandbox restart                         a fresh interpreter
+    %sandbox stop                            the sandbox goes; the next cell starts a fresh one
+
+A cell's text is the notebook's, and a notebook may come from anyone; ``upload`` and ``download``
+touch the host's files, so under ``file_commands="ask"`` (the kernel's default) they first ask
+the notebook user through the frontend's stdin, and are refused where there is none (nbclient,
+papermill) with the option that allows them. See docs/security.md.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..core.errors import ConfigError, SandboxError
+from ..core.events import Emit, Error, Outcome, Stream
+from ..runtime.traits import format_bytes
+
+if TYPE_CHECKING:
+    from .session import SandboxSession
+
+LINE = re.compile(r"^\s*%sandbox(?:\s|$)")
+USAGE = ("%sandbox status | artifacts | upload LOCAL [REMOTE] | download REMOTE [LOCAL] | download --artifacts "
+         "[--overwrite] | restart | stop")
+FILE_COMMANDS = ("ask", "allow", "deny")
+
+Ask = Callable[[str, bool], Awaitable[str]]
+
+
+class UsageError(ConfigError):
+    """A ``%sandbox`` line that is not a command: one line, with the usage."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message}. Usage: {USAGE}")
+
+
+def leading(code: str) -> tuple[list[str], str]:
+    """The cell's leading ``%sandbox`` lines (blank lines between them skipped), and the rest."""
+    lines = code.split("\n")
+    found: list[str] = []
+    i = 0
+    while i < len(lines) and (not lines[i].strip() or LINE.match(lines[i])):
+        if lines[i].strip():
+            found.append(lines[i].strip())
+        i += 1
+    return found, "\n".join(lines[i:]) if found else code
+
+
+class Lines:
+    """The ``%sandbox`` lines of one session, for a door that answers them.
+
+    Args:
+        session: the session. folder: the host's folder (relative host paths start there).
+        file_commands: ``ask`` (upload and download ask the notebook user first), ``allow``,
+            ``deny``. setting: the option that sets it, named when a command is refused.
+    """
+
+    def __init__(self, session: SandboxSession, folder: Path, file_commands: str = "ask",
+                 setting: str = "SandboxKernel.file_commands") -> None:
+        self.session, self.folder, self.file_commands, self.setting = session, folder, file_commands, setting
+
+    async def run(self, line: str, sink: Emit, stdin: Ask | None) -> Outcome:
+        """Answer one ``%sandbox`` line into ``sink``; a bad line or a refusal is one Error."""
+        try:
+            words = shlex.split(line)[1:]
+        except ValueError as exc:
+            return self._error(sink, UsageError(f"%sandbox line not understood ({exc})"))
+        command, args = (words[0], words[1:]) if words else ("", [])
+        handler = getattr(self, f"_do_{command}", None)
+        try:
+            if handler is None:
+                raise UsageError(f"unknown %sandbox command {command!r}" if command else "%sandbox needs a command")
+            text = await handler(args, stdin)
+        except (SandboxError, FileNotFoundError) as exc:
+            return self._error(sink, exc)
+        sink(Stream("stdout", text + "\n"))
+        return Outcome("ok", None)
+
+    def _error(self, sink: Emit, exc: BaseException) -> Outcome:
+        name = "UsageError" if isinstance(exc, UsageError) else type(exc).__name__
+        error = Error(name, str(exc), [f"{name}: {exc}"])
+        sink(error)
+        return Outcome("error", None, error)
+
+    async def _confirm(self, question: str, stdin: Ask | None) -> None:
+        if self.file_commands == "allow":
+            return
+        if self.file_commands == "deny" or stdin is None:
+            why = "they are turned off" if self.file_commands == "deny" else \
+                "this run has no way to ask you (no stdin: nbclient, papermill)"
+            raise SandboxError(f"%sandbox upload/download touch this computer's files, and {why}: allow them with "
+                               f"--{self.setting}=allow (a notebook's cells then may read and write your files).")
+        answer = await stdin(f"{question} [y/N] ", False)
+        if answer.strip().lower() not in ("y", "yes"):
+            raise SandboxError("Not copied: you said no.")
+
+    # -- the commands ------------------------------------------------------------------------
+    async def _do_status(self, args: list[str], stdin: Ask | None) -> str:
+        _no_args("status", args)
+        info = {k: v for k, v in self.session.describe().items() if v not in (None, "", {}, [])}
+        if (usage := await self.session.usage()) and usage.get("memory_bytes") is not None:
+            info["memory"] = format_bytes(usage["memory_bytes"])
+        info["running"] = self.session.started
+        if view := self.session.files.view:
+            info["workspace"] = view.note().strip("[]\n")
+        info["artifacts"] = f"{len(self.session.files.ledger.files):,} files written so far"
+        return "\n".join(f"{key}: {value}" for key, value in info.items())
+
+    async def _do_artifacts(self, args: list[str], stdin: Ask | None) -> str:
+        _no_args("artifacts", args)
+        return self.session.files.summary()
+
+    async def _do_upload(self, args: list[str], stdin: Ask | None) -> str:
+        paths = _positional("upload", args, 1, 2)
+        local = (self.folder / Path(paths[0]).expanduser()).resolve()
+        remote = paths[1] if len(paths) > 1 else local.name
+        if not local.is_file():
+            raise FileNotFoundError(f"no such file on this computer: {paths[0]} (in {self.folder})")
+        await self._confirm(f"Copy {local} ({format_bytes(local.stat().st_size)}) into the sandbox as {remote}?", stdin)
+        where = await self.session.upload(local, remote)
+        return f"Uploaded {paths[0]} to {where}."
+
+    async def _do_download(self, args: list[str], stdin: Ask | None) -> str:
+        flags = {a for a in args if a.startswith("--")}
+        if unknown := flags - {"--artifacts", "--overwrite"}:
+            raise UsageError(f"unknown option {sorted(unknown)[0]} for download")
+        rest = [a for a in args if not a.startswith("--")]
+        if "--artifacts" in flags:
+            _no_args("download --artifacts", rest)
+            names = sorted(self.session.files.ledger.files)
+            if not names:
+                return "No artifacts yet: no cell has written a file in the working directory."
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10:,} more" if len(names) > 10 else "")
+            await self._confirm(f"Copy {len(names):,} file{'s' if len(names) != 1 else ''} ({shown}) from the sandbox "
+                                f"into {self.folder}?", stdin)
+            copied = await self.session.files.download_all(self.folder, overwrite="--overwrite" in flags)
+            return "\n".join(copied.lines())
+        paths = _positional("download", rest, 1, 2)
+        local = self.folder / (paths[1] if len(paths) > 1 else Path(paths[0]).name)
+        if local.exists() and "--overwrite" not in flags:
+            raise SandboxError(f"{local} exists: add --overwrite to replace it.")
+        await self._confirm(f"Copy {paths[0]} from the sandbox to {local}?", stdin)
+        await self.session.files.download_one(paths[0], local)
+        return f"Downloaded {paths[0]} to {local}."
+
+    async def _do_restart(self, args: list[str], stdin: Ask | None) -> str:
+        _no_args("restart", args)
+        await self.session.restart()
+        return "Restarted: a fresh interpreter; variables are gone."
+
+    async def _do_stop(self, args: list[str], stdin: Ask | None) -> str:
+        _no_args("stop", args)
+        await self.session.shutdown()
+        self.session.files.replaced()
+        return "Stopped the sandbox; the next cell starts a fresh one."
+
+
+def _no_args(command: str, args: list[str]) -> None:
+    if args:
+        raise UsageError(f"{command} takes no arguments")
+
+
+def _positional(command: str, args: list[str], least: int, most: int) -> list[str]:
+    if not least <= len(args) <= most:
+        raise UsageError(f"{command} takes {least} to {most} arguments, not {len(args)}")
+    return args
+
+
+__all__ = ["FILE_COMMANDS", "LINE", "Lines", "USAGE", "UsageError", "leading"]
