@@ -74,8 +74,12 @@ def test_read_only_workspace_shows_the_folder_and_nothing_else(backend_name, fol
     target = backend_name
     before = snapshot(folder)
     with kernel(target, option(target, "workspace", "ro"), cwd=str(folder)) as (_, kc):
-        assert ok(kc, "import pandas as pd, helper\nprint(pd.read_csv('data/x.csv').shape, helper.plot())") == \
-            "(1, 2) 42\n"
+        reply, outputs = run(kc, "import pandas as pd, helper\nprint(pd.read_csv('data/x.csv').shape, helper.plot())",
+                             timeout=120)
+        assert reply["status"] == "ok" and stdout(outputs) == "(1, 2) 42\n"
+        assert reply["execution_count"] == 1  # the copy, the artifact hook: no count of the user's taken
+        how = "bound" if target in BOUND else "a copy of 2 files (34 bytes)"
+        assert stdout(outputs, "stderr").startswith(f"[the sandbox's working directory shows {folder}: read-only, {how}; ")
         assert ok(kc, "import os\nprint([os.path.exists(p) for p in ('.env', 'data/.env', '.git', 'run.log', "
                       "'agent.sock', '.sandboxignore')])") == "[False, False, False, False, False, False]\n"
         passwd = ok(kc, "try:\n    print(open('data/pw').read(), end='')\nexcept OSError as e:\n"
@@ -94,7 +98,13 @@ def test_read_only_workspace_shows_the_folder_and_nothing_else(backend_name, fol
 def test_read_write_workspace_writes_the_folder_where_it_is_bound(backend_name, folder):
     target = backend_name
     with kernel(target, option(target, "workspace", "rw"), cwd=str(folder)) as (_, kc):
-        assert ok(kc, "open('out.csv', 'w').write('r\\n1\\n')\nprint(open('data/x.csv').read(), end='')") == CSV
+        reply, outputs = run(kc, "open('out.csv', 'w').write('r\\n1\\n')\nprint(open('data/x.csv').read(), end='')",
+                             timeout=120)
+        assert reply["status"] == "ok" and stdout(outputs) == CSV
+        listing = [m["content"]["data"]["text/plain"] for m in outputs if m["header"]["msg_type"] == "display_data"]
+        where = ("They are in your folder (the workspace is read-write)." if target in BOUND else
+                 "Copy it to this folder: %sandbox download --artifacts")
+        assert listing == [f"1 file written:\n  out.csv  4 bytes\n{where}\n"]
         assert ok(kc, "import os\nprint(os.path.exists('.env') and open('.env').read())") in ("False\n", "\n")
     assert (folder / "out.csv").exists() == (target in BOUND)
     assert (folder / ".env").read_text() == "SECRET=do-not-copy\n"

@@ -45,6 +45,29 @@ CONTEXT_RECORD = ".sandbox-kernel/context-{language}"
 re-attaches to, so the state survives ``keep_alive`` + ``sandbox_id``."""
 
 
+UNCOUNTED = """\
+try:
+    exec({code!r}, globals())
+finally:
+    def _sk_uncount(ip):  # give back the execution count and the history line this cell took
+        history = ip.history_manager
+        n = len(history.input_hist_parsed) - 1  # this cell's line (IPython 9 counts the next one already)
+        ip.execution_count -= 1
+        try:
+            history.writeout_cache()
+            with history.db:  # a transaction of its own, committed: the saving thread writes next
+                history.db.execute("DELETE FROM history WHERE session=? AND line=?", (history.session_number, n))
+            del history.input_hist_parsed[n:], history.input_hist_raw[n:]
+        except Exception:
+            pass
+    _sk_uncount(get_ipython())
+    del _sk_uncount
+"""
+"""An IPython cell that runs ``code`` as if it had not been a cell: E2B's ``/execute`` has no silent
+mode, and a cell that took a count would number the user's next cells one higher (and one whose
+history line stayed would make IPython print that its history database moved)."""
+
+
 class E2BBackend(Backend):
     """An E2B cloud sandbox (or one of an E2B-compatible service), driven by the async SDK."""
 
@@ -347,9 +370,9 @@ class E2BBackend(Backend):
         are dropped, that gives back the execution count it took (an IPython context)."""
         if self.language != "python":
             raise NotSupported(self.name, f"silent execution in a {self.language} context")
-        quiet = f"try:\n    exec({code!r}, globals())\nfinally:\n    get_ipython().execution_count -= 1\n"
-        outcome = await self.execute(quiet, lambda event: None)
-        return {"status": outcome.status}
+        outcome = await self.execute(UNCOUNTED.format(code=code), lambda event: None)
+        error = {"ename": outcome.error.ename, "evalue": outcome.error.evalue} if outcome.error else {}
+        return {"status": outcome.status, **error}
 
     async def interrupt(self) -> None:
         """Cancel the running execution: the SDK closes its ``/execute`` connection and the

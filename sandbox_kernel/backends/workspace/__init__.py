@@ -16,17 +16,15 @@ A copy never changes the host; what a cell writes into it comes back only as art
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import SandboxError, WorkspaceError
-from ...core.events import Error, Event, Stream
 from ...runtime.traits import format_bytes
 from .archive import check_size, copy_tree, write_tar
-from .inside import MARKER, unpack
+from .inside import unpack
 from .plan import IGNORE_FILE, Plan, binds, make_plan, masks
 
 MODES = ("off", "ro", "rw")
@@ -101,40 +99,11 @@ def archive(plan: Plan, backend: Any, *, uid: int = 0, gid: int = 0) -> str:
     return path
 
 
-async def run_marked(backend: Any, code: str, marker: str, doing: str) -> dict[str, Any]:
-    """Run a snippet in the sandbox; the JSON of its last ``marker`` line.
-
-    Raises:
-        SandboxError: the snippet failed or said nothing understandable (``doing`` names what).
-    """
-    lines: list[str] = []
-    errors: list[Error] = []
-
-    def collect(event: Event) -> None:
-        if isinstance(event, Stream) and event.name == "stdout":
-            lines.append(event.text)
-        elif isinstance(event, Error):
-            errors.append(event)
-
-    outcome = await backend.execute(code, collect)
-    answers = [line[len(marker):] for line in "".join(lines).split("\n") if line.startswith(marker)]
-    error = outcome.error or (errors[-1] if errors else None)
-    if outcome.status != "ok" or not answers:
-        detail = f"{error.ename}: {error.evalue}" if error else "no answer"
-        raise SandboxError(f"Could not {doing} ({detail}).")
-    try:
-        answer = json.loads(answers[-1])
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        raise SandboxError(f"Could not {doing}: the sandbox's answer was not understood.")
-    return answer
-
-
 async def copy_in(backend: Any, plan: Plan, *, fresh: bool) -> View:
     """Copy ``plan`` into the started sandbox through the backend's files (``upload``) and a
-    snippet that unpacks it (:mod:`.inside`): into the kernel's working directory, or into a new
-    folder that becomes it (``fresh``: a gateway kernel's working directory may be shared).
+    snippet that unpacks it (:mod:`.inside`, run silently): into the kernel's working directory,
+    or into a new folder that becomes it (``fresh``: a gateway kernel's working directory may be
+    shared).
 
     Raises:
         WorkspaceError: over ``workspace_max_bytes``. SandboxError: the copy failed.
@@ -144,9 +113,12 @@ async def copy_in(backend: Any, plan: Plan, *, fresh: bool) -> View:
         remote = await backend.upload(local, f".sandbox-workspace-{os.getpid()}.tar")
     finally:
         os.unlink(local)
-    await run_marked(backend, unpack(remote, fresh), MARKER, f"copy the workspace {plan.root} into the sandbox")
+    reply = await backend.run_silently(unpack(remote, fresh))  # no count, no history: the user's cells are theirs
+    if reply.get("status") != "ok":
+        raise SandboxError(f"Could not copy the workspace {plan.root} into the sandbox ({reply.get('ename', 'Error')}: "
+                           f"{reply.get('evalue', 'no answer')}).")
     return View.of(plan, backend.workspace, "copied")
 
 
 __all__ = ["IGNORE_FILE", "MODES", "Plan", "View", "WorkspaceError", "archive", "binds", "check_size", "copy_in", "copy_tree",
-           "make_plan", "masks", "plan_of", "run_marked"]
+           "make_plan", "masks", "plan_of"]

@@ -2,16 +2,14 @@
 this project). The archive is the host's own (:func:`.archive.write_tar`); the sandbox unpacking it
 into itself needs no protection from it, so this only puts the files in place.
 
-It prints one line, :data:`MARKER` + JSON: ``{"cwd": the working directory now}``.
+It is run silently (no output, no count): a failure is the reply's error.
 """
 
 from __future__ import annotations
 
-MARKER = "@@sandbox-workspace@@ "
-
 _CODE = r'''
-def _sandbox_workspace(archive, fresh, marker):
-    import atexit, functools, json, os, shutil, tarfile, tempfile
+def _sandbox_workspace(archive, fresh):
+    import atexit, functools, os, shutil, tarfile, tempfile
     if fresh:  # a folder of its own, removed when the kernel ends (a gateway's cwd may be shared)
         target = tempfile.mkdtemp(prefix="sandbox-workspace-")
         atexit.register(functools.partial(shutil.rmtree, target, True))
@@ -24,12 +22,11 @@ def _sandbox_workspace(archive, fresh, marker):
     finally:
         os.remove(archive)
     os.chdir(target)
-    print(marker + json.dumps({"cwd": os.getcwd()}), flush=True)
 '''
 
 
 def unpack(archive: str, fresh: bool) -> str:
     """The code that unpacks ``archive`` (an absolute path in the sandbox, removed afterwards) into
     the kernel's working directory, or into a new folder that becomes it (``fresh``)."""
-    args = ", ".join(repr(a) for a in (archive, fresh, MARKER))
+    args = ", ".join(repr(a) for a in (archive, fresh))
     return f"{_CODE}\ntry:\n    _sandbox_workspace({args})\nfinally:\n    del _sandbox_workspace\n"
