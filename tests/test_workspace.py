@@ -8,12 +8,14 @@ files). The folder holds data, a helper module, dotfiles, a symlink to /etc/pass
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
 
 import pytest
 
 from tests.kernels import kernel, run, stdout
+from tests.targets import skip_or_fail
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -33,6 +35,13 @@ def option(target: str, name: str, value: str) -> str:
     from tests.targets import backend_of
 
     return f"--{CLASSES[backend_of(target)]}.{name}={value}"
+
+
+@pytest.fixture(autouse=True)
+def bubblewrap(request):
+    """The local cases bind with bubblewrap (bash .ci/bubblewrap-setup.sh); without it local copies."""
+    if "[local]" in request.node.name and shutil.which("bwrap") is None:
+        skip_or_fail("bubblewrap is not installed: bash .ci/bubblewrap-setup.sh")
 
 
 @pytest.fixture
@@ -119,3 +128,15 @@ def test_a_copy_over_its_bound_is_one_line_naming_the_size_the_limit_and_the_opt
     assert reply["evalue"] == (f"the workspace folder {folder} holds 34 bytes to copy, over the limit of 10 bytes "
                                "(DockerBackend.workspace_max_bytes): leave big files out in .sandboxignore, or raise "
                                "DockerBackend.workspace_max_bytes")
+
+
+@pytest.mark.kernel
+def test_local_without_bubblewrap_copies_the_folder(folder, tmp_path):
+    """A machine without bubblewrap (macOS, a bare Linux): the same view, as a copy."""
+    bare = tmp_path / "bin"  # a PATH without bwrap (the kernelspec names its Python by full path)
+    bare.mkdir()
+    with kernel("local", option("local", "workspace", "ro"), cwd=str(folder), PATH=str(bare)) as (_, kc):
+        reply, outputs = run(kc, "import helper, os\nprint(helper.plot(), sorted(set(os.listdir('.')) - {'__pycache__'}))",
+                             timeout=120)
+        assert reply["status"] == "ok" and stdout(outputs) == "42 ['data', 'helper.py']\n"
+        assert "read-only, a copy of 2 files (34 bytes)" in stdout(outputs, "stderr")
