@@ -138,3 +138,8 @@ def test_leading_sandbox_lines_are_split_from_the_code():
     assert leading("x = 1") == ([], "x = 1")
     assert leading("%sandboxes = 1") == ([], "%sandboxes = 1")
     assert leading("  %sandbox  status  ") == (["%sandbox  status"], "")
+    # what is not one of the session's commands as written runs in the sandbox (its own magic's)
+    assert leading("%sandbox status demo\n%sandbox stop demo") == ([], "%sandbox status demo\n%sandbox stop demo")
+    assert leading("%sandbox upload a.csv --name s") == ([], "%sandbox upload a.csv --name s")
+    assert leading("%sandbox download --artifacts --overwrite\n%sandbox frobnicate") == \
+        (["%sandbox download --artifacts --overwrite"], "%sandbox frobnicate")

@@ -1,7 +1,8 @@
 """``%sandbox`` lines that a session answers itself, before anything reaches the sandbox: what a
 kernel user has of the magic's line commands. A cell may start with such lines; the rest of it
 runs in the sandbox as usual (``%timeit``, ``%pip``, ``!ls`` included: the sandbox's IPython knows
-them)::
+them), and so does a ``%sandbox`` line that is not one of these commands as written here (the
+magic loaded in the sandbox itself has ``%sandbox status SESSION``, ``--name``...)::
 
     %sandbox status                          backend, sandbox, limits, workspace, memory
     %sandbox artifacts                       the files cells wrote so far
@@ -23,14 +24,11 @@ import re
 import shlex
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..core.errors import ConfigError, SandboxError
 from ..core.events import Emit, Error, Outcome, Stream
 from ..runtime.traits import format_bytes
-
-if TYPE_CHECKING:
-    from .session import SandboxSession
 
 LINE = re.compile(r"^\s*%sandbox(?:\s|$)")
 USAGE = ("%sandbox status | artifacts | upload LOCAL [REMOTE] | download REMOTE [LOCAL] | download --artifacts "
@@ -47,12 +45,33 @@ class UsageError(ConfigError):
         super().__init__(f"{message}. Usage: {USAGE}")
 
 
+OWN = {"status": (0, 0, ()), "artifacts": (0, 0, ()), "restart": (0, 0, ()), "stop": (0, 0, ()),
+       "upload": (1, 2, ()), "download": (0, 2, ("--artifacts", "--overwrite"))}
+"""The commands a session answers: ``name: (least, most positional arguments, flags)``."""
+
+
+def takes(line: str) -> bool:
+    """Whether ``line`` is one of :data:`OWN`'s commands with arguments it accepts. Any other
+    ``%sandbox`` line is left to the sandbox, whose IPython may know it (the magic loaded in the
+    sandbox itself has ``%sandbox status SESSION``, ``--name``, ``push``...)."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return False
+    if len(words) < 2 or words[0] != "%sandbox" or words[1] not in OWN:
+        return False
+    least, most, flags = OWN[words[1]]
+    positional = [w for w in words[2:] if not w.startswith("-")]
+    return all(w in flags for w in words[2:] if w.startswith("-")) and least <= len(positional) <= most
+
+
 def leading(code: str) -> tuple[list[str], str]:
-    """The cell's leading ``%sandbox`` lines (blank lines between them skipped), and the rest."""
+    """The cell's leading ``%sandbox`` lines a session answers (blank lines between them skipped;
+    :func:`takes`), and the rest, which runs in the sandbox."""
     lines = code.split("\n")
     found: list[str] = []
     i = 0
-    while i < len(lines) and (not lines[i].strip() or LINE.match(lines[i])):
+    while i < len(lines) and (not lines[i].strip() or (LINE.match(lines[i]) and takes(lines[i].strip()))):
         if lines[i].strip():
             found.append(lines[i].strip())
         i += 1
@@ -63,12 +82,12 @@ class Lines:
     """The ``%sandbox`` lines of one session, for a door that answers them.
 
     Args:
-        session: the session. folder: the host's folder (relative host paths start there).
+        session: the :class:`~.session.SandboxSession` (not imported: it imports this). folder: the host's folder (relative host paths start there).
         file_commands: ``ask`` (upload and download ask the notebook user first), ``allow``,
             ``deny``. setting: the option that sets it, named when a command is refused.
     """
 
-    def __init__(self, session: SandboxSession, folder: Path, file_commands: str = "ask",
+    def __init__(self, session: Any, folder: Path, file_commands: str = "ask",
                  setting: str = "SandboxKernel.file_commands") -> None:
         self.session, self.folder, self.file_commands, self.setting = session, folder, file_commands, setting
 
@@ -179,4 +198,4 @@ def _positional(command: str, args: list[str], least: int, most: int) -> list[st
     return args
 
 
-__all__ = ["FILE_COMMANDS", "LINE", "Lines", "USAGE", "UsageError", "leading"]
+__all__ = ["FILE_COMMANDS", "LINE", "Lines", "OWN", "USAGE", "UsageError", "leading", "takes"]

@@ -10,9 +10,9 @@ of the cell's outputs before anything else sees it.
 
 The scan follows no symlink, skips dotfiles, dot-folders and ``__pycache__`` (caches; dotfiles are
 never copied back anyway), skips folders the kernel cannot write (read-only binds and copies of
-the workspace), stops after ``MAX_SCANNED`` entries, and skips the files of a folder of more than
-``PRUNE`` entries whose modification time did not change (a file rewritten in place there is not
-noticed; new and removed names are).
+the workspace), stops after ``MAX_SCANNED`` entries, and does not list again a folder of more than ``PRUNE``
+files whose modification time did not change (no name was added, removed or renamed in it): a
+file rewritten in place there is not noticed.
 """
 
 from __future__ import annotations
@@ -48,13 +48,20 @@ def _sandbox_kernel_artifacts(mime, max_scanned, prune, max_names, thumb_bytes, 
             rel = stack.pop()
             where = os.path.join(root, rel) if rel else root
             try:
-                info = os.stat(where)
+                mtime = os.stat(where).st_mtime_ns
+            except OSError:
+                continue
+            known = state.dirs.get(rel)
+            if known is not None and known[0] == mtime and len(known[1]) > prune:
+                dirs[rel] = known  # a big folder whose names did not change: its files as they were
+                files.update((p, state.files[p]) for p in known[1] if p in state.files)
+                stack.extend(known[2])
+                continue
+            try:
                 listing = list(os.scandir(where))
             except OSError:
                 continue
-            sig = (info.st_mtime_ns, len(listing))
-            dirs[rel] = sig
-            carry = len(listing) > prune and state.dirs.get(rel) == sig
+            mine, inner = [], []
             for entry in listing:
                 scanned += 1
                 if scanned > max_scanned:
@@ -66,20 +73,19 @@ def _sandbox_kernel_artifacts(mime, max_scanned, prune, max_names, thumb_bytes, 
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         if os.access(entry.path, os.W_OK):
-                            stack.append(path)
+                            inner.append(path)
                         continue
                     if not entry.is_file(follow_symlinks=False):
-                        continue
-                    if carry and path in state.files:
-                        files[path] = state.files[path]
                         continue
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if True:
-                    files[path] = (st.st_size, st.st_mtime_ns)
-                    if state.files.get(path) != files[path]:
-                        changed.append((path, st.st_size, path not in state.files))
+                mine.append(path)
+                files[path] = (st.st_size, st.st_mtime_ns)
+                if state.files.get(path) != files[path]:
+                    changed.append((path, st.st_size, path not in state.files))
+            dirs[rel] = (mtime, mine, inner)
+            stack.extend(inner)
         if truncated:  # what was not looked at is kept as it was
             for path, sig in state.files.items():
                 files.setdefault(path, sig)
