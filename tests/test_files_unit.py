@@ -143,3 +143,13 @@ def test_leading_sandbox_lines_are_split_from_the_code():
     assert leading("%sandbox upload a.csv --name s") == ([], "%sandbox upload a.csv --name s")
     assert leading("%sandbox download --artifacts --overwrite\n%sandbox frobnicate") == \
         (["%sandbox download --artifacts --overwrite"], "%sandbox frobnicate")
+
+
+def test_an_mcp_client_is_told_which_files_the_code_wrote():
+    from sandbox_kernel.frontdoors.mcp.server import result_content
+    from sandbox_kernel.session.files.artifacts import Artifact
+    from sandbox_kernel.session.results import ExecutionResult
+
+    files = tuple(Artifact(f"out/{i}.csv", 10, True) for i in range(25))
+    texts = [block.text for block in result_content(ExecutionResult("ok", artifacts=files))]
+    assert texts == ["[files written] " + ", ".join(f"out/{i}.csv (10 bytes)" for i in range(20)) + " and 5 more"]

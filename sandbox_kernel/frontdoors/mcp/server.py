@@ -79,7 +79,8 @@ def best_text(data: dict[str, Any]) -> str | None:
 
 def result_content(result: ExecutionResult) -> list[Any]:
     """MCP content blocks for an execution: stdout, stderr, each display (images as image
-    content, else its best text form), the error's traceback without colours."""
+    content, else its best text form), the error's traceback without colours, and the files it
+    wrote in the working directory (``[files written] ...``, 20 at most)."""
     from mcp_types import ImageContent, TextContent
 
     blocks: list[Any] = []
@@ -97,6 +98,10 @@ def result_content(result: ExecutionResult) -> list[Any]:
     if result.error is not None:
         trace = ANSI.sub("", "\n".join(result.error.traceback)) or f"{result.error.ename}: {result.error.evalue}"
         blocks.append(TextContent(type="text", text=trace))
+    if result.artifacts:  # what the code wrote, for download_file
+        names = ", ".join(f"{a.path} ({a.size} bytes)" for a in result.artifacts[:20])
+        more = len(result.artifacts) - 20
+        blocks.append(TextContent(type="text", text=f"[files written] {names}" + (f" and {more} more" if more > 0 else "")))
     return blocks or [TextContent(type="text", text="[no output]")]
 
 
