@@ -128,7 +128,7 @@ def render(report: Report, command: str = DOWNLOAD_COMMAND, bound: bool = False)
     rows = []
     for a, c in zip(shown, changed):
         thumb = report.thumbs.get(a.path)
-        picture = f'<img src="data:{thumb[0]};base64,{thumb[1]}" alt="" height="48">' if thumb else ""
+        picture = f'<img src="data:{thumb[0]};base64,{thumb[1]}" alt="" style="max-height: 64px; max-width: 128px">' if thumb else ""
         rows.append(f"<tr><td><code>{html.escape(a.path)}</code></td><td>{format_bytes(a.size)}{c}</td>"
                     f"<td>{picture}</td></tr>")
     if more > 0:
