@@ -122,9 +122,14 @@ def test_a_cell_writing_10_000_files_or_2_gb_is_reported_within_bounds(notebook)
 def test_the_magic_lists_and_copies_back_a_figure(backend_name, tmp_path):
     from tests.support.host import host_kernel
 
+    (tmp_path / "notes.txt").write_text("on the host")
     with host_kernel(backend_name, cwd=tmp_path) as (_, kc):
         reply, outputs = run(kc, f"%%sandbox --backend {backend_name} --name art\n{FIGURE}", timeout=300)
         assert reply["status"] == "ok", outputs
+        reply, _ = run(kc, "%%sandbox --name art\nopen('notes.txt')")
+        assert reply["traceback"][-1] == (f"notes.txt is in {tmp_path} on this computer, but the sandbox does not see "
+                                          "that folder. Let it see the folder: %sandbox stop art, then %%sandbox "
+                                          "--name art --workspace ro; or copy the file in: %sandbox upload notes.txt")
         assert displays(outputs)[-1]["text/plain"].startswith("1 file written:\n  fig.png  ")
         reply, outputs = run(kc, "%sandbox artifacts --name art")
         assert stdout(outputs).startswith("1 file written:\n  fig.png")
@@ -138,9 +143,13 @@ def test_the_magic_lists_and_copies_back_a_figure(backend_name, tmp_path):
 def test_the_api_returns_artifacts_and_copies_them(tmp_path):
     from sandbox_kernel import Sandbox
 
-    with Sandbox("local") as sandbox:
+    (tmp_path / "notes.txt").write_text("on the host")
+    with Sandbox("local", workspace_dir=str(tmp_path)) as sandbox:  # the workspace itself stays off
+        hinted = sandbox.run("open('notes.txt')").error.traceback[-1]
+        assert "Let it see the folder: workspace='ro';" in hinted
         result = sandbox.run(FIGURE)
         assert [(a.path, a.new) for a in result.artifacts] == [("fig.png", True)] and not result.displays
         assert sandbox.run("1").artifacts == ()
-        done = sandbox.download_artifacts(tmp_path)
-    assert done.copied == [tmp_path / "fig.png"] and (tmp_path / "fig.png").read_bytes().startswith(PNG_MAGIC)
+        done = sandbox.download_artifacts(tmp_path / "out")
+    assert done.copied == [tmp_path / "out" / "fig.png"]
+    assert (tmp_path / "out" / "fig.png").read_bytes().startswith(PNG_MAGIC)
