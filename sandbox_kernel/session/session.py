@@ -210,9 +210,7 @@ class SandboxSession:
         async def work(emit: Emit) -> Outcome:
             with self.serving(request):
                 try:
-                    return await self.files.run_cell(
-                        emit, lambda watched: self.backend.execute(code, watched, timeout=timeout, stdin=stdin),
-                        lambda: self._start_showing(emit))
+                    return await self._execute(code, emit, timeout, stdin)
                 except SandboxError as exc:
                     failures.append(exc)
                     raise
@@ -222,6 +220,12 @@ class SandboxSession:
             failures[0].outcome = outcome
             raise failures[0]
         return outcome
+
+    async def _execute(self, code: str, emit: Emit, timeout: float | None, stdin: StdinHandler | None) -> Outcome:
+        """The backend's execution of ``code``, with the session's files around it (:mod:`.files`)."""
+        return await self.files.run_cell(
+            emit, lambda watched: self.backend.execute(code, watched, timeout=timeout, stdin=stdin),
+            lambda: self._start_showing(emit))
 
     async def _answer_lines(self, code: str, cell: Cell, stdin: StdinHandler | None) -> tuple[Outcome | None, str]:
         """Answer the cell's leading ``%sandbox`` lines (:mod:`.lines`) into ``cell``; returns the

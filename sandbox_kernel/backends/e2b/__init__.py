@@ -191,11 +191,15 @@ class E2BBackend(Backend):
                           sandbox.sandbox_id, self._connection.service)
             self.workspace_view = None
         if plan is not None and not self._attached:  # an attached sandbox kept its copy
-            try:  # upload and execute start the sandbox: outside the lock
-                self.workspace_view = await workspace.copy_in(self, plan, fresh=False)
-            except BaseException:
-                await self.shutdown()
-                raise
+            await self._copy_workspace(plan)  # upload and execute start the sandbox: outside the lock
+
+    async def _copy_workspace(self, plan: workspace.Plan) -> None:
+        """Copy the workspace into the new sandbox; a failure leaves no sandbox behind."""
+        try:
+            self.workspace_view = await workspace.copy_in(self, plan, fresh=False)
+        except BaseException:
+            await self.shutdown()
+            raise
 
     def _workspace_plan(self) -> workspace.Plan | None:
         """The workspace to copy into a new sandbox (checked before it is made), or None.

@@ -86,6 +86,51 @@ def _inside(root: str, link: str) -> str | None:
     return os.path.relpath(resolved, os.path.dirname(link)).replace(os.sep, "/")
 
 
+class _Walk:
+    """One walk of ``root`` (see :func:`make_plan`): what it kept and left out so far."""
+
+    def __init__(self, root: str, max_entries: int) -> None:
+        self.root, self.max_entries, self.spec = root, max_entries, _spec(Path(root))
+        self.entries: list[Entry] = []
+        self.left_out: list[tuple[str, str]] = []
+        self.expanded: set[str] = set()
+        self.seen = 0
+
+    def leave(self, path: str, why: str) -> None:
+        self.left_out.append((path, why))
+        parts = path.split("/")
+        self.expanded.update("/".join(parts[:i]) for i in range(1, len(parts)))
+
+    def folder(self, rel: str) -> None:
+        with os.scandir(os.path.join(self.root, rel) if rel else self.root) as listing:
+            children = sorted(listing, key=lambda e: e.name)
+        for child in children:
+            self.seen += 1
+            if self.seen > self.max_entries:
+                raise WorkspaceError(f"the workspace folder {self.root} holds more than {self.max_entries:,} entries: "
+                                     f"leave big folders out in {IGNORE_FILE} (gitignore syntax)")
+            self.entry(f"{rel}/{child.name}" if rel else child.name, child)
+
+    def entry(self, path: str, child: os.DirEntry) -> None:
+        info = child.stat(follow_symlinks=False)
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if self.spec.match_file(path + "/" if is_dir else path):
+            self.leave(path, "dotfile" if child.name.startswith(".") else "ignored")
+        elif stat.S_ISLNK(info.st_mode):
+            target = _inside(self.root, child.path)
+            if target is None:
+                self.leave(path, "symlink outside")
+            else:
+                self.entries.append(Entry(path, "link", target=target))
+        elif is_dir:
+            self.entries.append(Entry(path, "dir", mode=stat.S_IMODE(info.st_mode)))
+            self.folder(path)
+        elif stat.S_ISREG(info.st_mode):
+            self.entries.append(Entry(path, "file", info.st_size, stat.S_IMODE(info.st_mode)))
+        else:
+            self.leave(path, "special file")
+
+
 def make_plan(folder: str | os.PathLike, max_entries: int = 100_000) -> Plan:
     """Walk ``folder`` (see the module docstring).
 
@@ -96,47 +141,9 @@ def make_plan(folder: str | os.PathLike, max_entries: int = 100_000) -> Plan:
     root = os.path.realpath(os.path.expanduser(str(folder)))
     if not os.path.isdir(root):
         raise WorkspaceError(f"the workspace folder {folder} does not exist or is not a folder")
-    spec = _spec(Path(root))
-    entries: list[Entry] = []
-    left_out: list[tuple[str, str]] = []
-    expanded: set[str] = set()
-    seen = 0
-
-    def leave(path: str, why: str) -> None:
-        left_out.append((path, why))
-        parts = path.split("/")
-        expanded.update("/".join(parts[:i]) for i in range(1, len(parts)))
-
-    def walk(rel: str) -> None:
-        nonlocal seen
-        with os.scandir(os.path.join(root, rel) if rel else root) as listing:
-            children = sorted(listing, key=lambda e: e.name)
-        for child in children:
-            seen += 1
-            if seen > max_entries:
-                raise WorkspaceError(f"the workspace folder {root} holds more than {max_entries:,} entries: leave big "
-                                     f"folders out in {IGNORE_FILE} (gitignore syntax)")
-            path = f"{rel}/{child.name}" if rel else child.name
-            info = child.stat(follow_symlinks=False)
-            is_dir = stat.S_ISDIR(info.st_mode)
-            if spec.match_file(path + "/" if is_dir else path):
-                leave(path, "dotfile" if child.name.startswith(".") else "ignored")
-            elif stat.S_ISLNK(info.st_mode):
-                target = _inside(root, child.path)
-                if target is None:
-                    leave(path, "symlink outside")
-                else:
-                    entries.append(Entry(path, "link", target=target))
-            elif is_dir:
-                entries.append(Entry(path, "dir", mode=stat.S_IMODE(info.st_mode)))
-                walk(path)
-            elif stat.S_ISREG(info.st_mode):
-                entries.append(Entry(path, "file", info.st_size, stat.S_IMODE(info.st_mode)))
-            else:
-                leave(path, "special file")
-
-    walk("")
-    return Plan(root, tuple(entries), tuple(left_out), frozenset(expanded))
+    walk = _Walk(root, max_entries)
+    walk.folder("")
+    return Plan(root, tuple(walk.entries), tuple(walk.left_out), frozenset(walk.expanded))
 
 
 def binds(plan: Plan, limit: int = 256) -> list[tuple[str, str]]:
