@@ -116,6 +116,8 @@ def test_copying_back_is_bounded_in_files_and_bytes(tmp_path):
     ("FileNotFoundError", "[Errno 2] No such file or directory: '/etc/x'", []),
     ("ModuleNotFoundError", "No module named 'helper'", ["helper.py", "helper"]),
     ("ModuleNotFoundError", "No module named 'helper.sub'", ["helper.py", "helper"]),
+    ("PermissionError", "[Errno 13] Permission denied: 'data/x.csv'", ["data/x.csv"]),
+    ("OSError", "[Errno 30] Read-only file system: 'data/x.csv'", ["data/x.csv"]),
     ("ValueError", "'data/x.csv'", []),
 ])
 def test_the_hint_reads_the_paths_an_error_names(ename, evalue, expected):

@@ -98,6 +98,9 @@ def test_read_only_workspace_shows_the_folder_and_nothing_else(backend_name, fol
                          "except OSError as e:\n    print(type(e).__name__, e.errno)")
         if target not in ROOT_COPIES:
             assert written.split()[0] in ("PermissionError", "OSError"), written  # EACCES or EROFS
+            reply, _ = run(kc, "open('data/x.csv', 'w')")
+            assert reply["status"] == "error" and reply["traceback"][-1].startswith(
+                f"data/x.csv is in the read-only workspace ({folder}): its files cannot be changed from the sandbox.")
         assert ok(kc, "open('fig.png', 'wb').write(b'png')\nprint(sorted(set(os.listdir('.')) - {'__pycache__'}))") \
             == "['data', 'fig.png', 'helper.py']\n"
     assert snapshot(folder) == before  # nothing written on the host, by the write or the new file

@@ -143,6 +143,12 @@ class SessionFiles:
         if path is None:
             return None
         view = self.view
+        if error.ename in hints.WRITES:
+            if view is None or view.mode != "ro" or view.reason(path):
+                return None
+            return (f"{path} is in the read-only workspace ({self.folder}): its files cannot be changed from the "
+                    f"sandbox. Write a new file beside them (it stays in the sandbox, an artifact), or let the "
+                    f"sandbox write the folder: {self.hint('workspace', 'rw')}")
         if view is None:
             return (f"{path} is in {self.folder} on this computer, but the sandbox does not see that folder. Let it "
                     f"see the folder: {self.hint('workspace', 'ro')}; or copy the file in: %sandbox upload {path}")

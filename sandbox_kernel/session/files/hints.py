@@ -1,4 +1,6 @@
-"""One extra line for an error about a file the sandbox does not see but the host's folder has."""
+"""One extra line for an error about a file of the host's folder: one the sandbox does not see
+(FileNotFoundError, ModuleNotFoundError), or one a read-only workspace shows and a cell tried to
+change (PermissionError, or OSError ``Read-only file system``)."""
 
 from __future__ import annotations
 
@@ -10,17 +12,20 @@ import re
 _QUOTED = re.compile(r"""(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _NOT_FOUND = re.compile(r"^(\S+) not found\.?$")
 _MODULE = re.compile(r"^No module named '([A-Za-z_][A-Za-z0-9_]*)(?:\.[^']*)?'$")
+WRITES = ("PermissionError", "OSError", "IsADirectoryError")
+"""The ``ename`` of a refused write (EACCES, EROFS, EBUSY)."""
 
 
 def candidates(ename: str, evalue: str, workdir: str = "") -> list[str]:
-    """Relative paths an error's text names: the quoted strings of a FileNotFoundError
-    (``[Errno 2] No such file or directory: 'data/x.csv'``, ``'data/x.parquet'``), ``X not
-    found.`` (numpy), an absolute path below the sandbox's ``workdir`` made relative; for a
-    ModuleNotFoundError the module's file or package (``helper.py``, ``helper``)."""
+    """Relative paths an error's text names: the quoted strings of a FileNotFoundError or of a
+    refused write (``[Errno 2] No such file or directory: 'data/x.csv'``, ``'data/x.parquet'``,
+    ``[Errno 30] Read-only file system: 'data/x.csv'``), ``X not found.`` (numpy), an absolute
+    path below the sandbox's ``workdir`` made relative; for a ModuleNotFoundError the module's
+    file or package (``helper.py``, ``helper``)."""
     if ename == "ModuleNotFoundError":
         match = _MODULE.match(evalue.strip())
         return [f"{match.group(1)}.py", match.group(1)] if match else []
-    if ename != "FileNotFoundError":
+    if ename not in ("FileNotFoundError", *WRITES):
         return []
     found = []
     for quoted in _QUOTED.findall(evalue):
