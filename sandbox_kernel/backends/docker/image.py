@@ -183,13 +183,17 @@ class BuildProgress:
             return
         self.shown = time.monotonic()
         detail = f"{self.step}\n  {line.strip()[:120]}" if line != self.step else self.step
-        ahead = (f"\n(A scripted run, e.g. nbclient or papermill, should build it first: {self.command})"
-                 if self.command else "")
         self._show(f"Building {self.what} ({self.note}) "
-                   f"[{time.monotonic() - self.started:.0f} s]\n{detail}{ahead}")
+                   f"[{time.monotonic() - self.started:.0f} s]\n{detail}{self._ahead()}")
+
+    def _ahead(self) -> str:
+        """The line naming the command that builds the image ahead of time (what a scripted run
+        that timed out at this cell needs to read)."""
+        return f"\n(A scripted run, e.g. nbclient or papermill, should build it first: {self.command})" \
+            if self.command else ""
 
     def done(self, ok: bool) -> None:
         """Show the outcome; called on the event loop's thread, after the build."""
         if self.shown_once:
             verb = "Built" if ok else "Could not build"
-            self._show(f"{verb} {self.what} in {time.monotonic() - self.started:.0f} s.", on_loop=True)
+            self._show(f"{verb} {self.what} in {time.monotonic() - self.started:.0f} s.{self._ahead()}", on_loop=True)
