@@ -28,7 +28,7 @@ from traitlets.config import Configurable
 
 from ..backends import make_backend
 from ..backends.base import Backend, Capabilities, StdinHandler, request_msg_id
-from ..core.errors import SandboxError
+from ..core.errors import SandboxDied, SandboxError
 from ..core.events import Emit, Event, Outcome
 from ..policy import OutputPolicy
 from . import commands, transfer
@@ -87,6 +87,7 @@ class SandboxSession:
         self._requests: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._outside: OutsideSink | None = None
         self._replaced: list[Callable[[], None]] = []
+        self._lost = False  # the sandbox died during the last cell
         self._progress: Emit | None = None
         self.backend.set_comm_handler(self._unsolicited)
         self.files = SessionFiles(self.backend, files)
@@ -206,6 +207,9 @@ class SandboxSession:
             if answered is not None:
                 return answered
         failures: list[SandboxError] = []
+        if self._lost:  # the sandbox died during the last cell: this one starts a fresh sandbox
+            self._lost = False
+            self._said_replaced()
 
         async def work(emit: Emit) -> Outcome:
             with self.serving(request):
@@ -213,6 +217,7 @@ class SandboxSession:
                     return await self._execute(code, emit, timeout, stdin)
                 except SandboxError as exc:
                     failures.append(exc)
+                    self._lost = isinstance(exc, SandboxDied)
                     raise
 
         outcome = await self.cell(sink, max_output_bytes=max_output_bytes, policy=policy).run(work)
