@@ -133,7 +133,8 @@ class GatewayBackend(KernelClientBackend):
                               "network. If it enforces a network policy, name it with "
                               "--GatewayBackend.network_policy=NAME (the allowlist is then yours to keep in step with "
                               "it); else use the docker backend.")
-        with StartProgress(self._progress_handler if self._first_emit is None else self._first_emit, self._where(), self.kernel_name) as progress:
+        emit = self._progress_handler if self._first_emit is None else self._first_emit
+        with StartProgress(emit, self._where(), self.kernel_name) as progress:
             await super().start()
             progress.ok = True
         fresh, self._fresh = self._fresh, False
