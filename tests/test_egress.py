@@ -198,3 +198,32 @@ def test_allow_needs_a_proxy_to_change():
         sb.run("1")
         with pytest.raises(EgressError, match="started without allow_hosts"):
             sb.allow("example.org")
+
+
+def test_allow_line_in_the_kernel_asks_first_and_the_magic_takes_it(rig, tmp_path):
+    """``%sandbox allow HOST`` in a sandbox-docker notebook widens the egress only with the
+    user's consent (refused where nobody can answer, unless egress_commands=allow), keeping the
+    state; ``%sandbox allow`` of the magic does the same for a session of a python3 notebook."""
+    options = [f"--DockerBackend.{name}={value}" for name, values in rig.options().items()
+               for value in (values if isinstance(values, list) else [values])]
+    fetch = "import urllib.request\nprint(urllib.request.urlopen('http://mirror.test:8080/simple/').status)"
+    with kernel("docker", *options) as (_, kc):
+        assert run(kc, "x = 42")[0]["status"] == "ok"
+        reply, _ = run(kc, "%sandbox allow mirror.test:8080", allow_stdin=False)
+        assert reply["status"] == "error" and "--SandboxKernel.egress_commands=allow" in reply["evalue"]
+    with kernel("docker", *options, "--SandboxKernel.egress_commands=allow") as (_, kc):
+        run(kc, "x = 42")
+        reply, outputs = run(kc, "%sandbox allow mirror.test:8080")
+        assert reply["status"] == "ok" and "mirror.test:8080" in stdout(outputs), reply
+        reply, outputs = run(kc, fetch + "\nprint(x)")
+        assert reply["status"] == "ok" and stdout(outputs).split() == ["200", "42"]
+    flags = " ".join(f"--{name.replace('_', '-')} {value}" for name, values in rig.options().items()
+                     for value in (values if isinstance(values, list) else [values]))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in (
+        "%load_ext magics", f"%%sandbox --backend docker {flags}\nx = 42", "%sandbox allow mirror.test:8080",
+        f"%%sandbox\n{fetch}\nprint(x)")])
+    NotebookClient(nb, kernel_name="python3", timeout=180, extra_arguments=host_arguments("docker"),
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert "may now reach" in nb.cells[2].outputs[0]["text"] and "mirror.test:8080" in nb.cells[2].outputs[0]["text"]
+    assert "".join(o.get("text", "") for o in nb.cells[3].outputs).split() == ["200", "42"]
+    quiet_outside(rig, {"index.test", "mirror.test"})

@@ -173,6 +173,13 @@ class CommandRefused(SandboxError):
                          "patterns. Ask for an allowed command, or add a pattern to allowed_commands.")
 
 
+class LineUsageError(ConfigError):
+    """A ``%sandbox`` line a sandbox kernel answers, written wrong: one line, with the usage."""
+
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(f"{message}. Usage: {usage}")
+
+
 class PathRefused(SandboxError):
     """A file path that would leave the sandbox's working directory."""
 
@@ -225,4 +232,4 @@ class SandboxCellError(Exception):
         return self.traceback
 
 
-__all__ = ["SandboxError", "ConfigError", "BackendUnavailable", "SandboxStartError", "SandboxDied", "ExecutionTimeout", "NotSupported", "BadValue", "MountError", "EngineLost", "Refused", "Missing", "ImageBuildError", "RequirementNotFound", "KernelGone", "GatewayUnreachable", "MessageDropped", "TransferError", "CommandRefused", "PathRefused", "StillRunning", "SandboxCellError"]
+__all__ = ["SandboxError", "ConfigError", "BackendUnavailable", "SandboxStartError", "SandboxDied", "ExecutionTimeout", "NotSupported", "BadValue", "MountError", "EngineLost", "Refused", "Missing", "ImageBuildError", "RequirementNotFound", "KernelGone", "GatewayUnreachable", "MessageDropped", "TransferError", "CommandRefused", "LineUsageError", "PathRefused", "StillRunning", "SandboxCellError"]

@@ -221,9 +221,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             NotSupported: the backend cannot change a running sandbox's hosts
                 (``capabilities.egress_update``; local never can).
         """
-        self.backend.require("egress_update", "changing the allowed hosts of a running sandbox")
-        current = list(self.backend.allow_hosts)
-        return await self.backend.set_allow_hosts(current + [h for h in hosts if h not in current])
+        return await self.session.allow(*hosts)
 
     # -- files -------------------------------------------------------------------------------
     async def upload(self, local: str | Path, remote: str) -> str:

@@ -9,6 +9,7 @@ magic loaded in the sandbox itself has ``%sandbox status SESSION``, ``--name``..
     %sandbox upload LOCAL [REMOTE]           a host file into the working directory
     %sandbox download REMOTE [LOCAL]         a sandbox file into the host's folder
     %sandbox download --artifacts [--overwrite]
+    %sandbox allow HOST ...                  let the sandbox reach HOST as well (egress allowlist)
     %sandbox restart                         a fresh interpreter
     %sandbox stop                            the sandbox goes; the next cell starts a fresh one
 
@@ -26,27 +27,25 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ConfigError, SandboxError
+from ..core.errors import LineUsageError, SandboxError
 from ..core.events import Emit, Error, Outcome, Stream
 from ..runtime.traits import format_bytes
 
 LINE = re.compile(r"^\s*%sandbox(?:\s|$)")
 USAGE = ("%sandbox status | artifacts | upload LOCAL [REMOTE] | download REMOTE [LOCAL] | download --artifacts "
-         "[--overwrite] | restart | stop")
+         "[--overwrite] | allow HOST ... | restart | stop")
 FILE_COMMANDS = ("ask", "allow", "deny")
 
 Ask = Callable[[str, bool], Awaitable[str]]
 
 
-class UsageError(ConfigError):
+def UsageError(message: str) -> LineUsageError:
     """A ``%sandbox`` line that is not a command: one line, with the usage."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"{message}. Usage: {USAGE}")
+    return LineUsageError(message, USAGE)
 
 
 OWN = {"status": (0, 0, ()), "artifacts": (0, 0, ()), "restart": (0, 0, ()), "stop": (0, 0, ()),
-       "upload": (1, 2, ()), "download": (0, 2, ("--artifacts", "--overwrite"))}
+       "upload": (1, 2, ()), "download": (0, 2, ("--artifacts", "--overwrite")), "allow": (1, 64, ())}
 """The commands a session answers: ``name: (least, most positional arguments, flags)``."""
 
 
@@ -88,8 +87,10 @@ class Lines:
     """
 
     def __init__(self, session: Any, folder: Path, file_commands: str = "ask",
-                 setting: str = "SandboxKernel.file_commands") -> None:
+                 setting: str = "SandboxKernel.file_commands", egress_commands: str = "ask",
+                 egress_setting: str = "SandboxKernel.egress_commands") -> None:
         self.session, self.folder, self.file_commands, self.setting = session, folder, file_commands, setting
+        self.egress_commands, self.egress_setting = egress_commands, egress_setting
 
     async def run(self, line: str, sink: Emit, stdin: Ask | None) -> Outcome:
         """Answer one ``%sandbox`` line into ``sink``; a bad line or a refusal is one Error."""
@@ -109,7 +110,7 @@ class Lines:
         return Outcome("ok", None)
 
     def _error(self, sink: Emit, exc: BaseException) -> Outcome:
-        name = "UsageError" if isinstance(exc, UsageError) else type(exc).__name__
+        name = "UsageError" if isinstance(exc, LineUsageError) else type(exc).__name__
         error = Error(name, str(exc), [f"{name}: {exc}"])
         sink(error)
         return Outcome("error", None, error)
@@ -174,6 +175,21 @@ class Lines:
         await self._confirm(f"Copy {paths[0]} from the sandbox to {local}?", stdin)
         await self.session.files.download_one(paths[0], local)
         return f"Downloaded {paths[0]} to {local}."
+
+    async def _do_allow(self, args: list[str], stdin: Ask | None) -> str:
+        hosts = _positional("allow", args, 1, 64)
+        if self.egress_commands != "allow":
+            if self.egress_commands == "deny" or stdin is None:
+                why = "it is turned off" if self.egress_commands == "deny" else \
+                    "this run has no way to ask you (no stdin: nbclient, papermill)"
+                raise SandboxError(f"%sandbox allow lets the sandbox send data to {', '.join(hosts)}, and {why}: "
+                                   f"allow it with --{self.egress_setting}=allow, or add the hosts to allow_hosts.")
+            answer = await stdin(f"Let the sandbox reach {', '.join(hosts)} (it may send your data there)? [y/N] ",
+                                 False)
+            if answer.strip().lower() not in ("y", "yes"):
+                raise SandboxError("Not allowed: you said no.")
+        in_force = await self.session.allow(*hosts)
+        return f"The sandbox may now reach: {', '.join(in_force)}."
 
     async def _do_restart(self, args: list[str], stdin: Ask | None) -> str:
         _no_args("restart", args)

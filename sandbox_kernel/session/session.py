@@ -77,7 +77,7 @@ class SandboxSession:
                  options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {},
                  output_budget: tuple[int, str] = (0, "max_output_bytes"), page_comms: bool = True,
                  no_comms_note: str = NO_COMMS_NOTE, files: FileOptions = FileOptions(),
-                 line_commands: str | None = None) -> None:
+                 line_commands: str | None = None, egress_commands: str = "ask") -> None:
         self.backend: Backend = make_backend(backend, parent=parent, options=options, output_budget=output_budget)
         self.max_output_bytes, self.budget_setting = output_budget
         comms = page_comms and self.backend.capabilities.comms
@@ -92,7 +92,8 @@ class SandboxSession:
         self.backend.set_comm_handler(self._unsolicited)
         self.files = SessionFiles(self.backend, files)
         self.on_replaced(self.files.replaced)
-        self.lines = None if line_commands is None else Lines(self, self.files.folder, line_commands)
+        self.lines = None if line_commands is None else Lines(self, self.files.folder, line_commands,
+                                                              egress_commands=egress_commands)
 
     # -- what it is --------------------------------------------------------------------------
     @property
@@ -341,6 +342,25 @@ class SandboxSession:
 
         status, indent = TransformerManager().check_complete(code)
         return {"status": status, **({"indent": " " * indent} if indent else {})}
+
+    # -- egress ------------------------------------------------------------------------------
+    async def allow(self, *hosts: str) -> list[str]:
+        """Let the sandbox reach ``hosts`` as well (``allow_hosts`` entries: ``example.org``,
+        ``api.example.com:8443``, ``*.example.com``, an address or network, the preset ``pypi``),
+        keeping its state: in force when this returns (within a second).
+
+        Returns:
+            The entries now in force, presets expanded.
+
+        Raises:
+            EgressError: a bad entry, or a running sandbox started without ``allow_hosts`` (it has
+                no egress proxy to change: restart it, which loses the state).
+            NotSupported: the backend cannot change a running sandbox's hosts
+                (``capabilities.egress_update``; local never can).
+        """
+        self.backend.require("egress_update", "changing the allowed hosts of a running sandbox")
+        current = list(self.backend.allow_hosts)
+        return await self.backend.set_allow_hosts(current + [h for h in hosts if h not in current])
 
     # -- files, variables, commands ----------------------------------------------------------
     async def upload(self, local: str | Path, remote: str) -> str:

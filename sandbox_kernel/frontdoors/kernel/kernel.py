@@ -73,6 +73,10 @@ class SandboxKernel(Kernel, OutputOptions):
                                     help="%sandbox upload/download in a cell touch this computer's files: 'ask' "
                                          "the notebook user first (refused where nobody can answer: nbclient, "
                                          "papermill), 'allow', or 'deny'. A notebook may come from anyone.")
+    egress_commands = CaselessStrEnum(list(FILE_COMMANDS), "ask", config=True,
+                                      help="%sandbox allow HOST in a cell widens what the sandbox may reach: 'ask' the "
+                                           "notebook user first (refused where nobody can answer), 'allow', or "
+                                           "'deny'. A notebook may come from anyone.")
 
     # ipykernel sleeps 0.5 ms before each execute_reply to let output flush; our outputs are
     # published before do_execute returns, so that sleep is pure latency.
@@ -180,7 +184,8 @@ class SandboxKernel(Kernel, OutputOptions):
 
             self.sandbox = SandboxSession(self.backend, parent=self, policy=self._policy, options=options,
                                           output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"),
-                                          files=FileOptions(artifacts=self.artifacts), line_commands=self.file_commands)
+                                          files=FileOptions(artifacts=self.artifacts), line_commands=self.file_commands,
+                                          egress_commands=self.egress_commands)
             self.sandbox.set_outside_sink(self._publish)
             self.sandbox.set_progress_sink(self._publish)  # e.g. an image build at the first cell
         return self.sandbox

@@ -88,6 +88,7 @@ class SandboxMagics(Magics, OutputOptions):
             %sandbox download REMOTE [LOCAL] [--name SESSION]
             %sandbox download --artifacts [--overwrite] [--name SESSION]   what its cells wrote
             %sandbox artifacts [--name SESSION]          list them
+            %sandbox allow HOST ... [--name SESSION]    the sandbox may reach HOST as well
             %sandbox push NAME ... [--name SESSION]     host variables into the sandbox
             %sandbox pull NAME ... [--name SESSION]     sandbox variables onto the host
 
@@ -259,6 +260,15 @@ class SandboxMagics(Magics, OutputOptions):
         session = self._open(found.get("name", "default"))
         wait(self.registry.loop, session.sandbox.upload(local, remote))
         print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
+
+    def _cmd_allow(self, args: list[str]) -> None:
+        """``%sandbox allow HOST ... [--name SESSION]``: the session's sandbox may reach these
+        hosts as well, its state kept (a docker sandbox started with ``--allow-hosts``; e2b)."""
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        hosts = self._positional("allow", rest, 1, 64)
+        session = self._existing(found.get("name", "default"))
+        in_force = wait(self.registry.loop, session.sandbox.allow(*hosts))
+        print(f"Session {session.name!r} may now reach: {', '.join(in_force)}.")
 
     def _cmd_push(self, args: list[str]) -> None:
         self._transfer("push", args)

@@ -26,7 +26,7 @@ CELL_USAGE = ("%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [
 LINE_USAGE = ("%sandbox list | status [SESSION] | restart SESSION | stop SESSION|--all | "
               "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--name SESSION] | "
               "download --artifacts [--overwrite] [--name SESSION] | artifacts [--name SESSION] | "
-              "push NAME ... [--name SESSION] | pull NAME ... [--name SESSION]")
+              "allow HOST ... [--name SESSION] | push NAME ... [--name SESSION] | pull NAME ... [--name SESSION]")
 
 _OWN = {"--backend": "backend", "-b": "backend", "--name": "name", "-n": "name", "--timeout": "timeout",
         "-t": "timeout", "--output-policy": "output_policy"}

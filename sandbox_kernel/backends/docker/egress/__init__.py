@@ -255,7 +255,10 @@ class Egress:
         returns once the proxy said it is in force (within :data:`ALLOW_TIMEOUT` seconds).
 
         Raises:
-            SandboxError: the proxy did not answer in time."""
+            SandboxError: the proxy did not start, or did not answer in time."""
+        if self.starting is not None:  # just after a start the proxy may still be coming up: its program
+            await self.starting        # goes first on its stdin, and a line written before it would be
+        await self.ready()             # read as the program's length
         await self._ask({"allow": entries})
         self.entries = entries
 
