@@ -15,7 +15,7 @@ from jupyter_client.session import Session
 
 from sandbox_kernel.backends.docker.bridge import HELD_BYTES, READ_SIZE, AttachBridge, Demux
 from sandbox_kernel.backends.docker.inside import CHANNELS, HELLO, Decoder, encode
-from sandbox_kernel.backends.kernel_client.backend import SandboxKernelClient
+from sandbox_kernel.backends.kernel_client.client import SandboxKernelClient
 from tests.support.fuzz import examples
 
 pytestmark = pytest.mark.unit

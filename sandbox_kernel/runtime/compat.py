@@ -43,11 +43,11 @@ ipykernel.kernelbase | Kernel | _execute_sleep | ipykernel 6.29, 7.4 | frontdoor
 ipykernel.kernelbase | Kernel | _allow_stdin | ipykernel 6.29, 7.4 | frontdoors/magics/run.py host_allows_stdin: whether the host's frontend takes input() now
 IPython.core.interactiveshell | InteractiveShell | _showtraceback | ipython 8, 9.18 | frontdoors/magics/display.py: the sandbox's traceback shown as the host cell's error
 traitlets.config.configurable | Configurable | _load_config | traitlets 5.9, 5.16 | frontdoors/kernel/kernel.py SandboxKernel._load_config: a bad option value does not kill the kernel
-jupyter_client.client | KernelClient | _create_connected_socket | jupyter_client 8.10 | backends/kernel_client/backend.py SandboxKernelClient: socket options (reconnect interval, frame bound, stdin monitor) set before connect
-jupyter_client.client | KernelClient | _make_url | jupyter_client 8.10 | backends/kernel_client/backend.py SandboxKernelClient._create_connected_socket: the address of a channel
-jupyter_client.client | KernelClient | _iopub_channel | jupyter_client 8.10 | backends/kernel_client/backend.py SandboxKernelClient.start_channels: the IOPub channel made, to give it the byte counter
-jupyter_client.client | KernelClient | _stdin_channel | jupyter_client 8.10 | backends/kernel_client/backend.py SandboxKernelClient._close_monitor: the stdin socket whose monitor is closed
-jupyter_client.channels | AsyncZMQSocketChannel | _recv | jupyter_client 8.10 | backends/kernel_client/backend.py IOPubChannel: counts each message's bytes as it is read
+jupyter_client.client | KernelClient | _create_connected_socket | jupyter_client 8.10 | backends/kernel_client/client.py SandboxKernelClient: socket options (reconnect interval, frame bound, stdin monitor) set before connect
+jupyter_client.client | KernelClient | _make_url | jupyter_client 8.10 | backends/kernel_client/client.py SandboxKernelClient._create_connected_socket: the address of a channel
+jupyter_client.client | KernelClient | _iopub_channel | jupyter_client 8.10 | backends/kernel_client/client.py SandboxKernelClient.start_channels: the IOPub channel made, to give it the byte counter
+jupyter_client.client | KernelClient | _stdin_channel | jupyter_client 8.10 | backends/kernel_client/client.py SandboxKernelClient._close_monitor: the stdin socket whose monitor is closed
+jupyter_client.channels | AsyncZMQSocketChannel | _recv | jupyter_client 8.10 | backends/kernel_client/client.py IOPubChannel: counts each message's bytes as it is read
 jupyter_client.asynchronous.client | AsyncKernelClient | _async_is_alive | jupyter_client 8.10 | backends/gateway/ws.py GatewayKernelClient: alive while its websocket is open
 e2b_code_interpreter.code_interpreter_async | AsyncSandbox | _client | e2b-code-interpreter 2.11, e2b 2.63 | backends/e2b/stream.py sandbox_class: code-interpreter requests through a bounded transport
 e2b.api.client_async |  | get_transport | e2b 2.63 | backends/e2b/stream.py sandbox_class: the SDK's own transport under the bounded one

@@ -43,7 +43,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from ..kernel_client.backend import shared_context
+from ..kernel_client.client import shared_context
 from .inside import CHANNELS, HELLO, PORTS, Decoder, encode, preamble
 
 DOCKER_FRAME = struct.Struct(">BxxxI")
@@ -297,7 +297,7 @@ class AttachBridge:
     def taken(self, size: int) -> None:
         """The client read an IOPub message of ``size`` bytes (its frames', as sent): they no
         longer count toward :data:`HELD_BYTES`. Its IOPub channel calls this for each message
-        (:class:`..kernel_client.backend.SandboxKernelClient`'s ``iopub_taken``)."""
+        (:class:`..kernel_client.client.SandboxKernelClient`'s ``iopub_taken``)."""
         self._hold(-size)
 
     def _hold(self, size: int) -> None:

@@ -6,7 +6,8 @@ messages become events in :mod:`.messages`; :mod:`.message_bound` bounds the siz
 message from the sandbox and recovers the requests a dropped one belonged to; :mod:`.relay`
 turns what comes back for one request into events and its Outcome; :mod:`.held` bounds in
 bytes what waits for a relay, and :mod:`.launcher` starts the sandbox's ipykernel with an
-IOPub that never drops a message.
+IOPub that never drops a message; :mod:`.client` is jupyter_client's client with the socket
+options a sandbox needs.
 """
 
 from .backend import KernelClientBackend
