@@ -14,13 +14,18 @@ pytestmark = pytest.mark.unit
 
 KERNEL = ["completion", "inspection", "stdin", "comms", "display_updates"]
 
+JUPYTER = ["payloads", "history", "subshells", "debugger"]
+"""What a backend running a real Jupyter kernel relays besides cells (issue 28): the execute_reply
+whole, history_request, kernel subshells (JEP 91), the debugger."""
+
 DECLARED = {
-    "local": [*KERNEL, "files", "pool"],
+    "local": [*KERNEL, "files", "pool", *JUPYTER],
     # docs/security.md, "Egress": docker changes a running sandbox's proxy, e2b calls update_network
-    "docker": [*KERNEL, "files", "pool", "egress_update"],
-    "gateway": [*KERNEL, "files", "reattach"],
+    "docker": [*KERNEL, "files", "pool", *JUPYTER, "egress_update"],
+    "gateway": [*KERNEL, "files", "reattach", *JUPYTER],
     # docs/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
-    # and comms; sandboxes can be paused and attached to by id.
+    # and comms; sandboxes can be paused and attached to by id (and it returns no payloads, takes
+    # no silent nor user_expressions, has no history, subshells or debugger: README's table).
     "e2b": ["files", "pause", "reattach", "egress_update"],
     # the test double (backends/scripted): everything its scripts can answer
     "scripted": [*KERNEL, "files"],

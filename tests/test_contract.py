@@ -6,6 +6,7 @@ import pytest
 
 from tests.support.backends import prepared
 from tests.support.contract import *  # noqa: F403 - its test_* functions are collected here
+from tests.support.contract_jupyter import *  # noqa: F403 - likewise
 from tests.targets import CONTRACT_NAMES
 
 pytestmark = pytest.mark.kernel

@@ -48,6 +48,11 @@ request they send into the sandbox the same msg_id, so the sandbox's outputs nam
 frontend's request as their parent: ipywidgets routes ``echo_update`` and the capture of an
 ``Output`` widget (``interact``) by that msg_id."""
 
+request_subshell_id: ContextVar[str | None] = ContextVar("sandbox_kernel_request_subshell_id", default=None)
+"""The kernel subshell (JEP 91) the frontend's request being served came on, None for the main
+shell; set with :data:`request_msg_id`. A backend with ``capabilities.subshells`` serves it on a
+subshell of the sandbox's kernel that stands for this one, concurrently with its main shell."""
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -82,6 +87,18 @@ class Capabilities:
     """The backend keeps warm pools (its ``pool_size`` option: :mod:`~sandbox_kernel.backends.pool`),
     and its class answers ``sandbox-kernel pool``: classmethods ``pool_status(asked) -> [rows]``
     and ``pool_stop(asked) -> [names]``."""
+    payloads: bool = False
+    """:meth:`Backend.execute` honours ``silent``, ``store_history`` and ``user_expressions``, and
+    its Outcome carries the ``execute_reply``'s payloads (the pager's ``page``, ``set_next_input``,
+    ``edit``, ``ask_exit``) and evaluated ``user_expressions``."""
+    history: bool = False
+    """:meth:`Backend.history` answers a ``history_request`` from the sandbox's IPython."""
+    subshells: bool = False
+    """A request from a frontend's kernel subshell (:data:`request_subshell_id`) runs on a subshell of
+    the sandbox's kernel, concurrently with its main shell (JEP 91); :meth:`Backend.delete_subshell`."""
+    debugger: bool = False
+    """:meth:`Backend.debug_request` reaches the sandbox kernel's debugger, whose events come to the
+    comm handler as :class:`~sandbox_kernel.core.events.DebugEvent` (JupyterLab's visual debugger)."""
 
     egress_update: bool = False
     """The hosts a running sandbox may reach (its ``allow_hosts`` option) can be changed without
@@ -164,6 +181,9 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         *,
         timeout: float | None = None,
         stdin: StdinHandler | None = None,
+        silent: bool = False,
+        store_history: bool = True,
+        user_expressions: dict[str, str] | None = None,
     ) -> Outcome:
         """Run ``code`` in the sandbox, calling ``emit(event)`` for each output as it arrives.
 
@@ -173,6 +193,8 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
             timeout: seconds the cell may run; past it the sandbox is interrupted. None: no limit.
             stdin: answers ``input()``/``getpass()`` prompts; None means the frontend does not
                 accept input (the sandbox raises StdinNotImplementedError in the user's code).
+            silent, store_history, user_expressions: as the ``execute_request`` of the messaging
+                spec; honoured by a backend with ``capabilities.payloads``, else ignored.
 
         Returns:
             The :class:`~sandbox_kernel.core.events.Outcome`. An exception in the user's code is
@@ -310,6 +332,21 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         """The content of a ``comm_info_reply`` from the sandbox (``comms``: ``{comm_id: {target_name}}``)."""
         raise NotSupported(self.name, "comms (ipywidgets)")
 
+    # -- what else a Jupyter frontend asks a kernel --------------------------------------------
+    async def history(self, content: dict[str, Any]) -> dict[str, Any]:
+        """The sandbox's ``history_reply`` content (``{"status", "history": [[session, line, input
+        or [input, output]], ...]}``) for a ``history_request``'s ``content``."""
+        raise NotSupported(self.name, "history")
+
+    async def debug_request(self, content: dict[str, Any]) -> dict[str, Any]:
+        """The sandbox kernel's ``debug_reply`` content for a ``debug_request``'s ``content`` (a
+        Debug Adapter Protocol request, ``{"type": "request", "seq", "command", "arguments"}``)."""
+        raise NotSupported(self.name, "the debugger")
+
+    async def delete_subshell(self, subshell_id: str) -> None:
+        """The frontend deleted its kernel subshell ``subshell_id``: release what stands for it."""
+        raise NotSupported(self.name, "kernel subshells")
+
     # -- the sandbox's own kernel ------------------------------------------------------------
     kernel_info: dict[str, Any] | None = None
     """The content of the sandbox kernel's ``kernel_info_reply`` (``language_info``, ``banner``,
@@ -336,7 +373,9 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         "limits", ...}``; values are JSON-able and never hold secrets."""
         return {"backend": self.name, "session": self.session}
 
-    async def usage(self) -> dict[str, int] | None:
-        """The sandbox's current resource use, for ``%sandbox status``: ``{"memory_bytes": n}``;
-        None when the backend cannot tell or the sandbox is not running."""
+    async def usage(self) -> dict[str, Any] | None:
+        """The sandbox's current resource use, for ``%sandbox status`` and ``usage_request``:
+        ``{"memory_bytes": n}`` and, where known, ``"cpu_percent"`` (percent of one CPU, since the
+        previous call) and ``"cpu_count"``; None when the backend cannot tell or the sandbox is
+        not running."""
         return None

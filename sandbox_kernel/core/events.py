@@ -98,14 +98,30 @@ class Outcome:
         execution_count: the sandbox's execution counter after this cell, or None if the
             backend has none.
         error: the error, when ``status == "error"``.
+        payload: the ``execute_reply``'s payloads as the sandbox sent them (``{"source": "page",
+            "data": bundle, "start": 0}``, ``set_next_input``, ``edit``, ``ask_exit``); empty for a
+            backend without ``capabilities.payloads``. Untrusted: the session polices them.
+        user_expressions: the ``execute_reply``'s ``{name: {"status": "ok", "data", "metadata"} |
+            {"status": "error", "ename", "evalue", "traceback"}}``, untrusted likewise.
     """
 
     status: Literal["ok", "error", "aborted"]
     execution_count: int | None = None
     error: Error | None = None
+    payload: tuple[dict[str, Any], ...] = ()
+    user_expressions: dict[str, Any] = field(default_factory=dict)
 
 
-Event = Stream | Display | ClearOutput | Error | Comm
+@dataclass(frozen=True)
+class DebugEvent:
+    """A debugger event of the sandbox's kernel (IOPub ``debug_event``): ``content`` is a Debug
+    Adapter Protocol event, ``{"type": "event", "seq": n, "event": "stopped", "body": {...}}``.
+    It comes outside any cell (to the backend's comm handler) and is policed like output."""
+
+    content: dict[str, Any]
+
+
+Event = Stream | Display | ClearOutput | Error | Comm | DebugEvent
 """Any value a backend hands to ``emit``."""
 
 Emit = Callable[[Event], None]

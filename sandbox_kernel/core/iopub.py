@@ -2,14 +2,14 @@
 
 :func:`to_iopub` gives the ``(msg_type, content)`` of the IOPub message the Jupyter messaging
 spec defines for each event (``stream``, ``display_data``, ``update_display_data``,
-``execute_result``, ``clear_output``, ``error``, ``comm_*``).
+``execute_result``, ``clear_output``, ``error``, ``comm_*``, ``debug_event``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .events import ClearOutput, Comm, Display, Error, Event, Stream
+from .events import ClearOutput, Comm, DebugEvent, Display, Error, Event, Stream
 
 
 def to_iopub(event: Event) -> tuple[str, dict[str, Any]]:
@@ -31,6 +31,8 @@ def to_iopub(event: Event) -> tuple[str, dict[str, Any]]:
         return "error", {"ename": event.ename, "evalue": event.evalue, "traceback": event.traceback}
     if isinstance(event, Comm):
         return event.msg_type, event.content
+    if isinstance(event, DebugEvent):
+        return "debug_event", event.content
     raise TypeError(f"not an event: {event!r}")
 
 

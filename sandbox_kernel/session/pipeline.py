@@ -23,10 +23,11 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.errors import SandboxError
-from ..core.events import Comm, Display, Emit, Event, Outcome, SandboxReplaced, Stream
+from ..core.events import Comm, DebugEvent, Display, Emit, Event, Outcome, SandboxReplaced, Stream
 from ..core.iopub import WIDGET_VIEW, error_event
 from ..policy import OutputPolicy
 from ..policy.widgets.rules import WidgetRules
+from . import replies
 from .budget import OutputBudget
 
 OUTSIDE_SCOPE = "from outside a cell (a sandbox thread's) before the next cell"
@@ -132,6 +133,9 @@ class OutputPipeline:
                 cell.note_change(shown)
             if event is None:
                 return shown
+        elif isinstance(event, DebugEvent):
+            content = replies.debug_event(event.content)
+            return shown if content is None else [DebugEvent(content)]
         shown.append(event)
         return shown
 

@@ -21,17 +21,18 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from traitlets.config import Configurable
 
 from ..backends import make_backend
-from ..backends.base import Backend, Capabilities, StdinHandler, request_msg_id
+from ..backends.base import Backend, Capabilities, StdinHandler, request_msg_id, request_subshell_id
 from ..core.errors import SandboxDied, SandboxError
 from ..core.events import Emit, Event, Outcome
 from ..policy import OutputPolicy
-from . import commands, transfer
+from . import commands, replies, transfer
 from .files import FileOptions, SessionFiles
 from .lines import Lines, leading
 from .pipeline import NO_COMMS_NOTE, Cell, OutputPipeline
@@ -164,10 +165,12 @@ class SandboxSession:
             while len(self._requests) > RECENT_REQUESTS:
                 self._requests.popitem(last=False)
         token = request_msg_id.set(msg_id)
+        subshell = request_subshell_id.set(((request or {}).get("header") or {}).get("subshell_id"))
         try:
             yield
         finally:
             request_msg_id.reset(token)
+            request_subshell_id.reset(subshell)
 
     # -- running code ------------------------------------------------------------------------
     def cell(self, sink: Emit, *, max_output_bytes: int | None = None, policy: OutputPolicy | None = None,
@@ -182,7 +185,8 @@ class SandboxSession:
     async def run(self, code: str, sink: Emit, *, request: dict[str, Any] | None = None,
                   stdin: StdinHandler | None = None, timeout: float | None = None,
                   max_output_bytes: int | None = None, policy: OutputPolicy | None = None,
-                  raise_failures: bool = False) -> Outcome:
+                  raise_failures: bool = False, silent: bool = False, store_history: bool = True,
+                  user_expressions: dict[str, str] | None = None) -> Outcome:
         """Run ``code`` in the sandbox (started if needed); its events pass the cell pipeline
         (policy, widget rules, budget) into ``sink``, live and in order.
 
@@ -196,10 +200,13 @@ class SandboxSession:
             policy: this cell's output policy (default: the session's).
             raise_failures: raise a :class:`SandboxError` again after the pipeline showed it
                 (the API does; the kernel and the magic only show it).
+            silent, store_history, user_expressions: as the messaging spec's ``execute_request``
+                (a backend without ``capabilities.payloads`` ignores them).
 
         Returns:
             The :class:`Outcome`; a failure of the sandbox is ``status="error"`` with a short
-            ``Error`` shown (never a traceback of ours).
+            ``Error`` shown (never a traceback of ours). Its payloads and user_expressions are
+            policed (:mod:`.replies`).
         """
         self.pipeline.renew_outside_budget(self.max_output_bytes if max_output_bytes is None else max_output_bytes)
         if self.lines is not None:
@@ -215,22 +222,30 @@ class SandboxSession:
         async def work(emit: Emit) -> Outcome:
             with self.serving(request):
                 try:
-                    return await self._execute(code, emit, timeout, stdin)
+                    return await self._execute(code, emit, timeout, stdin, silent=silent, store_history=store_history,
+                                               user_expressions=user_expressions)
                 except SandboxError as exc:
                     failures.append(exc)
                     self._lost = isinstance(exc, SandboxDied)
                     raise
 
         outcome = await self.cell(sink, max_output_bytes=max_output_bytes, policy=policy).run(work)
+        if outcome.payload or outcome.user_expressions:
+            policy = policy or self.pipeline.policy
+            outcome = replace(outcome, payload=tuple(replies.payload(outcome.payload, policy)),
+                              user_expressions=replies.user_expressions(outcome.user_expressions, user_expressions,
+                                                                        policy))
         if failures and raise_failures:
             failures[0].outcome = outcome
             raise failures[0]
         return outcome
 
-    async def _execute(self, code: str, emit: Emit, timeout: float | None, stdin: StdinHandler | None) -> Outcome:
-        """The backend's execution of ``code``, with the session's files around it (:mod:`.files`)."""
+    async def _execute(self, code: str, emit: Emit, timeout: float | None, stdin: StdinHandler | None,
+                       **request: Any) -> Outcome:
+        """The backend's execution of ``code`` (``request``: ``silent``, ``store_history``,
+        ``user_expressions``), with the session's files around it (:mod:`.files`)."""
         return await self.files.run_cell(
-            emit, lambda watched: self.backend.execute(code, watched, timeout=timeout, stdin=stdin),
+            emit, lambda watched: self.backend.execute(code, watched, timeout=timeout, stdin=stdin, **request),
             lambda: self._start_showing(emit))
 
     async def _answer_lines(self, code: str, cell: Cell, stdin: StdinHandler | None) -> tuple[Outcome | None, str]:
@@ -276,6 +291,38 @@ class SandboxSession:
             if self.backend.started and self.backend.capabilities.comms:
                 return (await self.backend.comm_info(target_name)).get("comms", {})
         return {}
+
+    # -- history, the debugger, subshells -----------------------------------------------------
+    async def history(self, content: dict[str, Any], *, request: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A ``history_reply``'s content for a ``history_request``'s ``content``, from the sandbox's
+        IPython (started if needed); no rows when the backend has no ``capabilities.history`` or
+        fails."""
+        with contextlib.suppress(SandboxError):
+            if self.backend.capabilities.history:
+                await self.backend.start()
+                with self.serving(request):
+                    return replies.history(await self.backend.history(content))
+        return {"status": "ok", "history": []}
+
+    async def debug(self, content: dict[str, Any]) -> dict[str, Any]:
+        """A ``debug_reply``'s content for a ``debug_request``'s ``content`` (a Debug Adapter
+        Protocol request), from the sandbox kernel's debugger (started if needed), policed; a DAP
+        error response when the backend has no ``capabilities.debugger`` or fails. The debugger's
+        events come through the outside sink as :class:`~sandbox_kernel.core.events.DebugEvent`."""
+        try:
+            self.backend.require("debugger", "the debugger")
+            await self.backend.start()
+            reply = await self.backend.debug_request(content)
+        except SandboxError as exc:
+            return {"type": "response", "request_seq": content.get("seq"), "command": content.get("command"),
+                    "success": False, "message": str(exc), "body": {}}
+        return replies.debug_reply(content, reply, self.pipeline.policy)
+
+    async def delete_subshell(self, subshell_id: str) -> None:
+        """The frontend deleted its kernel subshell ``subshell_id``: so is the sandbox kernel's."""
+        with contextlib.suppress(SandboxError):
+            if self.backend.capabilities.subshells and self.backend.started:
+                await self.backend.delete_subshell(subshell_id)
 
     # -- output outside any cell -------------------------------------------------------------
     def set_outside_sink(self, sink: OutsideSink | None) -> None:

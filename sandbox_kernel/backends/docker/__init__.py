@@ -40,8 +40,9 @@ from ..egress import allow_hosts_trait, pypi_index_trait, secrets_trait
 from ..kernel_client import KernelClientBackend
 from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
 from ..pool import pool_size_trait, pool_ttl_trait
+from ..usage import CpuMeter
 from . import engine, podman, pooled, view, workspace
-from .boundary import container_log, engine_errors, image_identity, running_container, stats
+from .boundary import container_log, engine_errors, image_identity, memory_used, running_container, stats
 from .bridge import AttachBridge, claim_by_stdin
 from .egress import IMAGE as EGRESS_IMAGE
 from .egress import Egress
@@ -117,6 +118,10 @@ class DockerBackend(KernelClientBackend):
         config=True)
     mounts = List(Unicode(), help="Host paths to mount, HOST:CONTAINER[:ro|rw] each, read-only unless ':rw'; "
                                   "CONTAINER inside /home/sandbox, e.g. '~/data:/home/sandbox/data'.").tag(config=True)
+    history_file = Unicode(":memory:", help="Where the sandbox's IPython keeps its history (what history_request, "
+                                            "console Up-arrow and %history read): ':memory:' (default) for this "
+                                            "sandbox's life; a path in the workdir_volume keeps it with its files.").tag(
+        config=True)
     workdir_volume = Unicode("", help="A Docker volume for the working directory instead of the tmpfs: its files survive "
                                       "restarts and new kernels naming it; removed only by `sandbox-kernel gc "
                                       "--volumes`. Empty: a tmpfs that goes with the sandbox.").tag(config=True)
@@ -171,6 +176,14 @@ class DockerBackend(KernelClientBackend):
         return bool(self.kernel_name)
 
     @property
+    def starts_at_launch(self) -> bool:
+        """Always: a new notebook's first requests (a Tab, Shift-Tab, the debugger's) are answered
+        from the sandbox, which must be up by then; JupyterLab's completer waits about 1 s, less
+        than a container's start under load (benchmarks/first_completion.py). A notebook that
+        never runs a cell costs one idle container until the kernel stops."""
+        return True
+
+    @property
     def _image_label(self) -> str:
         """The image the session runs, as messages name it."""
         return (self._run_image or self.image) + (f" built from {self.dockerfile}" if self.dockerfile else "")
@@ -195,6 +208,7 @@ class DockerBackend(KernelClientBackend):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._cpu = CpuMeter()
         self._docker: Any = None
         self._podman = False  # the engine is Podman's Docker-compatible API
         self._container: Any = None
@@ -408,7 +422,7 @@ class DockerBackend(KernelClientBackend):
             if relayed:
                 secret = secrets.token_hex(32)
                 spec["environment"] = {**spec["environment"], **pooled_environment(
-                    {"key": secret, "argv": launcher_argv(INSIDE_DIR, "{connection_file}"), "launcher": LAUNCHER,
+                    {"key": secret, "argv": launcher_argv(INSIDE_DIR, "{connection_file}", self.history_file), "launcher": LAUNCHER,
                      "ttl": self.pool_ttl})}
                 record["connection_key"] = secret
             else:
@@ -482,7 +496,7 @@ class DockerBackend(KernelClientBackend):
         returns the connection info of the bridge's endpoints. Waits until the relay said its
         kernel's IOPub listens (or the container stopped: the death watch then says why)."""
         end = self._bridge_end = asyncio.get_running_loop().create_future()
-        argv = kernel_argv(self._kernelspec) if self._kernelspec else launcher_argv(INSIDE_DIR, "{connection_file}")
+        argv = kernel_argv(self._kernelspec) if self._kernelspec else launcher_argv(INSIDE_DIR, "{connection_file}", self.history_file)
         self._bridge = AttachBridge(self._attached, argv=argv, launcher=None if self._kernelspec else LAUNCHER,
                                     max_frame=self.message_bound[0], on_drop=self._bridge_dropped,
                                     on_end=lambda: end.done() or end.set_result(None))
@@ -571,13 +585,15 @@ class DockerBackend(KernelClientBackend):
 
     # -- running code ------------------------------------------------------------------------------
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
-                      stdin: StdinHandler | None = None) -> Outcome:
+                      stdin: StdinHandler | None = None, **request: Any) -> Outcome:
+        """:meth:`KernelClientBackend.execute` (``request``: ``silent``, ``store_history``,
+        ``user_expressions``), after building a missing image, then freeing process slots."""
         if not self.started:  # the first cell builds a missing image and shows the progress
             await self._ensure_image(emit)
         outcome = None
         self._notes.begin(emit)
         try:
-            outcome = await super().execute(code, emit, timeout=timeout, stdin=stdin)
+            outcome = await super().execute(code, emit, timeout=timeout, stdin=stdin, **request)
             if self._egress is not None:  # the cell's refusals, before the cell ends
                 await self._egress.flush()
             return outcome
@@ -640,19 +656,25 @@ class DockerBackend(KernelClientBackend):
         await self.start()
         return await _run_blocking(engine.get_file, self._container, self._sandbox_path(remote), Path(local), max_bytes)
 
-    async def usage(self) -> dict[str, int] | None:
-        """Memory the container uses, as ``docker stats`` counts it: the engine's one-shot stats
-        (``GET /containers/{id}/stats``), less the inactive file cache."""
+    async def usage(self) -> dict[str, Any] | None:
+        """The container's use as ``docker stats`` counts it, from the engine's one-shot stats
+        (``GET /containers/{id}/stats``): memory less the inactive file cache, the percent of one
+        CPU used since the previous call (its CPU time over the host's, times the online CPUs),
+        and the CPUs it may use (``cpus``, else the host's)."""
         container = self._container
         if container is None:
             return None
         try:
-            memory = (await _run_blocking(stats, container)).get("memory_stats", {})
+            figures = await _run_blocking(stats, container)
         except SandboxError:  # gone meanwhile, or the engine is: no figure
             return None
-        if "usage" not in memory:
+        memory, cpu = memory_used(figures), figures.get("cpu_stats") or {}
+        if memory is None:
             return None
-        return {"memory_bytes": memory["usage"] - memory.get("stats", {}).get("inactive_file", 0)}
+        online = cpu.get("online_cpus") or len((cpu.get("cpu_usage") or {}).get("percpu_usage") or ()) or 1
+        used, span = (cpu.get("cpu_usage") or {}).get("total_usage"), cpu.get("system_cpu_usage")
+        percent = self._cpu.sample(used, span, online) if used is not None and span else None
+        return {"memory_bytes": memory, "cpu_percent": percent, "cpu_count": self.cpus or online}
 
     def describe(self) -> dict[str, Any]:
         sizes = {"memory": self.memory_limit, "swap": self.swap, "workdir": self.workdir_size, "tmp": self.tmp_size}

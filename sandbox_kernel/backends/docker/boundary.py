@@ -186,6 +186,15 @@ def stats(container: Any) -> dict[str, Any]:
         return container.stats(stream=False, one_shot=True)
 
 
+def memory_used(figures: dict[str, Any]) -> int | None:
+    """Bytes of memory a container uses in its :func:`stats` ``figures``, as ``docker stats``
+    counts it (usage less the inactive file cache); None when the engine gave no figure."""
+    memory = figures.get("memory_stats") or {}
+    if "usage" not in memory:
+        return None
+    return memory["usage"] - (memory.get("stats") or {}).get("inactive_file", 0)
+
+
 def image_identity(client: Any, name: str) -> str:
     """The local image ``name``'s id (``GET /images/{name}/json``), "" when it is missing. Blocking.
 

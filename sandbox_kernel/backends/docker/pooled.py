@@ -108,7 +108,7 @@ def sweep(client: Any, *, waiting_too: bool = False, dry_run: bool = False) -> l
 def status(client: Any) -> list[dict[str, Any]]:
     """This host's waiting pooled containers: name, key, transport, seconds waited, and the
     memory each holds (bytes, as ``docker stats`` counts it; None if unknown). Blocking."""
-    from .boundary import stats
+    from .boundary import memory_used, stats
 
     rows = []
     for _registry, record in pool.waiting_records("docker"):
@@ -116,9 +116,7 @@ def status(client: Any) -> list[dict[str, Any]]:
         with contextlib.suppress(Exception):
             with engine_errors("read a pooled container's memory"):
                 container = client.containers.get(record["id"])
-            figures = stats(container).get("memory_stats", {})
-            if "usage" in figures:
-                memory = figures["usage"] - figures.get("stats", {}).get("inactive_file", 0)
+            memory = memory_used(stats(container))
         rows.append({"name": record["name"], "key": record.get("key", ""), "transport": record.get("transport", ""),
                      "waited_s": time.time() - record.get("offered", time.time()), "memory_bytes": memory})
     return rows

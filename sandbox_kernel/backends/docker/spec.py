@@ -22,7 +22,7 @@ from typing import Any
 
 from ...core.errors import ConfigError, MountError
 from ..egress.options import packages_environment
-from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV
+from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, history_args
 from ..kernel_client.launcher import IOPUB_APP
 from .boundary import load_docker
 from .egress.forwarder import PRELUDE
@@ -206,11 +206,12 @@ def host_mounts(backend: Any, uid: int, gid: int, engine_here: bool = True) -> l
     return [m.to_docker() for m in mounts]
 
 
-def launcher_argv(directory: str, connection_file: str) -> list[str]:
+def launcher_argv(directory: str, connection_file: str, history_file: str) -> list[str]:
     """The kernel's command: :data:`LAUNCHER` as ``directory/launch.py`` on ``connection_file``.
     ``ipc``: both in the mounted :data:`KERNEL_DIR`; ``api``: in the relay's :data:`INSIDE_DIR`,
-    with ``{connection_file}`` for the relay to fill in (see :mod:`.inside`)."""
-    return ["python", f"{directory}/launch.py", "-f", connection_file, *KERNEL_ARGS]
+    with ``{connection_file}`` for the relay to fill in (see :mod:`.inside`). IPython keeps its
+    history at ``history_file`` (a path inside the container, or ``:memory:``)."""
+    return ["python", f"{directory}/launch.py", "-f", connection_file, *KERNEL_ARGS, *history_args(history_file)]
 
 
 def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, labels: dict[str, str],
@@ -236,7 +237,7 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
         run = dict(entrypoint=["python", "-c", BOOTSTRAP], command=[], stdin_open=True, detach=False)
         kernel_mounts = []
     else:
-        argv = launcher_argv(KERNEL_DIR, f"{KERNEL_DIR}/kernel.json")
+        argv = launcher_argv(KERNEL_DIR, f"{KERNEL_DIR}/kernel.json", backend.history_file)
         run = dict(stdin_open=True, detach=False, entrypoint=argv[:1], command=argv[1:])
         kernel_mounts = [docker.types.Mount(KERNEL_DIR, str(hostdir), type="bind")]
     spec: dict[str, Any] = dict(

@@ -346,11 +346,14 @@ class E2BBackend(Backend):
 
     # -- running code --------------------------------------------------------------------------
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
-                      stdin: StdinHandler | None = None) -> Outcome:
+                      stdin: StdinHandler | None = None, silent: bool = False, store_history: bool = True,
+                      user_expressions: dict[str, str] | None = None) -> Outcome:
         """Run ``code`` in the session's code context (``POST /execute``), emitting its output live.
 
         ``stdin`` is not used: E2B runs code without stdin, so ``input()`` raises
-        StdinNotImplementedError in the sandbox. An :meth:`interrupt` makes the outcome an
+        StdinNotImplementedError in the sandbox. ``/execute`` takes neither ``silent``,
+        ``store_history`` nor ``user_expressions``, and returns no payloads: they are ignored
+        (``capabilities.payloads`` is False). An :meth:`interrupt` makes the outcome an
         error ``KeyboardInterrupt``. The cell ``timeout`` is enforced here (the SDK's own fires
         late): past it the request is cancelled, the sandbox interrupts its kernel, and
         ExecutionTimeout is raised.

@@ -265,10 +265,12 @@ class GatewayBackend(KernelClientBackend):
 
     # -- running code ----------------------------------------------------------------------------
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
-                      stdin: StdinHandler | None = None) -> Outcome:
+                      stdin: StdinHandler | None = None, **request: Any) -> Outcome:
+        """:meth:`KernelClientBackend.execute` (``request``: ``silent``, ``store_history``,
+        ``user_expressions``), showing a slow kernel start's progress in this cell."""
         self._first_emit = emit  # a slow kernel start shows its progress in this cell
         try:
-            return await super().execute(code, emit, timeout=timeout, stdin=stdin)
+            return await super().execute(code, emit, timeout=timeout, stdin=stdin, **request)
         finally:
             self._first_emit = None
 

@@ -12,7 +12,7 @@ options a sandbox needs.
 
 from .backend import KernelClientBackend
 from .message_bound import Request, drop_note
-from .messages import COMM_TYPES, KERNEL_ARGS, QUIET_KERNEL_ENV, REPLY_STATUS, event_from_iopub, receive
+from .messages import COMM_TYPES, KERNEL_ARGS, QUIET_KERNEL_ENV, REPLY_STATUS, event_from_iopub, history_args, receive
 
 __all__ = ["COMM_TYPES", "KERNEL_ARGS", "QUIET_KERNEL_ENV", "REPLY_STATUS", "KernelClientBackend", "Request", "drop_note",
-           "event_from_iopub", "receive"]
+           "event_from_iopub", "history_args", "receive"]

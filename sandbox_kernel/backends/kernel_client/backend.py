@@ -25,8 +25,9 @@ from traitlets import Float
 from ...core.errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
 from ...core.events import Emit, Event, Outcome, SandboxReplaced
 from ...runtime.traits import ByteSize
-from ..base import Backend, Capabilities, StdinHandler, request_msg_id
+from ..base import Backend, Capabilities, StdinHandler, request_msg_id, request_subshell_id
 from .client import FILES_PER_SESSION, SandboxKernelClient, check_open_files, shared_context
+from .control import ControlChannel, Subshells
 from .message_bound import (
     DEFAULT_OUTPUT_BUDGET,
     DropRecovery,
@@ -41,7 +42,8 @@ from .relay import relay_outputs, relay_reply
 class KernelClientBackend(Backend):
     """A backend whose sandbox runs ipykernel, reached through ``jupyter_client``."""
 
-    capabilities = Capabilities(completion=True, inspection=True, stdin=True, comms=True, display_updates=True)
+    capabilities = Capabilities(completion=True, inspection=True, stdin=True, comms=True, display_updates=True,
+                                payloads=True, history=True, subshells=True, debugger=True)
 
     ready_timeout = Float(60.0, help="Seconds to wait for the sandbox's kernel to become ready.").tag(config=True)
     interrupt_grace = Float(
@@ -67,6 +69,8 @@ class KernelClientBackend(Backend):
         self._comm_handler: Callable[[Event, str | None], None] | None = None
         self._lock = asyncio.Lock()
         self._recovery: DropRecovery | None = None  # of the connection to the running kernel
+        self._control: ControlChannel | None = None  # ... its control channel
+        self._subshells: Subshells | None = None  # ... the subshells made on it
 
     @property
     def message_bound(self) -> tuple[int, str]:
@@ -117,7 +121,12 @@ class KernelClientBackend(Backend):
 
     def _start_readers(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(reader()) for reader in (self._read_iopub, self._read_shell, self._read_stdin)]
+        self._control = ControlChannel(self._client, self._requests, self._until_replied)
+        features = (self.kernel_info or {}).get("supported_features")
+        self._subshells = Subshells(self._control, isinstance(features, list) and "kernel subshells" in features,
+                                    self.request_timeout)
+        self._tasks = [loop.create_task(reader()) for reader in (self._read_iopub, self._read_shell, self._read_stdin,
+                                                                  self._control.read)]
 
     async def _open_client(self, info: dict[str, Any]) -> AsyncKernelClient:
         """A client with started channels for the kernel :meth:`_launch` described."""
@@ -238,6 +247,7 @@ class KernelClientBackend(Backend):
             for task in [*self._tasks, *([self._death] if self._death else [])]:
                 task.cancel()
             self._tasks, self._death, self.kernel_info = [], None, None
+            self._control = self._subshells = None
             if self._recovery is not None:
                 self._recovery.stop()
                 self._recovery = None
@@ -256,7 +266,10 @@ class KernelClientBackend(Backend):
             msg = await receive(self._client.iopub_channel)
             parent_id = msg["parent_header"].get("msg_id")
             request = self._requests.get(parent_id)
-            if request is not None:  # waits while the request's relay is behind (bytes, see .held)
+            if msg["header"]["msg_type"] == "debug_event":  # the debugger's, never a cell's output
+                if self._comm_handler is not None:
+                    self._comm_handler(event_from_iopub(msg), parent_id)
+            elif request is not None:  # waits while the request's relay is behind (bytes, see .held)
                 await request.iopub.put(msg)
             elif self._comm_handler is not None and (event := event_from_iopub(msg)) is not None:
                 self._comm_handler(event, parent_id)
@@ -295,11 +308,14 @@ class KernelClientBackend(Backend):
         await self.start()
 
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
-                      stdin: StdinHandler | None = None) -> Outcome:
+                      stdin: StdinHandler | None = None, silent: bool = False, store_history: bool = True,
+                      user_expressions: dict[str, str] | None = None) -> Outcome:
         await self._ensure_alive(emit)
-        msg = self._message("execute_request", {"code": code, "silent": False, "store_history": True,
-                                                "user_expressions": {}, "allow_stdin": stdin is not None,
-                                                "stop_on_error": False})
+        # stop_on_error is the front door's (ipykernel aborts the frontend's queue there)
+        msg = self._message("execute_request", {"code": code, "silent": silent, "store_history": store_history,
+                                                "user_expressions": user_expressions or {},
+                                                "allow_stdin": stdin is not None, "stop_on_error": False},
+                            subshell=await self._subshell())
         msg_id = msg["header"]["msg_id"]
         request = self._requests[msg_id] = _Request(stdin=stdin, execute=True)
         self._client.shell_channel.send(msg)
@@ -328,14 +344,32 @@ class KernelClientBackend(Backend):
             await self.shutdown()
             raise SandboxDied(reason)
 
-    def _message(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None) -> dict:
+    async def _until_replied(self, reply: asyncio.Future, timeout: float | None) -> None:
+        """Wait for ``reply`` up to ``timeout`` seconds; raise SandboxDied if the kernel dies first
+        (without shutting down: the request's caller, or the next cell, handles the death)."""
+        death = self._death
+        await asyncio.wait({reply} | ({death} if death is not None else set()), timeout=timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not reply.done() and death is not None and death.done():
+            raise SandboxDied(death.result())
+
+    def _message(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None,
+                 subshell: str | None = None) -> dict:
         """A shell message whose msg_id is the frontend's (:data:`request_msg_id`) when a
-        frontend request is being served, so the sandbox's outputs name it as their parent."""
+        frontend request is being served, so the sandbox's outputs name it as their parent;
+        for the sandbox kernel's subshell ``subshell`` (None: its main shell)."""
         msg = self._client.session.msg(msg_type, content, metadata=metadata or {})
         msg_id = request_msg_id.get()
         if msg_id and msg_id not in self._requests:
             msg["header"]["msg_id"] = msg["msg_id"] = msg_id
+        if subshell is not None:
+            msg["header"]["subshell_id"] = subshell
         return msg
+
+    async def _subshell(self) -> str | None:
+        """The sandbox kernel's subshell for the frontend's (:data:`request_subshell_id`), made at
+        its first request; None: the main shell (also for a kernel without subshells)."""
+        return await self._subshells.inner(request_subshell_id.get())
 
     async def _call(self, msg_id: str) -> dict[str, Any]:
         """The content of the shell reply to ``msg_id`` (completion, inspection, ...)."""
@@ -366,12 +400,10 @@ class KernelClientBackend(Backend):
     async def interrupt(self) -> None:
         """Send ``interrupt_request`` on the control channel (ipykernel then raises
         KeyboardInterrupt in the running code); wait up to 5 s for ``interrupt_reply``."""
-        client = self._client
-        if client is None:
+        if self._control is None:
             return
-        client.control_channel.send(client.session.msg("interrupt_request", {}))
         with contextlib.suppress(Exception):  # no reply in time: the relay's death watch decides
-            await client.get_control_msg(timeout=5)
+            await self._control.request("interrupt_request", {}, 5)
 
     async def complete(self, code: str, cursor_pos: int) -> dict[str, Any]:
         await self.start()
@@ -389,17 +421,28 @@ class KernelClientBackend(Backend):
     def set_comm_handler(self, handler: Callable[[Event, str | None], None] | None) -> None:
         self._comm_handler = handler
 
+    COMM_STATUS_WAIT_S = 0.5
+    """Seconds a comm message for a subshell of the sandbox's kernel, sent while a cell runs, waits
+    for the first IOPub message of its handling before the relay stops waiting for its ``idle``."""
+
     async def send_comm(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None,
                         buffers: list[bytes] | None = None, emit: Emit | None = None) -> None:
         """Send a comm message into the sandbox; with ``emit``, relay what handling it produced
         until the sandbox's ``status: idle`` for it (no timeout: a slow widget callback holds
-        the frontend's request, as in a plain kernel; an interrupt ends it). While a cell runs,
-        ipykernel handles comm messages concurrently and publishes no status for them: then
-        the message is only sent, and what comes back goes to the comm handler."""
+        the frontend's request, as in a plain kernel; an interrupt ends it).
+
+        While a cell runs, ipykernel handles a message for its main shell either concurrently,
+        without any status, or after the cell: then the message is only sent, and what comes back
+        goes to the comm handler. A message for one of its subshells (the frontend's, see
+        :data:`request_subshell_id`) is handled at once, with its status, unless ipykernel routes
+        it to the busy main shell (a comm's messages go where it last published): it is waited
+        for while its first IOPub message comes within :data:`COMM_STATUS_WAIT_S`."""
         await self.start()
-        msg = self._message(msg_type, content, metadata)
+        subshell = await self._subshell()
+        msg = self._message(msg_type, content, metadata, subshell=subshell)
         msg_id = msg["header"]["msg_id"]
-        wait = emit is not None and not any(r.execute for r in self._requests.values())
+        running = any(r.execute for r in self._requests.values())
+        wait = emit is not None and (subshell is not None or not running)
         if wait:
             request = self._requests[msg_id] = _Request()
         msg["buffers"] = buffers or []
@@ -408,6 +451,10 @@ class KernelClientBackend(Backend):
             return
         relay = asyncio.ensure_future(relay_outputs(request, emit, drop_note(*self.message_bound)))
         try:
+            if running:
+                await self._race(relay, self.COMM_STATUS_WAIT_S)
+                if not relay.done() and not request.iopub.received:
+                    return
             await self._race(relay, None)
         finally:
             relay.cancel()
@@ -420,3 +467,18 @@ class KernelClientBackend(Backend):
         msg = self._client.session.msg("comm_info_request", content)
         self._client.shell_channel.send(msg)
         return await self._call(msg["header"]["msg_id"])
+
+    # -- what else a Jupyter frontend asks ---------------------------------------------------------
+    async def history(self, content: dict[str, Any]) -> dict[str, Any]:
+        await self.start()
+        msg = self._message("history_request", content, subshell=await self._subshell())
+        self._client.shell_channel.send(msg)
+        return await self._call(msg["header"]["msg_id"])
+
+    async def debug_request(self, content: dict[str, Any]) -> dict[str, Any]:
+        await self.start()
+        return await self._control.request("debug_request", content, self.request_timeout)
+
+    async def delete_subshell(self, subshell_id: str) -> None:
+        if self._subshells is not None:
+            await self._subshells.delete(subshell_id)

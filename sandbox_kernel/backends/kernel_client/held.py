@@ -44,6 +44,8 @@ class IOPubQueue:
         self._room = asyncio.Event()
         self._room.set()
         self._closed = False
+        self.received = 0
+        """Messages put so far."""
 
     @property
     def held(self) -> int:
@@ -54,6 +56,7 @@ class IOPubQueue:
         return len(self._items)
 
     def put_nowait(self, msg: dict[str, Any], size: int = 0) -> None:
+        self.received += 1
         self._items.append((msg, size))
         self._bytes += size
         self._arrived.set()

@@ -11,7 +11,7 @@ from typing import Any
 
 import zmq.asyncio
 
-from ...core.events import ClearOutput, Comm, Display, Error, Event, Stream
+from ...core.events import ClearOutput, Comm, DebugEvent, Display, Error, Event, Stream
 
 COMM_TYPES = ("comm_open", "comm_msg", "comm_close")
 
@@ -20,15 +20,22 @@ REPLY_STATUS = {"ok": "ok", "error": "error", "aborted": "aborted", "abort": "ab
 interrupt) say ``"abort"``, the name older versions of the spec used; anything else counts as
 an error."""
 
-KERNEL_ARGS = ("--Kernel._execute_sleep=0", "--HistoryManager.enabled=False")
+KERNEL_ARGS = ("--Kernel._execute_sleep=0",)
+"""Options for the ipykernel inside a sandbox: ipykernel sleeps 0.5 ms before every
+execute_reply, which the relay does not need (it waits for IOPub idle)."""
+
+
+def history_args(path: str) -> tuple[str, ...]:
+    """The sandbox kernel's options for IPython's history database at ``path`` (a path inside
+    the sandbox, or ``":memory:"``: kept for the sandbox's life only), which answers
+    ``history_request`` (Up-arrow in consoles, ``%history``)."""
+    return (f"--HistoryManager.hist_file={path}",)
+
+
 QUIET_KERNEL_ENV = {"PYDEVD_DISABLE_FILE_VALIDATION": "1"}
 """The sandbox kernel's environment: debugpy (imported by ipykernel at start) otherwise writes a
 "frozen modules" warning on the kernel's stderr, which ipykernel forwards as a ``stream`` of
 whatever request is current, so under load it showed in the first cell."""
-"""Options for the ipykernel inside a sandbox. ipykernel sleeps 0.5 ms before every
-execute_reply, which the relay does not need (it waits for IOPub idle). IPython's history
-database would live in the sandbox's throw-away HOME: kept in memory instead (In, Out and
-%history still work). Together measured at ~1 ms off each warm round trip."""
 
 
 def event_from_iopub(msg: dict[str, Any]) -> Event | None:
@@ -56,6 +63,8 @@ def event_from_iopub(msg: dict[str, Any]) -> Event | None:
         traceback = content.get("traceback")
         return Error(_text(content.get("ename", "")), _text(content.get("evalue", "")),
                      [_text(line) for line in traceback] if isinstance(traceback, list) else [])
+    if kind == "debug_event":
+        return DebugEvent(content)
     if kind in COMM_TYPES:
         return Comm(kind, content, msg.get("metadata", {}), tuple(bytes(b) for b in msg.get("buffers", [])))
     return None

@@ -38,7 +38,8 @@ def tell_dropped(request: Request, emit: Emit, note: str) -> None:
 
 async def relay_reply(request: Request, emit: Emit, note: str) -> Outcome:
     """:func:`relay_outputs`, then the ``execute_reply`` as the Outcome (status as the spec
-    names it; a reply lost over the bound is an error ``MessageDropped``)."""
+    names it, payloads and user_expressions as sent; a reply lost over the bound is an error
+    ``MessageDropped``)."""
     await relay_outputs(request, emit, note)
     try:
         reply = (await request.reply)["content"]
@@ -48,4 +49,7 @@ async def relay_reply(request: Request, emit: Emit, note: str) -> Outcome:
     error, status = None, REPLY_STATUS.get(reply.get("status"), "error")
     if status == "error":
         error = Error(reply.get("ename", ""), reply.get("evalue", ""), list(reply.get("traceback", [])))
-    return Outcome(status, reply.get("execution_count"), error)
+    payload, expressions = reply.get("payload"), reply.get("user_expressions")
+    return Outcome(status, reply.get("execution_count"), error,
+                   payload=tuple(payload) if isinstance(payload, list) else (),
+                   user_expressions=expressions if isinstance(expressions, dict) else {})

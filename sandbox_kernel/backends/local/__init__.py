@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,10 @@ from ...runtime.traits import ByteSize, format_bytes
 from .. import pool, workspace
 from ..bounded import write_chunks
 from ..egress import refused_allow_hosts
-from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, KernelClientBackend
+from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, KernelClientBackend, history_args
 from ..kernel_client.launcher import IOPUB_APP
 from ..pool import pool_size_trait, pool_ttl_trait
+from ..usage import CpuMeter
 from . import pooled, view
 
 ALLOWED_ENV = ("PATH", "LANG")
@@ -45,6 +47,16 @@ def remove_leftovers() -> None:
         if pid.isdigit() and not pooled.alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
     pooled.sweep()
+
+
+def default_history_file() -> str:
+    """``sandbox-kernel/history/local.sqlite`` in the Jupyter data directory (made if missing): the
+    local sandboxes' IPython history, kept across sessions as python3 keeps ``~/.ipython``'s."""
+    from jupyter_core.paths import jupyter_data_dir
+
+    path = Path(jupyter_data_dir()) / "sandbox-kernel" / "history" / "local.sqlite"
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return str(path)
 
 
 class LocalBackend(KernelClientBackend):
@@ -77,6 +89,10 @@ class LocalBackend(KernelClientBackend):
         config=True
     )
     max_file_size = ByteSize(0, help="Largest file the kernel may write (RLIMIT_FSIZE); 0: none.").tag(config=True)
+    history_file = Unicode("", help="Where the sandbox's IPython keeps its history (what history_request, console "
+                                    "Up-arrow and %history read), across sessions like python3's; empty (default): "
+                                    "sandbox-kernel/history/local.sqlite in the Jupyter data directory; ':memory:': "
+                                    "this session only.").tag(config=True)
     pool_size = pool_size_trait()
     pool_ttl = pool_ttl_trait()
     allow_hosts = refused_allow_hosts("The local backend cannot limit the network: its code runs as you, with your "
@@ -101,6 +117,7 @@ class LocalBackend(KernelClientBackend):
         self._cwd: Path | None = None  # the kernel's working directory, when not the scratch directory
         self._plan: workspace.Plan | None = None  # the workspace, when bound
         self._bwrap = False  # the kernel runs under bubblewrap (its exit status is bwrap's)
+        self._cpu = CpuMeter()
 
     @property
     def workdir(self) -> Path | None:
@@ -126,7 +143,7 @@ class LocalBackend(KernelClientBackend):
         wrapper = [sys.executable, "-m", "sandbox_kernel.backends.local.rlimits"]
         wrapper += [f"--{name}={value}" for name, value in self._limits().items() if value]
         return [*wrapper, "--", self.python, str((runtime or self._runtime) / "launch.py"), "-f", connection_file,
-                *KERNEL_ARGS]
+                *KERNEL_ARGS, *history_args(self.history_file or default_history_file())]
 
     async def _launch(self) -> dict[str, Any]:
         remove_leftovers()
@@ -269,13 +286,19 @@ class LocalBackend(KernelClientBackend):
         with open(self._sandbox_path(remote), "rb") as source:
             return write_chunks(iter(lambda: source.read(1024 * 1024), b""), local, max_bytes, remote)
 
-    async def usage(self) -> dict[str, int] | None:
-        """The kernel process's resident memory (``VmRSS`` in ``/proc/PID/status``; Linux; under
-        bubblewrap, of its innermost process: the kernel)."""
+    async def usage(self) -> dict[str, Any] | None:
+        """The kernel process's resident memory (``VmRSS`` in ``/proc/PID/status``) and the
+        percent of one CPU it used since the previous call (``/proc/PID/stat``); Linux; under
+        bubblewrap, of its innermost process: the kernel."""
         proc = self._proc
         pid = view.innermost(proc.pid) if proc is not None and self._bwrap else proc and proc.pid
         memory = pooled.process_memory(pid) if pid else None
-        return {"memory_bytes": memory} if memory is not None else None
+        if memory is None:
+            return None
+        figures: dict[str, Any] = {"memory_bytes": memory, "cpu_count": os.cpu_count()}
+        if (used := pooled.process_cpu_seconds(pid)) is not None:
+            figures["cpu_percent"] = self._cpu.sample(used, time.monotonic())
+        return figures
 
     def describe(self) -> dict[str, Any]:
         limits = {"memory": self.memory_limit and format_bytes(self.memory_limit),

@@ -98,6 +98,16 @@ def process_memory(pid: int) -> int | None:
     return int(match.group(1)) * 1024 if match else None
 
 
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds process ``pid`` and its waited-for children used (``utime + stime + cutime +
+    cstime`` in ``/proc/PID/stat``; Linux), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return sum(int(tick) for tick in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 class PooledProcess:
     """A pooled kernel's process, which this process did not start: ``poll`` and ``pid`` as
     ``subprocess.Popen`` has them; its exit status is not known here."""

@@ -150,7 +150,10 @@ class ScriptedBackend(Backend):
 
     # -- running code ------------------------------------------------------------------------
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
-                      stdin: StdinHandler | None = None) -> Outcome:
+                      stdin: StdinHandler | None = None, silent: bool = False, store_history: bool = True,
+                      user_expressions: dict[str, str] | None = None) -> Outcome:
+        """The script's step for ``code`` (``silent``, ``store_history``, ``user_expressions``:
+        ignored, as ``capabilities.payloads`` says)."""
         await self.start()
         self._count += 1
         run = ScriptRun(code, self._count, emit, stdin, self._state)

@@ -86,12 +86,14 @@ class SandboxKernel(Kernel, OutputOptions):
         self._config_error: ConfigError | None = None
         super().__init__(**kwargs)
         self.sandbox: SandboxSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # the main thread's loop, which owns the session: ipykernel runs control requests and
+        # each kernel subshell's requests on threads (and loops) of their own
+        self._loop = asyncio.get_event_loop()
         self._policy = self.make_policy()
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
         if self.start_sandbox_at_launch is not False:  # a failure here is reported again by the first cell
-            task = asyncio.get_event_loop().create_task(self._start_at_launch())
+            task = self._loop.create_task(self._start_at_launch())
             task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
                 "The sandbox did not start: %s", t.exception()))
 
@@ -136,18 +138,28 @@ class SandboxKernel(Kernel, OutputOptions):
 
     @property
     def kernel_info(self) -> dict[str, Any]:
-        """The ``kernel_info_reply`` content: ipykernel's, but ``supported_features`` never lists
-        ``debugger`` (ipykernel lists it whenever debugpy is installed, and a frontend would then
-        offer to debug this wrapper's process, not the sandbox's code), and debugpy is not
-        imported to find out (65 ms of the first reply, and its "frozen modules" warning shown
-        as the reply's output). Spec: the messaging spec's "Kernel info" (JEP 92 for
-        ``supported_features``)."""
+        """The ``kernel_info_reply`` content: ipykernel's, with ``supported_features`` saying what
+        the sandbox serves: ``kernel subshells`` when its backend runs subshell requests
+        concurrently, ``debugger`` when it relays the sandbox kernel's debugger and that kernel
+        has one (ipykernel would list it whenever debugpy imports here, which would debug this
+        wrapper's process; and importing it costs 65 ms of the first reply). Spec: the messaging
+        spec's "Kernel info" (JEP 92 for ``supported_features``, JEP 91 for subshells)."""
         from ipykernel._version import kernel_protocol_version
 
         return {"protocol_version": kernel_protocol_version, "implementation": self.implementation,
                 "implementation_version": self.implementation_version, "language_info": self.language_info,
-                "banner": self.banner, "help_links": self.help_links,
-                "supported_features": ["kernel subshells"] if compat.supports_subshells(self) else []}
+                "banner": self.banner, "help_links": self.help_links, "supported_features": self._features()}
+
+    def _features(self) -> list[str]:
+        try:
+            capabilities = self._session().capabilities
+        except SandboxError:
+            return []
+        inner = (self.sandbox.backend.kernel_info or {}).get("supported_features") if self.sandbox.started else None
+        features = ["kernel subshells"] if capabilities.subshells and compat.supports_subshells(self) else []
+        if capabilities.debugger and (inner is None or "debugger" in inner):
+            features.append("debugger")
+        return features
 
     def _load_config(self, cfg, section_names=None, traits=None):
         """Keep a bad option value from killing the kernel process: the kernel starts, and
@@ -164,7 +176,6 @@ class SandboxKernel(Kernel, OutputOptions):
         Raises:
             SandboxError: an unknown backend, a bad option value, or a start failure.
         """
-        self._loop = asyncio.get_running_loop()
         await self._session().start()
         return self.sandbox
 
@@ -208,44 +219,54 @@ class SandboxKernel(Kernel, OutputOptions):
         so a ``comm_open`` is answered with ``comm_close``, as a kernel without the target does.
         """
         msg_type, content = msg["header"]["msg_type"], msg["content"]
-        sent = self.sandbox is not None and await self.sandbox.comm(
+        sent = self.sandbox is not None and await self._on_main(self.sandbox.comm(
             msg_type, content, lambda event: self._publish(event, msg), request=msg, metadata=msg.get("metadata"),
-            buffers=[bytes(b) for b in msg.get("buffers", [])])
+            buffers=[bytes(b) for b in msg.get("buffers", [])]))
         if not sent and msg_type == "comm_open":
             self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
 
     async def comm_info_request(self, stream, ident, parent):
         """``comm_info_request``: the comms open in the sandbox's kernel."""
-        comms = await self.sandbox.comm_info(parent["content"].get("target_name")) if self.sandbox else {}
+        comms = await self._on_main(self.sandbox.comm_info(parent["content"].get("target_name"))) \
+            if self.sandbox else {}
         self.session.send(stream, "comm_info_reply", {"status": "ok", "comms": comms}, parent, ident)
 
     # -- execute_request ---------------------------------------------------------------------
     async def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False,
                          *, cell_meta=None, cell_id=None):
         """``execute_request``: the cell runs in the sandbox; its outputs pass the cell pipeline
-        and become IOPub messages; a failure of the sandbox is one short ``error``."""
+        and become IOPub messages; a failure of the sandbox is one short ``error``. The reply
+        carries the sandbox's payloads (the pager's ``page``, ``set_next_input``, ``ask_exit``...)
+        and ``user_expressions``, policed; ``silent`` and ``store_history`` reach the sandbox,
+        whose kernel leaves out what they leave out (a backend that cannot: nothing is shown)."""
         # The request's parent and routing id, taken now: ipykernel keeps them in context
         # variables, and the input_request comes through the backend's stdin reader, a task
         # whose context is the sandbox's start (at launch: no request at all, and the prompt
         # went nowhere, so the cell waited for ever).
         parent, ident = self.get_parent("shell"), compat.parent_ident(self, "shell")
         stdin = functools.partial(self._ask_frontend, parent=parent, ident=ident) if allow_stdin else None
-        sink = (lambda event: None) if silent else self._publish
-        try:
-            session = self._session()
-        except SandboxError as exc:  # a bad option or backend: one short error, every cell
-            outcome = await self._failure(exc, sink)
-        else:
-            with self._sigint_interrupts():
-                outcome = await session.run(code, sink, request=parent, stdin=stdin, timeout=self.cell_timeout)
+        outcome = await self._on_main(self._run(code, parent, stdin, silent=silent, store_history=store_history,
+                                                user_expressions=user_expressions))
         if outcome.execution_count is not None and not silent:
             self.execution_count = outcome.execution_count
         reply: dict[str, Any] = {"status": outcome.status, "execution_count": self.execution_count}
         if outcome.status == "ok":
-            reply.update(payload=[], user_expressions={})
+            reply.update(payload=list(outcome.payload), user_expressions=outcome.user_expressions)
         elif outcome.error is not None:
             reply.update(ename=outcome.error.ename, evalue=outcome.error.evalue, traceback=outcome.error.traceback)
         return reply
+
+    async def _run(self, code: str, parent: dict, stdin, *, silent: bool, **request: Any) -> Outcome:
+        """The cell on the session (on the main loop: SIGINT handlers can only be set there)."""
+        try:
+            session = self._session()
+        except SandboxError as exc:  # a bad option or backend: one short error, every cell
+            return await self._failure(exc, (lambda event: None) if silent else self._publish)
+        shown = not silent or session.capabilities.payloads  # the sandbox's kernel leaves out what silent does
+        sink = (lambda event: self._publish(event, parent)) if shown else (lambda event: None)
+        with self._sigint_interrupts():
+            return await session.run(code, sink, request=parent, stdin=stdin, timeout=self.cell_timeout,
+                                     silent=silent, **request)
 
     async def _failure(self, exc: SandboxError, sink: Emit) -> Outcome:
         """Show ``exc`` as the cell's one short error, through a pipeline of its own (there is
@@ -267,20 +288,23 @@ class SandboxKernel(Kernel, OutputOptions):
         content: dict[str, Any] = {"status": "ok"}
         if self.sandbox is not None:
             try:
-                await self._on_sandbox_loop(self.sandbox.interrupt(), timeout=10)
+                await self._on_main(self.sandbox.interrupt(), timeout=10)
             except Exception as exc:
                 content = {"status": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": []}
         self.session.send(stream, "interrupt_reply", content, parent, ident=ident)
 
-    async def _on_sandbox_loop(self, coro, timeout: float | None):
-        """Await ``coro`` on the event loop that owns the backend (the shell's), from a
-        control-channel handler, which ipykernel runs on its control thread's loop.
+    async def _on_main(self, coro, timeout: float | None = None):
+        """Await ``coro`` on the main thread's event loop, which owns the session, from a handler
+        that ipykernel runs on another thread's loop: control requests (the control thread) and
+        every request of a kernel subshell (the subshell's own thread). The backend's sockets,
+        locks and queues belong to the main loop: used from another, a waiter was woken only by
+        that loop's next message (a widget's ``idle`` came with the next slider move).
 
         Raises:
             TimeoutError: not done within ``timeout`` seconds (None: no limit).
         """
         here = asyncio.get_running_loop()
-        if self._loop is None or self._loop is here or not self._loop.is_running():
+        if self._loop is here or not self._loop.is_running():
             return await asyncio.wait_for(coro, timeout)
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
@@ -310,17 +334,17 @@ class SandboxKernel(Kernel, OutputOptions):
     # fails (not started, gone) gets it too.
     async def do_complete(self, code, cursor_pos):
         with contextlib.suppress(SandboxError):
-            return await self._session().complete(code, cursor_pos)
+            return await self._on_main(self._session().complete(code, cursor_pos))
         return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         with contextlib.suppress(SandboxError):
-            return await self._session().inspect(code, cursor_pos, detail_level)
+            return await self._on_main(self._session().inspect(code, cursor_pos, detail_level))
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
     async def do_is_complete(self, code):
         with contextlib.suppress(SandboxError):
-            return await self._session().is_complete(code)
+            return await self._on_main(self._session().is_complete(code))
         from IPython.core.inputtransformer2 import TransformerManager
 
         status, indent = TransformerManager().check_complete(code)
@@ -330,5 +354,53 @@ class SandboxKernel(Kernel, OutputOptions):
         """``shutdown_request`` (control channel): end the sandbox's session on the loop that
         owns its tasks, then reply."""
         if self.sandbox is not None:
-            await self._on_sandbox_loop(self.sandbox.shutdown(), timeout=None)
+            await self._on_main(self.sandbox.shutdown(), timeout=None)
         return {"status": "ok", "restart": restart}
+
+    # -- history, the debugger, usage, subshells -------------------------------------------------
+    async def do_history(self, hist_access_type, output, raw, session=0, start=0, stop=None, n=None, pattern=None,
+                         unique=False):
+        """``history_request``: answered by the sandbox's IPython (tail, range, search, unique)."""
+        content = {"hist_access_type": hist_access_type, "output": output, "raw": raw, "session": session,
+                   "start": start, "stop": stop, "n": n, "pattern": pattern, "unique": unique}
+        with contextlib.suppress(SandboxError):
+            return await self._on_main(self._session().history(content, request=self.get_parent("shell")))
+        return {"status": "ok", "history": []}
+
+    async def do_debug_request(self, msg):
+        """``debug_request`` (control channel): relayed to the sandbox kernel's debugger, whose
+        ``debug_event`` messages the session's outside sink publishes."""
+        try:
+            session = self._session()
+        except SandboxError as exc:
+            return {"type": "response", "request_seq": msg.get("seq"), "command": msg.get("command"),
+                    "success": False, "message": str(exc), "body": {}}
+        return await self._on_main(session.debug(msg))
+
+    async def usage_request(self, stream, ident, parent):
+        """``usage_request`` (control channel; JupyterLab's kernel usage panel): the sandbox's own
+        CPU and memory, not this wrapper's, marked ``"sandbox"`` (the reply's shape is ipykernel's)."""
+        figures = await self._on_main(self.sandbox.usage()) if self.sandbox is not None else None
+        described = self.sandbox.describe() if self.sandbox is not None else {"backend": self.backend}
+        content = usage_reply(figures or {}, described)
+        self.session.send(stream, "usage_reply", content, parent, ident)
+
+    async def delete_subshell_request(self, socket, ident, parent) -> None:
+        """``delete_subshell_request`` (control channel, JEP 91): ipykernel's, then the sandbox
+        kernel's subshell that stood for this one goes too."""
+        await super().delete_subshell_request(socket, ident, parent)
+        subshell = (parent.get("content") or {}).get("subshell_id")
+        if self.sandbox is not None and isinstance(subshell, str):
+            await self._on_main(self.sandbox.delete_subshell(subshell))
+
+
+def usage_reply(figures: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
+    """A ``usage_reply``'s content (ipykernel's shape: ``kernel_cpu`` in percent of one CPU,
+    ``kernel_memory`` in bytes, ``cpu_count``, ``hostname``, ``pid``) for the sandbox's
+    ``figures`` (:meth:`Backend.usage`), with ``"sandbox"``: ``{"backend", "sandbox_id"}``, so the
+    figures read as the sandbox's."""
+    sandbox = {"backend": described.get("backend"), "sandbox_id": described.get("sandbox_id")}
+    return {"hostname": f"sandbox ({sandbox['backend']} {sandbox['sandbox_id'] or 'not started'})",
+            "pid": None, "kernel_cpu": figures.get("cpu_percent") or 0.0,
+            "kernel_memory": figures.get("memory_bytes") or 0, "cpu_count": figures.get("cpu_count"),
+            "sandbox": sandbox}
