@@ -28,6 +28,7 @@ from tests.support.magic import (  # noqa: F401 - the scenario's fixtures and it
     replies,
     test_clear_output_and_display_updates,
     test_error_fails_the_cell_with_the_sandbox_traceback,
+    test_help_and_the_pager_show_as_in_the_host,
     test_input_reaches_the_notebook_user,
     test_interrupt_reaches_the_sandbox_and_the_session_survives,
     test_list_and_status,

@@ -32,6 +32,8 @@ SCENARIO = {
     "result": "%%sandbox\nx + 1",
     "other": "%%sandbox --backend {backend} --name other\n'x' in globals()",
     "host": "print('x' in globals(), 'secret' in globals())",
+    "help": "%%sandbox\nzip?",
+    "pager": "%%sandbox\n%prun -s cumulative sum(range(1000))",
     "streams": "%%sandbox\nimport sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)",
     "display": ("%%sandbox\nfrom IPython.display import display\n"
                 "display({'application/json': {'a': 1}, 'application/x-custom+json': {'a': 1}, 'text/plain': 'custom'},\n"
@@ -133,6 +135,18 @@ def test_state_persists_per_session_and_host_is_untouched(cells, replies):
     assert plain(cells["result"]) == "42"
     assert plain(cells["other"]) == "False"
     assert text(cells["host"]) == "False False\n"
+
+
+def test_help_and_the_pager_show_as_in_the_host(replies, backend_name):
+    """``zip?`` and ``%prun`` in the sandbox page their text: the host kernel makes it its own
+    ``page`` payload, which the notebook shows under the cell (as on python3)."""
+    pages = {key: [p["data"]["text/plain"] for p in replies[key].get("payload", []) if p["source"] == "page"]
+             for key in ("help", "pager")}
+    if lacks(backend_name, "payloads"):  # e2b's /execute returns no payloads: nothing to page
+        assert pages == {"help": [], "pager": []}
+        return
+    assert "zip(*iterables" in ANSI.sub("", pages["help"][0])
+    assert "function calls" in pages["pager"][0]
 
 
 def test_streams_reach_the_cell(cells):

@@ -22,16 +22,30 @@ def kernel_name(backend: str) -> str:
     return PREFIX + backend
 
 
+def relays_debugger(backend: str) -> bool:
+    """Whether ``backend`` relays the sandbox kernel's debugger (``capabilities.debugger``);
+    False for a backend that cannot be loaded here."""
+    from ...backends import get_backend_class
+    from ...core.errors import SandboxError
+
+    try:
+        return get_backend_class(backend).capabilities.debugger
+    except SandboxError:
+        return False
+
+
 def kernel_json(backend: str, options: list[str] = ()) -> dict:
     """The ``kernel.json`` dict for ``backend``; ``options`` are extra traitlets arguments
-    such as ``--DockerBackend.memory_limit=2g``, appended to the argv."""
+    such as ``--DockerBackend.memory_limit=2g``, appended to the argv. ``metadata.debugger`` is
+    what JupyterLab reads to offer its debugger for the kernel: true where the backend relays the
+    sandbox kernel's (the debugger then runs inside the sandbox, never in this process)."""
     return {
         "argv": [sys.executable, "-m", "sandbox_kernel", "-f", "{connection_file}",
                  f"--SandboxKernel.backend={backend}", *options],
         "display_name": f"Python 3 (sandbox: {backend})",
         "language": "python",
         "interrupt_mode": "message",
-        "metadata": {"sandbox_kernel": {"backend": backend}, "debugger": False},
+        "metadata": {"sandbox_kernel": {"backend": backend}, "debugger": relays_debugger(backend)},
     }
 
 

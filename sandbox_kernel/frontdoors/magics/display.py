@@ -24,7 +24,9 @@ event                          shown with
 =============================  ==============================================================
 
 Events reach :class:`CellOutputs` through the session's cell pipeline
-(:mod:`sandbox_kernel.session.pipeline`), so the output policy has already been applied.
+(:mod:`sandbox_kernel.session.pipeline`), so the output policy has already been applied. Of the
+sandbox's execute_reply payloads, the pager's ``page`` (``zip?``, ``%prun``) is shown with
+IPython's own pager (:func:`show_pages`).
 """
 
 from __future__ import annotations
@@ -125,3 +127,16 @@ class CellOutputs:
             if other != own and shell is not None:
                 shell._showtraceback(type(cell_error(other)), other.evalue, other.traceback)
         return cell_error(own) if own is not None else None
+
+
+def show_pages(payload: tuple[dict[str, Any], ...]) -> None:
+    """Show the sandbox's ``page`` payloads (help such as ``zip?``, a profile) with the host's
+    pager, as IPython shows its own: in a notebook the host kernel makes them its own ``page``
+    payload, in a terminal they are paged. Only ``page``: ``set_next_input`` would put code the
+    sandbox chose into a host cell (one that runs outside the sandbox), and ``ask_exit``/``edit``
+    speak of the sandbox's session, not the host's."""
+    from IPython.core import page
+
+    for item in payload:
+        if item.get("source") == "page":
+            page.page(item["data"], start=item.get("start", 0))

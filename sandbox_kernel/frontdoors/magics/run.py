@@ -27,7 +27,7 @@ from sandbox_kernel.runtime import sigint
 from sandbox_kernel.runtime.sigint import on_sigint
 
 from .comms import host_parent
-from .display import CellOutputs, SandboxResult, infrastructure_error, show
+from .display import CellOutputs, SandboxResult, infrastructure_error, show, show_pages
 from .session import LoopThread, Session
 
 GIVE_UP_AFTER = 3
@@ -179,6 +179,7 @@ def run_cell(loop: LoopThread, session: Session, code: str, *, timeout: float | 
     finally:
         session.after_cell()
         _drain(inbox, outputs)
+    show_pages(outcome.payload)
     failure = outputs.finish(outcome)
     if failure is not None:
         raise failure
