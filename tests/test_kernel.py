@@ -243,10 +243,11 @@ def test_an_ipython_profile_for_other_programs_is_no_error(tmp_path):
     assert reply["status"] == "ok", reply
 
 
-def test_the_first_kernel_info_reply_offers_no_debugger_and_shows_no_output():
-    """What a frontend gets when it connects: the reply lists no ``debugger`` feature (ipykernel
-    lists it whenever debugpy is installed; it would debug this wrapper, not the sandbox), and
-    the request shows nothing (debugpy's "frozen modules" warning once came as its stream)."""
+def test_the_first_kernel_info_reply_offers_the_sandbox_debugger_and_shows_no_output():
+    """What a frontend gets when it connects: the reply lists ``debugger`` because the backend
+    relays the sandbox kernel's (never this wrapper's, which ipykernel would offer whenever
+    debugpy imports) and ``kernel subshells``, and the request shows nothing (debugpy's "frozen
+    modules" warning once came as its stream)."""
     from jupyter_client.manager import KernelManager
 
     km = KernelManager(kernel_name="sandbox-local")
@@ -269,8 +270,8 @@ def test_the_first_kernel_info_reply_offers_no_debugger_and_shows_no_output():
     finally:
         kc.stop_channels()
         km.shutdown_kernel()
-    assert "debugger" not in reply["content"]["supported_features"]
-    assert not reply["content"].get("debugger")
+    assert reply["content"]["supported_features"] == ["kernel subshells", "debugger"]
+    assert "debugpy" not in reply["content"]["banner"]
     assert shown == []
 
 
