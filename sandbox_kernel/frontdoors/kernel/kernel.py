@@ -252,6 +252,8 @@ class SandboxKernel(Kernel, OutputOptions):
         reply: dict[str, Any] = {"status": outcome.status, "execution_count": self.execution_count}
         if outcome.status == "ok":
             reply.update(payload=list(outcome.payload), user_expressions=outcome.user_expressions)
+            if any(item["source"] == "ask_exit" and not item["keepkernel"] for item in outcome.payload):
+                self._loop.create_task(self._exit())
         elif outcome.error is not None:
             reply.update(ename=outcome.error.ename, evalue=outcome.error.evalue, traceback=outcome.error.traceback)
         return reply
@@ -267,6 +269,19 @@ class SandboxKernel(Kernel, OutputOptions):
         with self._sigint_interrupts():
             return await session.run(code, sink, request=parent, stdin=stdin, timeout=self.cell_timeout,
                                      silent=silent, **request)
+
+    EXIT_DELAY_S = 0.1
+    """Seconds between ``exit`` in a cell and this kernel's end (ipykernel's own delay, which lets
+    the execute_reply go out first)."""
+
+    async def _exit(self) -> None:
+        """``exit`` (or ``quit``) in the sandbox, which ended its kernel: end this one too, as a
+        python3 kernel ends, after removing the sandbox (ipykernel's ``ZMQInteractiveShell``
+        stops its loop when ``exit_now`` is set)."""
+        await asyncio.sleep(self.EXIT_DELAY_S)
+        if self.sandbox is not None:
+            await self.sandbox.shutdown()
+        self.io_loop.stop()
 
     async def _failure(self, exc: SandboxError, sink: Emit) -> Outcome:
         """Show ``exc`` as the cell's one short error, through a pipeline of its own (there is

@@ -1,0 +1,202 @@
+"""What the wrapper kernel relays besides cells, through jupyter_client as a frontend sends it, on
+local and docker on both transports (issue 28): the execute_reply whole (payloads,
+user_expressions, silent, store_history, stop_on_error), history across sessions, kernel subshells
+while a cell runs, the debugger stopping at a breakpoint, and usage_request. Untrusted parts (a page payload, an
+expression's bundle, debug events) are policed."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tests.kernels import kernel, run, stdout
+from tests.targets import backend_of
+
+pytestmark = pytest.mark.kernel
+
+TARGETS = ["local", "docker", "docker_api"]
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def sandbox(request):
+    with kernel(request.param) as (km, kc):
+        yield request.param, kc
+
+
+def control(kc, msg_type: str, content: dict, timeout: float = 60) -> dict:
+    """The reply content of ``msg_type`` sent on the control channel."""
+    msg = kc.session.msg(msg_type, content)
+    kc.control_channel.send(msg)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reply = kc.get_control_msg(timeout=deadline - time.monotonic())
+        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+            return reply["content"]
+    raise TimeoutError(msg_type)
+
+
+def test_payloads_reach_the_frontend(sandbox):
+    _, kc = sandbox
+    assert "Return the number of items" in run(kc, "len?")[0]["payload"][0]["data"]["text/plain"]
+    assert run(kc, "%load /etc/hostname")[0]["payload"][0]["source"] == "set_next_input"
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_exit_ends_the_kernel_as_on_python3(name):
+    """``exit``: the reply asks the frontend to exit (jupyter-console quits), the sandbox's kernel
+    ends, and so does this one (python3's ends 0.1 s after its reply), leaving no sandbox behind."""
+    with kernel(name) as (km, kc):
+        where = run(kc, "", user_expressions={"w": "__import__('os').getpid(), __import__('socket').gethostname()"})
+        pid, host = eval(where[0]["user_expressions"]["w"]["data"]["text/plain"])
+        assert run(kc, "exit")[0]["payload"] == [{"source": "ask_exit", "keepkernel": False}]
+        deadline = time.monotonic() + 30
+        while km.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not km.is_alive()
+    if name == "local":
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    else:  # the container's hostname is its short id
+        import docker
+
+        assert docker.from_env().containers.list(all=True, filters={"id": host}) == []
+
+
+def test_a_page_payload_and_user_expressions_pass_the_policy(sandbox):
+    _, kc = sandbox
+    hostile = "<b>kept</b><img src=x onerror=alert(1)>"
+    reply, _ = run(kc, "get_ipython().payload_manager.write_payload({'source': 'page', 'data': {'text/html': "
+                       f"{hostile!r}, 'text/plain': 'p'}}, 'start': 0}})\n"
+                       "get_ipython().payload_manager.write_payload({'source': 'javascript', 'code': 'alert(1)'})",
+                   user_expressions={"h": f"__import__('IPython').display.HTML({hostile!r})", "n": "6 * 7"})
+    [page] = reply["payload"]  # the unknown 'javascript' source is dropped
+    for bundle in (page["data"], reply["user_expressions"]["h"]["data"]):
+        assert "<b>kept</b>" in bundle["text/html"] and "onerror" not in bundle["text/html"]
+    assert reply["user_expressions"]["n"]["data"] == {"text/plain": "42"}
+
+
+def test_silent_and_store_history_as_ipykernel(sandbox):
+    _, kc = sandbox
+    before, _ = run(kc, "1")
+    silent, outputs = run(kc, "print('quiet'); 2", silent=True)
+    unstored, unstored_outputs = run(kc, "3", store_history=False)
+    after, _ = run(kc, "4")
+    kinds = [m["header"]["msg_type"] for m in outputs if m["header"]["msg_type"] != "status"]
+    assert kinds == ["stream"] and stdout(outputs) == "quiet\n"  # no execute_input, no execute_result
+    assert silent["execution_count"] == unstored["execution_count"] == before["execution_count"]
+    assert any(m["header"]["msg_type"] == "execute_result" for m in unstored_outputs)
+    assert after["execution_count"] == before["execution_count"] + 1
+
+
+def test_stop_on_error_aborts_the_queue(sandbox):
+    _, kc = sandbox
+    failing = kc.execute("raise ValueError('stop')")
+    queued = kc.execute("print('never')")
+    replies = {}
+    while len(replies) < 2:
+        reply = kc.get_shell_msg(timeout=60)
+        replies[reply["parent_header"]["msg_id"]] = reply["content"]["status"]
+    assert replies == {failing: "error", queued: "aborted"}
+
+
+def test_history_is_the_sandboxes_and_local_keeps_it_across_sessions(sandbox):
+    name, kc = sandbox
+    reply, outs = run(kc, "history_mark = 'h' * 3")
+    assert reply["status"] == "ok", (reply, outs)
+    [[_, _, code]] = kc.history(hist_access_type="tail", n=1, raw=True, output=False, reply=True)["content"]["history"]
+    assert code == "history_mark = 'h' * 3"
+    if name != "local":  # docker keeps it in the sandbox's memory: a new sandbox starts empty
+        return
+    with kernel("local") as (_, later):
+        rows = later.history(hist_access_type="search", pattern="history_mark =*", n=5, raw=True, output=False,
+                             unique=True, reply=True)["content"]["history"]
+    assert [row[2] for row in rows] == [code]
+
+
+def test_a_comm_on_a_subshell_is_served_while_a_cell_runs(sandbox):
+    """As JupyterLab 4.6 sends widget messages (commsOverSubshells): the slider's update reaches
+    the sandbox and its echo comes back at once, while a 4 s cell still runs."""
+    _, kc = sandbox
+    run(kc, "import ipywidgets, time\nseen = []\nslider = ipywidgets.IntSlider(3)\n"
+            "slider.observe(lambda change: seen.append(change['new']), 'value')\nslider")
+    comm_id = run(kc, "", user_expressions={"c": "slider.comm.comm_id"})[0]["user_expressions"]["c"]["data"][
+        "text/plain"].strip("'")
+    subshell = control(kc, "create_subshell_request", {})["subshell_id"]
+    assert subshell in control(kc, "list_subshell_request", {})["subshell_id"]
+
+    def update(value: int) -> str:
+        msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": {"value": value},
+                                                                           "buffer_paths": []}})
+        msg["header"]["subshell_id"] = subshell
+        kc.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
+
+    def idle_of(msg_id: str) -> float:
+        while True:
+            msg = kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["content"].get("execution_state") == "idle":
+                return time.monotonic()
+
+    idle_of(update(4))  # the comm now replies on its subshell (ipykernel routes a comm where it last published)
+    cell = kc.execute("time.sleep(4); print(seen)")
+    time.sleep(0.5)
+    sent = time.monotonic()
+    assert idle_of(update(5)) - sent < 2.5, "the update waited for the cell"
+    while kc.get_shell_msg(timeout=30)["parent_header"]["msg_id"] != cell:
+        pass
+    assert control(kc, "delete_subshell_request", {"subshell_id": subshell})["status"] == "ok"
+    assert run(kc, "seen")[1][-2]["content"]["data"]["text/plain"] == "[4, 5]"
+
+
+def test_the_debugger_stops_at_a_breakpoint_inside_the_sandbox(sandbox):
+    name, kc = sandbox
+    seq = iter(range(1, 100))
+
+    def dap(command: str, **arguments) -> dict:
+        return control(kc, "debug_request", {"type": "request", "seq": next(seq), "command": command,
+                                             "arguments": arguments})
+
+    info = kc.kernel_info(reply=True)["content"]
+    assert "debugger" in info["supported_features"]
+    assert dap("initialize", clientID="test", adapterID="python", pathFormat="path", linesStartAt1=True,
+               columnsStartAt1=True)["success"]
+    assert dap("attach")["success"]
+    code = "def f():\n    inner = 40\n    return inner + 2\nf()"
+    path = dap("dumpCell", code=code)["body"]["sourcePath"]
+    assert dap("setBreakpoints", source={"path": path}, breakpoints=[{"line": 3}])["success"]
+    assert dap("configurationDone")["success"]
+    cell = kc.execute(code)
+    events = []
+    while not any(e.get("event") == "stopped" for e in events):
+        msg = kc.get_iopub_msg(timeout=60)
+        if msg["header"]["msg_type"] == "debug_event":
+            events.append(msg["content"])
+    assert {e["event"] for e in events} <= {"initialized", "stopped", "continued", "terminated", "exited", "thread",
+                                             "breakpoint"}  # the debuggee's output and debugpy's own: dropped
+    thread = next(e for e in events if e["event"] == "stopped")["body"]["threadId"]
+    frame = dap("stackTrace", threadId=thread)["body"]["stackFrames"][0]
+    assert frame["line"] == 3 and frame["source"]["path"] == path
+    scope = dap("scopes", frameId=frame["id"])["body"]["scopes"][0]
+    values = {v["name"]: v["value"] for v in dap("variables", variablesReference=scope["variablesReference"])[
+        "body"]["variables"]}
+    assert values["inner"] == "40"
+    assert dap("source", source={"path": path})["body"]["content"] == code  # answered from the sandbox
+    assert dap("continue", threadId=thread)["success"]
+    while (reply := kc.get_shell_msg(timeout=60))["parent_header"]["msg_id"] != cell:
+        pass
+    assert reply["content"]["status"] == "ok"
+    assert dap("disconnect", restart=False, terminateDebuggee=False)["success"]  # as JupyterLab sends it
+
+
+def test_usage_is_the_sandboxes(sandbox):
+    name, kc = sandbox
+    run(kc, "ballast = bytearray(300 * 1024 * 1024)")
+    control(kc, "usage_request", {})
+    run(kc, "sum(i * i for i in range(3_000_000))")
+    usage = control(kc, "usage_request", {})
+    assert usage["sandbox"]["backend"] == backend_of(name) and usage["sandbox"]["sandbox_id"], usage
+    assert usage["kernel_memory"] > 300 * 1024 * 1024  # the sandbox's, not this ~70 MiB wrapper's
+    assert 0 < usage["kernel_cpu"] and usage["cpu_count"] >= 1
+    run(kc, "del ballast")
