@@ -6,6 +6,7 @@ expression's bundle, debug events) are policed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -101,18 +102,39 @@ def test_stop_on_error_aborts_the_queue(sandbox):
     assert replies == {failing: "error", queued: "aborted"}
 
 
-def test_history_is_the_sandboxes_and_local_keeps_it_across_sessions(sandbox):
-    name, kc = sandbox
-    reply, outs = run(kc, "history_mark = 'h' * 3")
-    assert reply["status"] == "ok", (reply, outs)
+def test_history_is_the_sandboxes(sandbox):
+    _, kc = sandbox
+    assert run(kc, "history_mark = 'h' * 3")[0]["status"] == "ok"
     [[_, _, code]] = kc.history(hist_access_type="tail", n=1, raw=True, output=False, reply=True)["content"]["history"]
     assert code == "history_mark = 'h' * 3"
-    if name != "local":  # docker keeps it in the sandbox's memory: a new sandbox starts empty
-        return
-    with kernel("local") as (_, later):
-        rows = later.history(hist_access_type="search", pattern="history_mark =*", n=5, raw=True, output=False,
-                             unique=True, reply=True)["content"]["history"]
-    assert [row[2] for row in rows] == [code]
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_history_across_sessions_where_the_sandbox_keeps_it(name):
+    """local keeps it across sessions by default; docker in memory (a new sandbox starts empty),
+    or across sessions in a workspace volume when ``history_file`` points there."""
+    mark = f"kept_{os.getpid()}_{time.monotonic_ns()}"
+    volume = f"sandbox-kernel-test-history-{time.monotonic_ns()}"
+    kept = [f"--DockerBackend.workdir_volume={volume}", "--DockerBackend.history_file=/home/sandbox/work/.history"]
+    options = {"local": [[], []], "docker": [[], kept, kept]}[backend_of(name)]
+    found = []
+    try:
+        for session in options:
+            with kernel(name, *session) as (_, kc):
+                search = kc.history(hist_access_type="search", pattern=f"{mark} =*", n=5, raw=True, output=False,
+                                    unique=True, reply=True)["content"]["history"]
+                found.append([row[2] for row in search])
+                run(kc, f"{mark} = 1")
+    finally:
+        if backend_of(name) == "docker":
+            import docker
+
+            with contextlib.suppress(docker.errors.NotFound):
+                docker.from_env().volumes.get(volume).remove(force=True)
+    if backend_of(name) == "local":
+        assert found == [[], [f"{mark} = 1"]]
+    else:  # the first session's (in memory) is gone; the volume's is kept
+        assert found == [[], [], [f"{mark} = 1"]]
 
 
 def test_a_comm_on_a_subshell_is_served_while_a_cell_runs(sandbox):

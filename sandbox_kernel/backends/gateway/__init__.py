@@ -198,6 +198,8 @@ class GatewayBackend(KernelClientBackend):
         """Nothing to watch: the websocket has no ZMQ sockets, and a message over
         max_message_bytes closes it, which :class:`DeathWatch` turns into a reconnect."""
 
+    END_GRACE_S = 0.0  # the gateway's own DELETE /api/kernels/{id} asks the kernel to end first
+
     async def _terminate(self) -> None:
         ws, kernel, self._ws, self._kernel = self._ws, self._kernel, None, None
         self.workspace_view, self._fresh = None, False

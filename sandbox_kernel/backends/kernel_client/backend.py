@@ -242,8 +242,25 @@ class KernelClientBackend(Backend):
         if self._comm_handler is not None:
             self._comm_handler(event, None)
 
+    END_GRACE_S = 2.0
+    """Seconds a running kernel gets to end by itself after ``shutdown_request`` before it is
+    stopped: IPython writes out the session's history as it exits (killed at once, the last
+    cells were missing from the next session's Up-arrow). ipykernel ends in about 0.2 s."""
+
+    async def _ask_to_end(self) -> None:
+        """Send ``shutdown_request`` on the control channel and wait up to :data:`END_GRACE_S` for
+        the kernel to end (the death watch sees it)."""
+        death, control = self._death, self._control
+        if not self.END_GRACE_S or death is None or death.done() or control is None:
+            return
+        with contextlib.suppress(Exception):
+            ended = asyncio.ensure_future(control.request("shutdown_request", {"restart": False}, self.END_GRACE_S))
+            await asyncio.wait({death}, timeout=self.END_GRACE_S)
+            ended.cancel()
+
     async def shutdown(self) -> None:
         async with self._lock:
+            await self._ask_to_end()
             for task in [*self._tasks, *([self._death] if self._death else [])]:
                 task.cancel()
             self._tasks, self._death, self.kernel_info = [], None, None

@@ -270,14 +270,15 @@ class SandboxKernel(Kernel, OutputOptions):
             return await session.run(code, sink, request=parent, stdin=stdin, timeout=self.cell_timeout,
                                      silent=silent, **request)
 
-    EXIT_DELAY_S = 0.1
-    """Seconds between ``exit`` in a cell and this kernel's end (ipykernel's own delay, which lets
-    the execute_reply go out first)."""
+    EXIT_DELAY_S = 1.0
+    """Seconds between ``exit`` in a cell and the removal of the sandbox and this kernel's end: the
+    sandbox's ipykernel ends by itself 0.1 s after its reply and writes out its history as it
+    exits (removed sooner, it lost the session's last cells)."""
 
     async def _exit(self) -> None:
-        """``exit`` (or ``quit``) in the sandbox, which ended its kernel: end this one too, as a
-        python3 kernel ends, after removing the sandbox (ipykernel's ``ZMQInteractiveShell``
-        stops its loop when ``exit_now`` is set)."""
+        """``exit`` (or ``quit``) in the sandbox, which ends its kernel: end this one too, as a
+        python3 kernel ends (ipykernel's ``ZMQInteractiveShell`` stops its loop when ``exit_now``
+        is set), after removing the sandbox."""
         await asyncio.sleep(self.EXIT_DELAY_S)
         if self.sandbox is not None:
             await self.sandbox.shutdown()
