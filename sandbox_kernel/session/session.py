@@ -381,8 +381,11 @@ class SandboxSession:
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
     async def is_complete(self, code: str) -> dict[str, Any]:
-        """An ``is_complete_reply``'s content from the sandbox, else IPython's own judgement."""
-        if (backend := await self._answering("completion")) is not None:
+        """An ``is_complete_reply``'s content from the sandbox, else IPython's own judgement; also
+        while a Python sandbox is not up yet (a console asks at every Enter and waits 1 s: the same
+        judgement, without the wait for a start)."""
+        starting = not self.backend.started and not self.backend.runs_other_language
+        if not starting and (backend := await self._answering("completion")) is not None:
             with contextlib.suppress(SandboxError):
                 return await backend.is_complete(code)
         from IPython.core.inputtransformer2 import TransformerManager

@@ -92,8 +92,9 @@ class SandboxKernel(Kernel, OutputOptions):
         self._policy = self.make_policy()
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
+        self._launching: asyncio.Task | None = None
         if self.start_sandbox_at_launch is not False:  # a failure here is reported again by the first cell
-            task = self._loop.create_task(self._start_at_launch())
+            task = self._launching = self._loop.create_task(self._start_at_launch())
             task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
                 "The sandbox did not start: %s", t.exception()))
 
@@ -127,14 +128,29 @@ class SandboxKernel(Kernel, OutputOptions):
         inner = (self.sandbox.backend.kernel_info or {}).get("banner") if self.sandbox else None
         return text + (f"\n{inner}" if inner and language != "python" else "")
 
+    STARTING_WAIT_S = 2.5
+    """Seconds ``kernel_info_request`` waits for a sandbox that is starting at launch, under
+    JupyterLab's 3 s ``kernelInfoTimeout``: the frontend's next requests (its first Tab, the
+    debugger's ``debugInfo``) then find the sandbox up instead of waiting past their own timeouts,
+    and the reply's ``supported_features`` are the sandbox kernel's."""
+
     async def kernel_info_request(self, stream, ident, parent):
-        """``kernel_info_request``: frontends ask once, when they connect, and highlight cells in the
-        language of the reply; so a sandbox that runs another language's kernel is started first
-        (up to :data:`LANGUAGE_WAIT_S`; a failure is reported again by the first cell)."""
+        """``kernel_info_request``: frontends ask when they connect, then highlight cells in the
+        language of the reply and send their first requests; so a sandbox that runs another
+        language's kernel is started first (up to :data:`LANGUAGE_WAIT_S`), and one starting at
+        launch is waited for (up to :data:`STARTING_WAIT_S`). A failure is reported again by the
+        first cell."""
         with contextlib.suppress(Exception):
-            if self._session().backend.runs_other_language and not self.sandbox.started:
-                await asyncio.wait_for(asyncio.shield(self._ensure_sandbox()), self.LANGUAGE_WAIT_S)
+            await self._on_main(self._sandbox_for_kernel_info())
         await super().kernel_info_request(stream, ident, parent)
+
+    async def _sandbox_for_kernel_info(self) -> None:
+        if self._session().started:
+            return
+        if self.sandbox.backend.runs_other_language:
+            await asyncio.wait_for(asyncio.shield(self._ensure_sandbox()), self.LANGUAGE_WAIT_S)
+        elif self._launching is not None and not self._launching.done():
+            await asyncio.wait_for(asyncio.shield(self._launching), self.STARTING_WAIT_S)
 
     @property
     def kernel_info(self) -> dict[str, Any]:
