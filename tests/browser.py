@@ -74,11 +74,16 @@ class JupyterLab:
     """A JupyterLab server and a headless Chromium, both started by :meth:`start`.
 
     ``kernelspecs``: ``{name: kernel.json dict}`` written into a temporary ``JUPYTER_PATH``
-    (they take precedence over the installed ones of the same name).
+    (they take precedence over the installed ones of the same name). ``frontend``: ``"lab"``
+    (JupyterLab) or ``"notebook"`` (Notebook 7, the same components in its own shell, one notebook
+    per page).
     """
 
-    def __init__(self, kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None) -> None:
-        self.kernelspecs, self.env = kernelspecs, env or {}
+    APPS = {"lab": ("jupyterlab", "LabApp"), "notebook": ("notebook", "JupyterNotebookApp")}
+
+    def __init__(self, kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None,
+                 frontend: str = "lab") -> None:
+        self.kernelspecs, self.env, self.frontend = kernelspecs, env or {}, frontend
         self.tmp = Path(tempfile.mkdtemp(prefix="sandbox-kernel-lab-"))
         self.root = self.tmp / "root"
         self.token = secrets.token_hex(16)
@@ -102,10 +107,11 @@ class JupyterLab:
 
     def _start_server(self) -> None:
         env = {**os.environ, **self._write_dirs(), **self.env}
-        argv = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", "--port=0",
+        module, app = self.APPS[self.frontend]
+        argv = [sys.executable, "-m", module, "--no-browser", "--ip=127.0.0.1", "--port=0",
                 f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-                f"--LabApp.user_settings_dir={self.tmp / 'settings'}",
-                f"--LabApp.workspaces_dir={self.tmp / 'workspaces'}", "--LabApp.expose_app_in_browser=True",
+                f"--{app}.user_settings_dir={self.tmp / 'settings'}",
+                f"--{app}.workspaces_dir={self.tmp / 'workspaces'}", f"--{app}.expose_app_in_browser=True",
                 "--allow-root"]
         self.log = open(self.tmp / "server.log", "wb")
         self.process = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
@@ -149,7 +155,7 @@ class JupyterLab:
         if self.process is not None:
             self.log.close()
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            shutil.copy(self.tmp / "server.log", ARTIFACTS / "jupyterlab-server.log")
+            shutil.copy(self.tmp / "server.log", ARTIFACTS / f"{self.APPS[self.frontend][0]}-server.log")
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def api(self, path: str) -> Any:
@@ -182,11 +188,17 @@ class JupyterLab:
         """Write the notebook and start opening it in a new page (a playwright ``Page``); the
         page loads and starts the kernel while the caller goes on."""
         self.write_notebook(name, kernel, cells)
+        return self.reopen(name)
+
+    def reopen(self, name: str):
+        """Open the notebook ``NAME.ipynb`` as it is in a new page (its kernel, if the server still
+        runs one for it, is the one the page connects to)."""
         page = self.browser.new_page(viewport={"width": 1200, "height": 1600})
         page.set_default_timeout(15_000)
         # a workspace per page: pages sharing the default one would open each other's notebooks
-        page.goto(f"{self.url}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={self.token}",
-                  wait_until="commit")
+        path = f"lab/workspaces/{name}/tree/{name}.ipynb?reset&" if self.frontend == "lab" else \
+            f"notebooks/{name}.ipynb?"
+        page.goto(f"{self.url}/{path}token={self.token}", wait_until="commit")
         return page
 
 
@@ -272,10 +284,11 @@ def screenshot(page, name: str) -> Path:
 
 
 @contextlib.contextmanager
-def jupyterlab(kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None) -> Iterator[JupyterLab]:
-    """A started :class:`JupyterLab`; skips (fails in CI) when JupyterLab, playwright or
-    Chromium is missing."""
-    for module, hint in (("jupyterlab", "pip install 'sandbox-kernel[test]'"),
+def jupyterlab(kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None,
+               frontend: str = "lab") -> Iterator[JupyterLab]:
+    """A started :class:`JupyterLab` (``frontend``: ``"lab"`` or ``"notebook"``); skips (fails in
+    CI) when JupyterLab, Notebook, playwright or Chromium is missing."""
+    for module, hint in ((JupyterLab.APPS[frontend][0], "pip install 'sandbox-kernel[test]'"),
                          ("playwright", "pip install 'sandbox-kernel[test]'")):
         try:
             __import__(module)
@@ -283,7 +296,7 @@ def jupyterlab(kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | Non
             skip_or_fail(f"{module} is not installed ({hint})")
     if not os.access(CHROMIUM, os.X_OK):
         skip_or_fail(f"no Chromium at {CHROMIUM} (run `bash .ci/browser-setup.sh` as root)")
-    lab = JupyterLab(kernelspecs, env)
+    lab = JupyterLab(kernelspecs, env, frontend)
     try:
         yield lab.start()
     finally:

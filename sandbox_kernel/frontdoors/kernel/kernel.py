@@ -233,11 +233,23 @@ class SandboxKernel(Kernel, OutputOptions):
         It never starts a sandbox: JupyterLab's widget manager opens a comm at every connect.
         With no running sandbox, or one that cannot carry comms, no target can take the comm,
         so a ``comm_open`` is answered with ``comm_close``, as a kernel without the target does.
+
+        A comm message for a shell (main or subshell) that serves another request is dispatched by
+        ipykernel 7.4 beside that request, which then gets back the shell parent of the moment the
+        comm arrived (``Kernel.shell_main``): if relaying it outlasts that request, the next one
+        published its ``idle`` under the wrong parent and JupyterLab waited for ever ([*] after a
+        reopen). So that relay goes on in the background and this handler returns at once.
         """
+        if compat.shell_busy(self, msg["header"].get("subshell_id")):
+            asyncio.run_coroutine_threadsafe(self._relay_comm(msg), self._loop)  # from any thread
+        else:
+            await self._on_main(self._relay_comm(msg))
+
+    async def _relay_comm(self, msg: dict) -> None:
         msg_type, content = msg["header"]["msg_type"], msg["content"]
-        sent = self.sandbox is not None and await self._on_main(self.sandbox.comm(
+        sent = self.sandbox is not None and await self.sandbox.comm(
             msg_type, content, lambda event: self._publish(event, msg), request=msg, metadata=msg.get("metadata"),
-            buffers=[bytes(b) for b in msg.get("buffers", [])]))
+            buffers=[bytes(b) for b in msg.get("buffers", [])])
         if not sent and msg_type == "comm_open":
             self._publish(Comm("comm_close", {"comm_id": content.get("comm_id"), "data": {}}), msg)
 

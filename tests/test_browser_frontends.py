@@ -1,0 +1,146 @@
+"""The sandbox kernels as drop-ins in today's frontends, in real Chromium (issue 28): JupyterLab 4.6
+and Notebook 7.6 with their default settings, so widget messages travel over kernel subshells
+(``commsOverSubshells: perCommTarget``), on sandbox-local and sandbox-docker.
+
+- a slider dragged through five values: each reaches the sandbox (its observer sees 4..8), and a
+  later cell reads the last; moved again while a 5 s cell runs, its callback's effect (a label the
+  callback sets) shows before that cell ends, as on python3 (a comm that last spoke on a subshell
+  is served there, beside the running cell);
+- the notebook closed and reopened five times, a cell run each time: no freeze (each reopen makes
+  new subshells and opens the widget manager's comms on them);
+- ``len?`` shows its help (the pager's payload) under the cell;
+- the debugger: a breakpoint in a sandboxed cell stops it there, the variables panel shows a local
+  variable's value, continue finishes the cell.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import KERNEL_READY, cell_outputs, jupyterlab, run_cell, screenshot
+from tests.support.backends import prepared
+
+pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
+
+KERNELS = ["local", "docker"]
+
+SLIDER = ("import ipywidgets as w, time\nseen = []\nslider = w.IntSlider(3, max=20)\nlabel = w.Label('none')\n"
+          "label.add_class('probe')\ndef moved(change):\n    seen.append(change['new'])\n"
+          "    label.value = f\"got {change['new']}\"\nslider.observe(moved, 'value')\nw.VBox([slider, label])")
+CELLS = [SLIDER, "print('seen', seen, 'value', slider.value)", "time.sleep(5); print('slept')", "len?"]
+DEBUGGED = "def f():\n    secret_value = 4242\n    return secret_value + 1\nf()"
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def frontend(request):
+    """JupyterLab, then Notebook 7, each with sandbox-local and sandbox-docker kernelspecs set up
+    for this machine (their own settings left at the defaults)."""
+    from sandbox_kernel.frontdoors.kernel.kernelspec import kernel_json
+
+    specs, env = {}, {}
+    for name in KERNELS:
+        setup = prepared(name)
+        specs[f"sandbox-{name}"] = kernel_json(name, setup.kernel_options)
+        env.update(setup.kernel_env)
+    with jupyterlab(specs, env, frontend=request.param) as server:
+        yield server
+
+
+@pytest.fixture(params=KERNELS)
+def kernel(request) -> str:
+    return f"sandbox-{request.param}"
+
+
+def ready(page) -> None:
+    """Wait for the page's notebook and an idle kernel; dismiss a dialog a loaded server sometimes
+    shows meanwhile (a theme's stylesheet that came late)."""
+    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=90_000)
+    page.wait_for_function(KERNEL_READY, timeout=90_000)
+    dialog = page.locator(".jp-Dialog .jp-mod-accept")
+    if dialog.count():
+        dialog.first.click()
+
+
+def prompt(page, index: int) -> str:
+    return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".jp-InputArea-prompt").inner_text().strip()
+
+
+def drag_to(page, value: int, maximum: int = 20) -> None:
+    """Drag the slider's handle to ``value`` (a person's mouse: press, move in steps, release)."""
+    handle = page.locator(".widget-slider .noUi-handle").first
+    track = page.locator(".widget-slider .noUi-base").first.bounding_box()
+    box = handle.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] / 2, y)
+    page.mouse.down()
+    page.mouse.move(track["x"] + track["width"] * value / maximum, y, steps=4)
+    page.mouse.up()
+
+
+def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(frontend, kernel):
+    from playwright.sync_api import expect
+
+    name = f"slider-{frontend.frontend}-{kernel}"
+    page = frontend.open(name, kernel, CELLS)
+    ready(page)
+    run_cell(page, 0)
+    label = page.locator(".probe").first
+    label.wait_for(timeout=60_000)
+    for value in range(4, 9):  # one drag through five values, pausing at each as a person does
+        drag_to(page, value)
+        expect(label).to_have_text(f"got {value}", timeout=30_000)
+    run_cell(page, 1)
+    expect(cell_outputs(page, 1)).to_contain_text("seen [4, 5, 6, 7, 8] value 8", timeout=30_000)
+
+    cell = page.locator(".jp-Notebook .jp-CodeCell").nth(2)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Control+Enter")  # time.sleep(5)
+    page.wait_for_function("el => el.textContent.trim() === '[*]:'", arg=cell.locator(".jp-InputArea-prompt")
+                           .element_handle(), timeout=30_000)
+    drag_to(page, 9)
+    expect(label).to_have_text("got 9", timeout=4_000)
+    assert prompt(page, 2) == "[*]:", "the callback's effect came only after the cell ended"
+    screenshot(page, name)
+    expect(cell_outputs(page, 2)).to_contain_text("slept", timeout=30_000)
+
+    run_cell(page, 3)
+    expect(cell_outputs(page, 3)).to_contain_text("Return the number of items in a container", timeout=30_000)
+    page.close()
+
+
+def test_reopened_five_times_without_a_freeze(frontend, kernel):
+    name = f"reopen-{frontend.frontend}-{kernel}"
+    page = frontend.open(name, kernel, CELLS[:2])
+    ready(page)
+    run_cell(page, 0)
+    page.locator(".widget-slider").first.wait_for(timeout=60_000)
+    for _ in range(5):
+        page.close()
+        page = frontend.reopen(name)
+        ready(page)
+        run_cell(page, 1)  # waits (60 s at most) for the cell's new prompt
+        assert "value 3" in cell_outputs(page, 1).first.inner_text()
+    page.close()
+
+
+def test_the_debugger_stops_at_a_breakpoint_inside_the_sandbox(frontend, kernel):
+    from playwright.sync_api import expect
+
+    name = f"debug-{frontend.frontend}-{kernel}"
+    page = frontend.open(name, kernel, [DEBUGGED])
+    ready(page)
+    bug = page.locator(".jp-DebuggerBugButton").first
+    expect(bug).to_have_attribute("aria-disabled", "false", timeout=30_000)  # the kernelspec offers it
+    bug.click()
+    expect(bug).to_have_attribute("aria-pressed", "true", timeout=30_000)
+    page.locator(".jp-Notebook .jp-CodeCell").first.locator(".cm-breakpoint-gutter .cm-gutterElement").nth(3).click()
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell'); }")  # its promise ends with the cell
+    variables = page.locator(".jp-DebuggerVariables").first
+    expect(variables).to_contain_text("secret_value", timeout=60_000)  # stopped: the frame's locals
+    page.evaluate("() => window.jupyterapp.commands.execute('debugger:show-panel')")  # Notebook 7 starts it closed
+    expect(variables).to_be_visible(timeout=30_000)
+    expect(variables).to_contain_text("4242")
+    screenshot(page, name)
+    page.evaluate("() => { window.jupyterapp.commands.execute('debugger:continue'); }")
+    expect(cell_outputs(page, 0)).to_contain_text("4243", timeout=60_000)
+    page.close()
