@@ -27,11 +27,9 @@ from pathlib import Path
 from jupyter_client.manager import KernelManager
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import VARIANTS, kernel_args  # noqa: E402 - benchmarks/ is not a package
+from run import kernel_args  # noqa: E402 - benchmarks/ is not a package
 
 DEFAULT = ["python3", "sandbox-local", "sandbox-docker", "sandbox-docker/api", "sandbox-docker/at-first-cell"]
-VARIANTS.setdefault("sandbox-docker/at-first-cell", ("sandbox-docker", ["--SandboxKernel.start_sandbox_at_launch=False"],
-                                                     None))
 
 
 def first_tab(name: str, after: float) -> tuple[float, float, float]:

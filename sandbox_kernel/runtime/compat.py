@@ -37,8 +37,6 @@ class Private:
 _TABLE = """
 ipykernel.kernelbase | Kernel | _parent_ident | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py do_execute: the routing identity an input_request is sent to
 ipykernel.kernelbase | Kernel | _supports_kernel_subshells | ipykernel 7.4 (6.29 has no subshells: read with a default) | frontdoors/kernel/kernel.py kernel_info: whether the reply lists kernel subshells
-ipykernel.kernelbase | Kernel | _main_asyncio_lock | ipykernel 7.4 (6.29 has none: read with a default) | frontdoors/kernel/kernel.py _forward_comm: whether the main shell is serving another request
-ipykernel.subshell_manager | SubshellManager | get_subshell_asyncio_lock | ipykernel 7.4 | frontdoors/kernel/kernel.py _forward_comm: whether a subshell is serving another request
 ipykernel._version |  | kernel_protocol_version | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py kernel_info: the reply's protocol_version
 ipykernel.kernelbase | Kernel | _topic | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py _publish: the IOPub topic of each published message
 ipykernel.kernelbase | Kernel | _execute_sleep | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py (class attribute) and kernel_client KERNEL_ARGS: no 0.5 ms sleep per reply
@@ -104,18 +102,3 @@ def supports_subshells(kernel: object) -> bool:
     """Whether ``kernel`` (an ipykernel ``Kernel``) serves JEP 91 kernel subshells
     (``Kernel._supports_kernel_subshells``; ipykernel 6 has none)."""
     return bool(getattr(kernel, "_supports_kernel_subshells", False))
-
-
-def shell_busy(kernel: object, subshell_id: str | None) -> bool:
-    """Whether the shell ``subshell_id`` (None: the main shell) of ``kernel`` (an ipykernel
-    ``Kernel``) is serving a request now: a comm message for it is then dispatched beside that
-    request (``Kernel._main_asyncio_lock``, a subshell's lock from the shell channel thread's
-    ``manager.get_subshell_asyncio_lock``; ipykernel 6 has neither: False)."""
-    if subshell_id is None:
-        lock = getattr(kernel, "_main_asyncio_lock", None)
-    else:
-        try:
-            lock = kernel.shell_channel_thread.manager.get_subshell_asyncio_lock(subshell_id)
-        except (AttributeError, KeyError):
-            return False
-    return lock is not None and lock.locked()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from contextvars import ContextVar
 from typing import Any
 
 import zmq
@@ -33,6 +34,9 @@ from ...session.files import FileOptions
 from ...session.lines import FILE_COMMANDS
 from ...session.pipeline import OutputPipeline
 from ...session.session import SandboxSession
+
+BESIDE: ContextVar[bool] = ContextVar("sandbox_kernel_beside", default=False)
+"""True while ipykernel dispatches a message beside another request of its shell."""
 
 
 class SandboxKernel(Kernel, OutputOptions):
@@ -240,10 +244,19 @@ class SandboxKernel(Kernel, OutputOptions):
         published its ``idle`` under the wrong parent and JupyterLab waited for ever ([*] after a
         reopen). So that relay goes on in the background and this handler returns at once.
         """
-        if compat.shell_busy(self, msg["header"].get("subshell_id")):
+        if BESIDE.get():
             asyncio.run_coroutine_threadsafe(self._relay_comm(msg), self._loop)  # from any thread
         else:
             await self._on_main(self._relay_comm(msg))
+
+    async def dispatch_shell(self, msg, *args: Any, **kwargs: Any):
+        """ipykernel's, noting for the handler whether the message is dispatched beside another
+        request (``concurrent``, ipykernel 7: a comm message while its shell is busy)."""
+        token = BESIDE.set(bool(kwargs.get("concurrent")))
+        try:
+            return await super().dispatch_shell(msg, *args, **kwargs)
+        finally:
+            BESIDE.reset(token)
 
     async def _relay_comm(self, msg: dict) -> None:
         msg_type, content = msg["header"]["msg_type"], msg["content"]
