@@ -67,24 +67,9 @@ class IPyKernelSamples(jkt.KernelTests):
             assert rows == [[0, first, "range_marker = 1"], [0, first + 1, "range_marker + 1"]]
 
 
-class TestLocal(IPyKernelSamples):
-    __test__ = True
-    target = "local"
-
-
-class TestDocker(IPyKernelSamples):
-    __test__ = True
-    target = "docker"
-
-
-class TestDockerApi(IPyKernelSamples):
-    __test__ = True
-    target = "docker_api"
-
-
-class TestGateway(IPyKernelSamples):
-    __test__ = True
-    target = "gateway"
+for _target in ("local", "docker", "docker_api", "gateway"):  # TestLocal, TestDocker, TestDockerApi, TestGateway
+    _name = "Test" + "".join(part.title() for part in _target.split("_"))
+    globals()[_name] = type(_name, (IPyKernelSamples,), {"__test__": True, "target": _target})
 
 
 class TestE2B(IPyKernelSamples):

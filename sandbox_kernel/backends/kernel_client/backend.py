@@ -27,7 +27,7 @@ from ...core.events import Emit, Event, Outcome, SandboxReplaced
 from ...runtime.traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler, request_msg_id, request_subshell_id
 from .client import FILES_PER_SESSION, SandboxKernelClient, check_open_files, shared_context
-from .control import ControlChannel, Subshells
+from .control import ControlChannel, Subshells, route_replies
 from .message_bound import (
     DEFAULT_OUTPUT_BUDGET,
     DropRecovery,
@@ -71,6 +71,7 @@ class KernelClientBackend(Backend):
         self._recovery: DropRecovery | None = None  # of the connection to the running kernel
         self._control: ControlChannel | None = None  # ... its control channel
         self._subshells: Subshells | None = None  # ... the subshells made on it
+        self._warming: asyncio.Future | None = None  # ... its completion warm-up
 
     @property
     def message_bound(self) -> tuple[int, str]:
@@ -118,17 +119,29 @@ class KernelClientBackend(Backend):
                 await self._terminate()
                 raise
             self._start_readers()
-            self._tasks.append(asyncio.ensure_future(self._warm_completion()))
+            self._warming = asyncio.ensure_future(self._warm_completion())
+            self._tasks.append(self._warming)
+
+    WARM_UP = "sandbox-kernel-warm-up"
+    """The name of the subshell the completion warm-up runs on (see :meth:`_warm_completion`)."""
 
     async def _warm_completion(self) -> None:
         """Ask a Python sandbox for one completion as soon as it is up, so a person's first Tab is
         answered at once: IPython's first completion loads jedi and builds its cache of the
         builtins, which a sandbox's empty cache directory makes cost 1.3-1.7 s here (python3's kept
-        cache: 0.3 s), past JupyterLab's 1 s."""
-        if ((self.kernel_info or {}).get("language_info") or {}).get("name") != "python":
+        cache: 0.3 s), past JupyterLab's 1 s. On a subshell of the sandbox's kernel, beside its main
+        shell: the first cell does not wait for it, and an interrupt cannot land in it. A frontend's
+        completion or inspection waits for it (:meth:`_after_warm_up`): IPython's completer is not
+        safe to run in two threads at once. (A kernel without subshells is not warmed.)"""
+        if ((self.kernel_info or {}).get("language_info") or {}).get("name") != "python" or \
+                not self._subshells.available:
             return
         with contextlib.suppress(Exception):
-            await self._call(self._client.complete("zi", 2))
+            msg = self._message("complete_request", {"code": "zi", "cursor_pos": 2},
+                                subshell=await self._subshells.inner(self.WARM_UP))
+            self._client.shell_channel.send(msg)
+            await self._call(msg["header"]["msg_id"])
+            await self._subshells.delete(self.WARM_UP)
 
     def _start_readers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -275,7 +288,7 @@ class KernelClientBackend(Backend):
             for task in [*self._tasks, *([self._death] if self._death else [])]:
                 task.cancel()
             self._tasks, self._death, self.kernel_info = [], None, None
-            self._control = self._subshells = None
+            self._control = self._subshells = self._warming = None
             if self._recovery is not None:
                 self._recovery.stop()
                 self._recovery = None
@@ -303,11 +316,7 @@ class KernelClientBackend(Backend):
                 self._comm_handler(event, parent_id)
 
     async def _read_shell(self) -> None:
-        while True:
-            msg = await receive(self._client.shell_channel)
-            request = self._requests.get(msg["parent_header"].get("msg_id"))
-            if request is not None and not request.reply.done():
-                request.reply.set_result(msg)
+        await route_replies(self._client.shell_channel, self._requests)
 
     async def _read_stdin(self) -> None:
         while True:
@@ -433,12 +442,18 @@ class KernelClientBackend(Backend):
         with contextlib.suppress(Exception):  # no reply in time: the relay's death watch decides
             await self._control.request("interrupt_request", {}, 5)
 
-    async def complete(self, code: str, cursor_pos: int) -> dict[str, Any]:
+    async def _after_warm_up(self) -> None:
+        """Start the sandbox, and wait for its completion warm-up, if under way."""
         await self.start()
+        if self._warming is not None and not self._warming.done():
+            await asyncio.wait({asyncio.shield(self._warming)}, timeout=self.request_timeout)
+
+    async def complete(self, code: str, cursor_pos: int) -> dict[str, Any]:
+        await self._after_warm_up()
         return await self._call(self._client.complete(code, cursor_pos))
 
     async def inspect(self, code: str, cursor_pos: int, detail_level: int = 0) -> dict[str, Any]:
-        await self.start()
+        await self._after_warm_up()
         return await self._call(self._client.inspect(code, cursor_pos, detail_level))
 
     async def is_complete(self, code: str) -> dict[str, Any]:

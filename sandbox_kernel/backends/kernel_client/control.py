@@ -18,6 +18,17 @@ from ...core.errors import SandboxError
 from .message_bound import Request
 from .messages import receive
 
+
+async def route_replies(channel: Any, requests: dict[str, Request]) -> None:
+    """Give each reply on ``channel`` (shell or control) to the request it answers, by the parent
+    header's msg_id; runs until cancelled."""
+    while True:
+        msg = await receive(channel)
+        request = requests.get(msg["parent_header"].get("msg_id"))
+        if request is not None and not request.reply.done():
+            request.reply.set_result(msg)
+
+
 Wait = Callable[[asyncio.Future, "float | None"], Awaitable[None]]
 """``await wait(future, timeout)``: returns when ``future`` is done or ``timeout`` seconds passed;
 raises SandboxDied when the kernel dies first."""
@@ -38,11 +49,7 @@ class ControlChannel:
 
     async def read(self) -> None:
         """Route each control reply to its request; runs until cancelled."""
-        while True:
-            msg = await receive(self._client.control_channel)
-            request = self._requests.get(msg["parent_header"].get("msg_id"))
-            if request is not None and not request.reply.done():
-                request.reply.set_result(msg)
+        await route_replies(self._client.control_channel, self._requests)
 
     async def request(self, msg_type: str, content: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         """Send ``msg_type`` with ``content``; the content of its reply.
