@@ -136,11 +136,16 @@ class KernelClientBackend(Backend):
         if ((self.kernel_info or {}).get("language_info") or {}).get("name") != "python" or \
                 not self._subshells.available:
             return
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a death meanwhile is the next request's to report
             msg = self._message("complete_request", {"code": "zi", "cursor_pos": 2},
                                 subshell=await self._subshells.inner(self.WARM_UP))
-            self._client.shell_channel.send(msg)
-            await self._call(msg["header"]["msg_id"])
+            request = self._requests[msg["header"]["msg_id"]] = _Request()
+            try:
+                self._client.shell_channel.send(msg)
+                await self._until_replied(request.reply, self.request_timeout)
+            finally:
+                request.iopub.close()
+                self._requests.pop(msg["header"]["msg_id"], None)
             await self._subshells.delete(self.WARM_UP)
 
     def _start_readers(self) -> None:
