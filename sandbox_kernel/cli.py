@@ -14,7 +14,7 @@ import sys
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from .backends import backend_names, kernelspec_backends
+from .backends import backend_names, install_fix, kernelspec_backends, missing_packages
 from .core.errors import SandboxError
 from .frontdoors.kernel import kernelspec
 
@@ -74,10 +74,7 @@ def _is_kernel_launch(argv: list[str]) -> bool:
 
 def _run(args: argparse.Namespace, commands: dict[str, ModuleType]) -> int:
     if args.command == "install":
-        prefix = sys.prefix if args.sys_prefix else args.prefix
-        for backend in args.backend or kernelspec_backends():
-            path = kernelspec.install(backend, user=args.user, prefix=prefix, options=args.options)
-            print(f"installed {kernelspec.kernel_name(backend)} in {path}")
+        _install(args)
     elif args.command == "uninstall":
         for backend in args.backend or backend_names():
             if (path := kernelspec.uninstall(backend)) is not None:
@@ -88,6 +85,22 @@ def _run(args: argparse.Namespace, commands: dict[str, ModuleType]) -> int:
     else:
         return commands[args.command].run(args)
     return 0
+
+
+def _install(args: argparse.Namespace) -> None:
+    """Write the kernelspecs asked for; by default only those whose backend's packages are
+    installed, saying which were skipped and how to install them. Named with ``--backend``, a
+    kernelspec is written anyway (its kernel says what is missing at the first cell)."""
+    prefix = sys.prefix if args.sys_prefix else args.prefix
+    for backend in args.backend or kernelspec_backends():
+        if (missing := missing_packages(backend)) and not args.backend:
+            print(f"skipped {kernelspec.kernel_name(backend)}: its backend needs {', '.join(missing)} "
+                  f"({install_fix(backend)}, then install again)")
+            continue
+        path = kernelspec.install(backend, user=args.user, prefix=prefix, options=args.options)
+        print(f"installed {kernelspec.kernel_name(backend)} in {path}")
+        if missing:
+            print(f"  note: its backend needs {', '.join(missing)} ({install_fix(backend)})")
 
 
 def load_commands() -> dict[str, ModuleType]:

@@ -10,6 +10,7 @@ party registers its own backend with an entry point in its ``pyproject.toml``::
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import metadata
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -53,12 +54,39 @@ def get_backend_class(name: str) -> type[Backend]:
     try:
         cls = matches[0].load()
     except ImportError as exc:
-        extra = _EXTRAS.get(name, name)
         raise BackendUnavailable(
             f"The {name} backend needs the Python package {exc.name!r}, which is not installed.",
-            fix=f"pip install 'sandbox-kernel[{extra}]'",
+            fix=install_fix(name),
         ) from exc
     return cls
+
+
+def missing_packages(name: str) -> list[str]:
+    """The packages of backend ``name``'s extra (``sandbox-kernel[e2b]``) that are not installed;
+    empty when it has none or sandbox-kernel's metadata is not installed (run from a source tree).
+    Backends import their SDK lazily, so their class loads without it: this asks the metadata."""
+    from packaging.requirements import Requirement  # ipykernel's dependency
+
+    extra = _EXTRAS.get(name)
+    if extra is None:
+        return []
+    try:
+        requirements = metadata.requires("sandbox-kernel") or []
+    except metadata.PackageNotFoundError:
+        return []
+    missing = []
+    for requirement in map(Requirement, requirements):
+        if requirement.marker is not None and requirement.marker.evaluate({"extra": extra}):
+            try:
+                metadata.version(requirement.name)
+            except metadata.PackageNotFoundError:
+                missing.append(requirement.name)
+    return missing
+
+
+def install_fix(name: str) -> str:
+    """The pip command that installs backend ``name``'s optional dependencies."""
+    return f"pip install 'sandbox-kernel[{_EXTRAS.get(name, name)}]'"
 
 
 def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, str],
@@ -93,5 +121,5 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
     return backend
 
 
-__all__ = ["GROUP", "TEST_DOUBLES", "Backend", "BadValue", "backend_names", "get_backend_class", "kernelspec_backends",
-           "make_backend"]
+__all__ = ["GROUP", "TEST_DOUBLES", "Backend", "BadValue", "backend_names", "get_backend_class", "install_fix",
+           "kernelspec_backends", "make_backend", "missing_packages"]

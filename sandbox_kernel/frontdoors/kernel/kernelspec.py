@@ -8,13 +8,19 @@ https://jupyter-client.readthedocs.io/en/latest/kernels.html#kernel-specs
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_core.paths import SYSTEM_JUPYTER_PATH
 
 PREFIX = "sandbox-"
+READABLE_DIR, READABLE_FILE = 0o755, 0o644
+"""Modes of a kernelspec installed for others (``--sys-prefix``, ``--prefix``, system-wide): every
+user of a hub must read it, whatever the installer's umask (under 077 the users' servers listed
+``python3`` alone)."""
 
 
 def kernel_name(backend: str) -> str:
@@ -54,11 +60,37 @@ def install(backend: str, *, user: bool = False, prefix: str | None = None, opti
 
     ``user`` installs into the user's Jupyter data directory; ``prefix`` into
     ``PREFIX/share/jupyter/kernels`` (``sys.prefix`` for ``--sys-prefix``); neither: the
-    system-wide directory.
+    system-wide directory. Except for ``user``, the kernelspec's folders are made 0755 and its
+    files 0644 (:data:`READABLE_DIR`), and so are the folders above it that this call created.
     """
+    created = [] if user else _missing_parents(_shared_kernels_dir(prefix) / kernel_name(backend))
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "kernel.json").write_text(json.dumps(kernel_json(backend, list(options)), indent=1))
-        return KernelSpecManager().install_kernel_spec(tmp, kernel_name(backend), user=user, prefix=prefix)
+        source = Path(tmp) / kernel_name(backend)  # its mode is copied: TemporaryDirectory's is 0700
+        source.mkdir()
+        (source / "kernel.json").write_text(json.dumps(kernel_json(backend, list(options)), indent=1))
+        destination = KernelSpecManager().install_kernel_spec(str(source), kernel_name(backend), user=user, prefix=prefix)
+    if not user:
+        _readable_by_all(Path(destination), created)
+    return destination
+
+
+def _shared_kernels_dir(prefix: str | None) -> Path:
+    """Where jupyter_client installs a kernelspec for ``prefix`` (None: system-wide)."""
+    return Path(prefix, "share", "jupyter", "kernels") if prefix else Path(SYSTEM_JUPYTER_PATH[0], "kernels")
+
+
+def _missing_parents(path: Path) -> list[Path]:
+    """The folders above ``path`` that do not exist yet (installing will create them)."""
+    return [parent for parent in path.parents if not parent.exists()]
+
+
+def _readable_by_all(spec_dir: Path, created: list[Path]) -> None:
+    for folder, _, files in os.walk(spec_dir):
+        os.chmod(folder, READABLE_DIR)
+        for name in files:
+            os.chmod(os.path.join(folder, name), READABLE_FILE)
+    for folder in created:
+        os.chmod(folder, READABLE_DIR)
 
 
 def uninstall(backend: str) -> str | None:
