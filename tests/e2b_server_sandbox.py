@@ -147,7 +147,10 @@ class Sandbox:
         path = self.workdir / (cwd or ".")  # an absolute cwd replaces the work dir
         if not path.is_dir():
             raise ContextError(400, f"cwd {str(path)!r} is not a directory")
-        env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # keep inline figures
+        # E2B's sandboxes never see the client's environment: this server's inherit the test process's, less
+        # inline figures' MPLBACKEND and the JupyterHub variables the tests set to check that the backend
+        # passes none (only env_vars and envs reach a sandbox through the backend)
+        env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND" and not k.startswith(("JUPYTERHUB_", "JPY_"))}
         env.update(self.envs, PWD=str(path))
         if language == "python":
             return PythonContext(path, env, self._kernels, self._timings,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
-from traitlets import Integer, TraitError
+from traitlets import Integer, List, TraitError, Unicode
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -49,3 +51,42 @@ class ByteSize(Integer):
 
     def from_string(self, s: str) -> int:
         return parse_bytes(s)
+
+
+HUB_VARIABLES = ("JUPYTERHUB_", "JPY_API_TOKEN")
+"""Prefixes of what JupyterHub gives a single-user server (``JUPYTERHUB_API_TOKEN``, its OAuth
+client, URLs; ``JPY_API_TOKEN`` is the token's old name): the user's hub credentials, which no
+sandbox may hold. Source: jupyterhub/spawner.py, ``Spawner.get_env``."""
+
+
+def is_hub_variable(name: str) -> bool:
+    """True for a JupyterHub variable of :data:`HUB_VARIABLES`."""
+    return name.upper().startswith(HUB_VARIABLES)
+
+
+class HostVariables(List):
+    """The ``env_vars`` option: names of host environment variables passed into a sandbox,
+    never those of :data:`HUB_VARIABLES` (refused with the reason)."""
+
+    def __init__(self, help: str) -> None:
+        super().__init__(Unicode(), help=help)
+
+    def validate(self, obj: Any, value: Any) -> list[str]:
+        value = super().validate(obj, value)
+        if refused := [name for name in value if is_hub_variable(name)]:
+            raise TraitError(f"env_vars cannot name {', '.join(refused)}: JupyterHub's credentials and settings of "
+                             "this server never enter a sandbox")
+        return value
+
+
+def host_variables(names: Iterable[str]) -> dict[str, str]:
+    """``{name: value}`` of the host environment variables ``names`` that are set, never a
+    JupyterHub variable (whatever the caller's list says)."""
+    return {name: os.environ[name] for name in names if name in os.environ and not is_hub_variable(name)}
+
+
+def without_hub_variables() -> None:
+    """Remove JupyterHub's variables from this process's environment (the kernel does it at
+    launch: nothing it starts, no backend, can then pass them on)."""
+    for name in [name for name in os.environ if is_hub_variable(name)]:
+        del os.environ[name]

@@ -9,6 +9,7 @@ import asyncio
 import time
 
 import pytest
+from traitlets import TraitError
 
 from sandbox_kernel.core.errors import ExecutionTimeout, FileTooLarge, NotSupported, SandboxDied
 from sandbox_kernel.core.events import ClearOutput, Display, Error, Stream
@@ -232,3 +233,25 @@ async def test_comms_match_the_declaration(make_backend, backend_name):
             return
         info = await backend.comm_info()
     assert info["status"] == "ok" and info["comms"] == {}
+
+
+HUB_ENVIRONMENT = {"JUPYTERHUB_API_TOKEN": "hub-token-of-the-test", "JPY_API_TOKEN": "hub-token-of-the-test",
+                   "JUPYTERHUB_API_URL": "http://127.0.0.1:9/hub/api", "JUPYTERHUB_USER": "someone"}
+"""What JupyterHub gives a single-user server (jupyterhub/spawner.py, ``get_env``), as the tests set it."""
+
+
+async def test_jupyterhub_credentials_never_reach_the_sandbox(make_backend, monkeypatch):
+    """The kernel's environment holds the hub's token (its server's): no sandbox sees it, and an
+    ``env_vars`` that names it is refused with the reason."""
+    for name, value in HUB_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    probe = make_backend()
+    if "env_vars" in probe.trait_names():
+        with pytest.raises(TraitError, match=r"env_vars cannot name JUPYTERHUB_API_TOKEN, JPY_API_TOKEN: "
+                                             r"JupyterHub's credentials and settings of this server never enter"):
+            make_backend(env_vars=["JUPYTERHUB_API_TOKEN", "PATH", "JPY_API_TOKEN"])
+    async with probe as backend:
+        rec = Recorder()
+        await backend.execute("import os\nprint(sorted(k for k in os.environ if k.startswith('JUPYTERHUB') or k == 'JPY_API_TOKEN'),"
+                              " any('hub-token-of-the-test' in v for v in os.environ.values()))", rec)
+    assert rec.text() == "[] False\n", rec.events

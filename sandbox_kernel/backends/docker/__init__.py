@@ -33,7 +33,7 @@ from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 from ...core.errors import EgressError, Refused, SandboxError, SandboxStartError
 from ...core.events import Emit, Outcome, Stream
 from ...runtime.paths import within
-from ...runtime.traits import ByteSize, format_bytes
+from ...runtime.traits import ByteSize, HostVariables, format_bytes
 from .. import pool
 from ..base import StdinHandler
 from ..egress import allow_hosts_trait, pypi_index_trait, secrets_trait
@@ -112,8 +112,8 @@ class DockerBackend(KernelClientBackend):
     swap = ByteSize(0, help="Swap the container may use beyond memory_limit; 0: none.").tag(config=True)
     cpus = Float(1.0, help="CPUs the container may use (fractions allowed); 0: no limit.").tag(config=True)
     init = Bool(True, help="Run an init process as PID 1 (signals, zombies, fast stop).").tag(config=True)
-    env_vars = List(Unicode(), help="Names of host environment variables to pass into the container; "
-                                    "nothing else from the host environment enters it.").tag(config=True)
+    env_vars = HostVariables(help="Names of host environment variables to pass into the container; nothing else "
+                                  "from the host environment enters it (never JupyterHub's).").tag(config=True)
     runtime = Unicode("", help="OCI runtime, e.g. 'runsc' (gVisor) if the engine has it; empty: the engine's default.").tag(
         config=True)
     mounts = List(Unicode(), help="Host paths to mount, HOST:CONTAINER[:ro|rw] each, read-only unless ':rw'; "

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import ConfigError, MountError
+from ...runtime.traits import host_variables
 from ..egress.options import packages_environment
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, history_args
 from ..kernel_client.launcher import IOPUB_APP
@@ -228,7 +229,7 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
     """
     docker = load_docker()
     uid, gid = uid_gid(backend.user)
-    env = {var: os.environ[var] for var in backend.env_vars if var in os.environ} | backend.env | packages_environment()
+    env = host_variables(backend.env_vars) | backend.env | packages_environment()
     if egress is not None:
         env |= egress.sandbox_environment()
     if hostdir is None:

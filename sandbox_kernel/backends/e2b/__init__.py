@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode, Union
+from traitlets import Bool, Dict, Enum, Float, Integer, TraitError, Unicode, Union
 
 from ...core.errors import EgressError, NotSupported, SandboxError, SandboxStartError, WorkspaceError
 from ...core.events import Emit, Outcome, SandboxReplaced
-from ...runtime.traits import ByteSize
+from ...runtime.traits import ByteSize, HostVariables, host_variables
 from .. import workspace
 from ..base import Backend, Capabilities, StdinHandler
 from ..bounded import write_stream
@@ -85,7 +85,8 @@ class E2BBackend(Backend):
                                          "use (E2B's sandbox timeout).").tag(config=True)
     request_timeout = Float(60.0, help="Seconds to wait for E2B to answer a request (connecting, "
                                        "creating the sandbox, files); cells have their own timeout.").tag(config=True)
-    env_vars = List(Unicode(), help="Names of host environment variables to pass to the sandbox.").tag(config=True)
+    env_vars = HostVariables(help="Names of host environment variables to pass to the sandbox (never "
+                                  "JupyterHub's).").tag(config=True)
     envs = Dict(value_trait=Unicode(), help="Environment variables of the sandbox, NAME=value (as E2B's SDK names "
                                             "them; the same as env, which every backend has).").tag(config=True)
     sandbox_id = Unicode("", help="Attach to this running sandbox instead of creating one.").tag(config=True)
@@ -121,7 +122,7 @@ class E2BBackend(Backend):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._env = {name: os.environ.get(name, "") for name in ENV}
-        self._host_env = {name: os.environ[name] for name in self.env_vars if name in os.environ}
+        self._host_env = host_variables(self.env_vars)
         self._sandbox: Any = None  # e2b_code_interpreter.AsyncSandbox
         self._context: Any = None  # e2b_code_interpreter.Context
         self._attach_to = self.sandbox_id

@@ -23,10 +23,10 @@ from typing import Any
 
 from jupyter_client.connect import write_connection_file
 from jupyter_client.launcher import launch_kernel
-from traitlets import Float, Integer, List, Unicode
+from traitlets import Float, Integer, Unicode
 
 from ...core.errors import SandboxStartError
-from ...runtime.traits import ByteSize, format_bytes
+from ...runtime.traits import ByteSize, HostVariables, format_bytes, host_variables
 from .. import pool, workspace
 from ..bounded import write_chunks
 from ..egress import refused_allow_hosts
@@ -78,7 +78,8 @@ class LocalBackend(KernelClientBackend):
     python = Unicode(sys.executable, help="The Python interpreter that runs the kernel (needs ipykernel).").tag(
         config=True
     )
-    env_vars = List(Unicode(), help="Names of host environment variables to pass to the sandbox.").tag(config=True)
+    env_vars = HostVariables(help="Names of host environment variables to pass to the sandbox (never "
+                                  "JupyterHub's).").tag(config=True)
     memory_limit = ByteSize(0, help="Address-space limit of the kernel process (RLIMIT_AS), e.g. '2g'; 0: none.").tag(
         config=True
     )
@@ -126,7 +127,7 @@ class LocalBackend(KernelClientBackend):
         return self._cwd or self._scratch
 
     def _environment(self, home: bool = True) -> dict[str, str]:
-        env = {name: os.environ[name] for name in (*ALLOWED_ENV, *self.env_vars) if name in os.environ}
+        env = host_variables((*ALLOWED_ENV, *self.env_vars))
         env.update(self.env)
         env.update(QUIET_KERNEL_ENV)
         if home:

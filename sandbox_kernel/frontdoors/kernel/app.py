@@ -11,6 +11,7 @@ from ipykernel.kernelapp import IPKernelApp
 from jupyter_core.paths import jupyter_config_path
 from traitlets import List, Type, Unicode, default
 
+from ...runtime.traits import without_hub_variables
 from .kernel import SandboxKernel
 
 CONTROL_JOIN_S = 5.0
@@ -57,5 +58,8 @@ class SandboxKernelApp(IPKernelApp):
 
 
 def launch(argv: list[str] | None = None) -> None:
-    """Start the kernel with ``argv`` (``-f CONNECTION_FILE`` and traitlets options)."""
+    """Start the kernel with ``argv`` (``-f CONNECTION_FILE`` and traitlets options), without
+    JupyterHub's variables in its environment (the single-user server's API token among them):
+    nothing the kernel starts can pass them on."""
+    without_hub_variables()
     SandboxKernelApp.launch_instance(argv=argv)
