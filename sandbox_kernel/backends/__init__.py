@@ -18,6 +18,7 @@ from traitlets import TraitError
 from traitlets.config import Configurable
 
 from ..core.errors import BackendUnavailable, BadValue, ConfigError
+from ..runtime import lock
 from .base import Backend
 
 GROUP = "sandbox_kernel.backends"
@@ -110,6 +111,8 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
         ConfigError: no backend has that name, or ``options`` refused a name.
         BadValue: an option's value is refused (a ConfigError; ``detail`` for the front door's wording).
         BackendUnavailable: the backend's optional dependency is not installed.
+        Locked: the backend, or an option's value, is beyond the administrator's lock
+            (:mod:`sandbox_kernel.runtime.lock`); one message names each.
     """
     cls = get_backend_class(name)
     traits = options(cls)
@@ -117,6 +120,7 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
         backend = cls(parent=parent, **traits)
     except (TraitError, ValueError) as exc:
         raise BadValue(name, str(exc)) from exc
+    lock.load().check_backend(name, backend)
     backend.set_output_budget(*output_budget)
     return backend
 

@@ -83,6 +83,11 @@ class BadValue(ConfigError):
         super().__init__(f"Bad option for the {backend} backend: {detail}")
 
 
+class Locked(ConfigError):
+    """An option beyond the administrator's lock (:mod:`sandbox_kernel.runtime.lock`), or a lock
+    file that cannot be applied as written."""
+
+
 class MountError(ConfigError, ValueError):
     """A docker ``mounts`` entry that cannot be used; its message says which and why. (Also a
     ValueError: traitlets' validators report a bad value that way.)"""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from traitlets import CaselessStrEnum, HasTraits, List, Unicode
 
+from ..runtime import lock
 from .core import POLICIES, STANDARD_WIDGET_MODULES, Hint, OutputPolicy
 
 
@@ -33,9 +34,19 @@ class OutputOptions(HasTraits):
                                 help="Comm targets the sandbox may open (under 'sanitize' and 'isolate').").tag(
         config=True)
 
-    def make_policy(self, hint: Hint = None) -> OutputPolicy:
-        """The :class:`OutputPolicy` these options describe; ``hint(option, value)`` says how
-        the user sets an option at this front door."""
-        return OutputPolicy(self.output_policy, self.allowed_origins, hint=hint,
+    def make_policy(self, hint: Hint = None, mode: str | None = None) -> OutputPolicy:
+        """The :class:`OutputPolicy` these options describe (with ``mode`` instead of
+        ``output_policy`` if given, e.g. a magic line's); ``hint(option, value)`` says how the
+        user sets an option at this front door.
+
+        Raises:
+            Locked: an option beyond the administrator's lock (:mod:`sandbox_kernel.runtime.lock`).
+        """
+        options = {"output_policy": (mode or self.output_policy).lower(), "allowed_origins": list(self.allowed_origins),
+                   "allowed_mime_types": list(self.allowed_mime_types),
+                   "allowed_widget_modules": list(self.allowed_widget_modules),
+                   "allowed_comm_targets": list(self.allowed_comm_targets)}
+        lock.load().check_output(options)
+        return OutputPolicy(options["output_policy"], self.allowed_origins, hint=hint,
                             widget_modules=self.allowed_widget_modules, comm_targets=self.allowed_comm_targets,
                             mime_types=self.allowed_mime_types)

@@ -25,7 +25,7 @@ from ...backends.base import Backend
 from ...core.errors import ConfigError, SandboxError
 from ...core.events import Comm, Emit, Event, Outcome
 from ...core.iopub import publish, to_iopub
-from ...policy import OutputOptions
+from ...policy import OutputOptions, OutputPolicy
 from ...runtime import compat
 from ...runtime.config_check import unknown_options
 from ...runtime.sigint import on_sigint
@@ -93,7 +93,10 @@ class SandboxKernel(Kernel, OutputOptions):
         # the main thread's loop, which owns the session: ipykernel runs control requests and
         # each kernel subshell's requests on threads (and loops) of their own
         self._loop = asyncio.get_event_loop()
-        self._policy = self.make_policy()
+        try:
+            self._policy = self.make_policy()
+        except ConfigError as exc:  # e.g. beyond the administrator's lock: every cell says it
+            self._config_error, self._policy = exc, OutputPolicy()
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
         self._launching: asyncio.Task | None = None

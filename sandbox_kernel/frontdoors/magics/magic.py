@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Float, Unicode
 
 from sandbox_kernel.backends.base import Backend
-from sandbox_kernel.core.errors import BadValue, ConfigError, SandboxCellError, SandboxError
+from sandbox_kernel.core.errors import BadValue, ConfigError, Locked, SandboxCellError, SandboxError
 from sandbox_kernel.core.events import Error
 from sandbox_kernel.policy import OutputOptions, OutputPolicy
 from sandbox_kernel.runtime.config_check import unknown_options
@@ -101,6 +102,8 @@ class SandboxMagics(Magics, OutputOptions):
         """
         try:
             return self._line(line) if cell is None else self._cell(line, cell)
+        except Locked as exc:  # not a usage mistake: the administrator's rule, said alone
+            raise UsageError(str(exc)) from None
         except ConfigError as exc:
             raise usage(str(exc).rstrip("."), CELL_USAGE if cell is not None else LINE_USAGE) from None
         except SandboxError as exc:
@@ -128,9 +131,7 @@ class SandboxMagics(Magics, OutputOptions):
 
     def _policy(self, mode: str | None = None) -> OutputPolicy:
         """The output policy of the magic's options now, with ``mode`` (the line's) if given."""
-        return OutputPolicy((mode or self.output_policy).lower(), self.allowed_origins, hint=magic_hint,
-                            widget_modules=self.allowed_widget_modules, comm_targets=self.allowed_comm_targets,
-                            mime_types=self.allowed_mime_types)
+        return self.make_policy(hint=magic_hint, mode=mode)
 
     def _open(self, name: str, backend_name: str | None = None, options: list[str] | tuple = ()) -> Session:
         """The session ``name``, made (and its sandbox started) on first use."""

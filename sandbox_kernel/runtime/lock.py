@@ -1,0 +1,197 @@
+"""The administrator's lock: settings fixed in a system location that no user's config file,
+kernelspec, magic line or API call can loosen (a hub's sandbox kernels, a course's grader).
+
+The lock is ``sandbox_kernel_lock.json`` in :data:`LOCK_DIRS` (``/etc/jupyter``,
+``/usr/local/etc/jupyter``, and ``etc/jupyter`` of the Python environment that runs the kernel):
+folders a user cannot write, found without any variable a user can set (Jupyter's own search path
+follows ``JUPYTER_CONFIG_PATH`` and ``XDG_CONFIG_DIRS``). Every file found applies. Example::
+
+    {
+      "backends": ["docker"],
+      "output_policy": "sanitize",
+      "DockerBackend": {"network": "none", "mounts": [], "memory_limit": {"max": "2g"},
+                        "env_vars": {"subset_of": ["LANG"]}},
+      "OutputOptions": {"allowed_origins": []},
+      "per_user": {"sandboxes": 3, "memory": "4g"}
+    }
+
+- ``backends``: the backends a sandbox may use.
+- ``output_policy``: the most permissive policy allowed (``sanitize`` < ``isolate`` < ``trust``).
+- A class section (``DockerBackend``, ``LocalBackend``, ``Backend`` for all, ``OutputOptions``)
+  locks options by name: a JSON value (the option must equal it), ``{"max": N}`` (at most N, a number
+  or a size such as ``"2g"``; for the options in :data:`ZERO_IS_UNLIMITED`, 0 is refused), ``{"one_of": [...]}`` or
+  ``{"subset_of": [...]}`` (for a list option).
+- ``per_user``: the most sandboxes one user may run at once (``sandboxes``) and their memory
+  limits together (``memory``), enforced where a backend starts one (docker).
+
+The lock is a closed world: a file that is not valid JSON, or has a key this module does not
+know, refuses every sandbox until it is fixed. Checked by ``make_backend`` (backend options) and
+where an output policy is built (policy options): one message lists every locked option a user
+tried to loosen.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import Locked
+from .config_check import backend_class_names
+from .traits import format_bytes, parse_bytes
+
+LOCK_NAME = "sandbox_kernel_lock.json"
+LOCK_DIRS = (Path("/etc/jupyter"), Path("/usr/local/etc/jupyter"), Path(sys.prefix, "etc", "jupyter"))
+"""Where lock files are read, in this order; never a user's folder."""
+
+POLICY_ORDER = ("sanitize", "isolate", "trust")
+ZERO_IS_UNLIMITED = frozenset({"memory_limit", "pids_limit", "cpus", "workdir_size", "tmp_size", "cpu_time_limit",
+                               "max_processes", "max_output_bytes"})
+"""Options whose 0 means "no limit": a ``max`` lock refuses it."""
+_TOP = {"backends", "output_policy", "per_user"}
+_RULES = {"max", "one_of", "subset_of"}
+_PER_USER = {"sandboxes", "memory"}
+
+
+@dataclass(frozen=True)
+class Lock:
+    """The merged lock files: ``files`` (where they are) and ``rules`` (``[(file, document)]``)."""
+
+    rules: tuple[tuple[Path, dict[str, Any]], ...] = ()
+
+    @property
+    def files(self) -> list[str]:
+        return [str(path) for path, _ in self.rules]
+
+    def refuse(self, problems: list[str]) -> None:
+        """Raise :class:`Locked` naming the lock files and every problem, if any."""
+        if problems:
+            raise Locked(f"Refused by the administrator's lock ({', '.join(self.files)}): {'; '.join(problems)}.")
+
+    def check_backend(self, name: str, backend: Any) -> None:
+        """Refuse backend ``name`` when the lock does not allow it, or any of its options beyond
+        the lock (its class's section and its base classes' sections, e.g. ``Backend``).
+
+        Raises:
+            Locked: one message listing every refused option.
+        """
+        problems = []
+        for _, document in self.rules:
+            if "backends" in document and name not in document["backends"]:
+                problems.append(f"the {name} backend is not allowed (allowed: {', '.join(document['backends'])})")
+            for cls in type(backend).__mro__:
+                problems += _check_section(cls.__name__, document.get(cls.__name__, {}), backend,
+                                           exact=cls is type(backend))
+        self.refuse(problems)
+
+    def check_output(self, options: dict[str, Any]) -> None:
+        """Refuse output options beyond the lock: ``options`` is ``{name: value}`` as the
+        policy is built (``output_policy``, ``allowed_origins``, ...).
+
+        Raises:
+            Locked: one message listing every refused option.
+        """
+        problems = []
+        for _, document in self.rules:
+            if (ceiling := document.get("output_policy")) is not None and \
+                    POLICY_ORDER.index(options["output_policy"]) > POLICY_ORDER.index(ceiling):
+                problems.append(f"output_policy may be at most {ceiling!r} (sanitize < isolate < trust), "
+                                f"not {options['output_policy']!r}")
+            problems += _check_values("OutputOptions", document.get("OutputOptions", {}), options)
+        self.refuse(problems)
+
+    def per_user(self) -> tuple[int | None, int | None]:
+        """``(sandboxes, memory bytes)``: the tightest per-user quotas, None where none is set."""
+        sandboxes = [d["per_user"]["sandboxes"] for _, d in self.rules if "sandboxes" in d.get("per_user", {})]
+        memory = [parse_bytes(d["per_user"]["memory"]) for _, d in self.rules if "memory" in d.get("per_user", {})]
+        return min(sandboxes, default=None), min(memory, default=None)
+
+
+def _check_section(section: str, rules: dict[str, Any], backend: Any, exact: bool) -> list[str]:
+    """The problems of ``backend`` with the lock's ``section``; ``exact``: the section names its
+    own class, so an option it does not have is a typo in the lock, which cannot apply it."""
+    unknown = [f"{section}.{name} is not an option of the {backend.name} backend (the lock cannot apply it)"
+               for name in rules if exact and not backend.has_trait(name)]
+    return unknown + _check_values(section, rules, {name: getattr(backend, name) for name in rules
+                                                    if backend.has_trait(name)}, traits=backend.trait_names())
+
+
+def _check_values(section: str, rules: dict[str, Any], values: dict[str, Any],
+                  traits: list[str] | None = None) -> list[str]:
+    problems = []
+    for name, rule in rules.items():
+        if traits is not None and name not in traits:
+            continue  # e.g. a Backend section's option that this backend does not have
+        if name in values and (problem := _judge(name, rule, values[name])):
+            problems.append(f"{section}.{name} {problem}")
+    return problems
+
+
+def _judge(name: str, rule: Any, value: Any) -> str | None:
+    """Why ``value`` breaks ``rule``, or None."""
+    if isinstance(rule, dict) and "max" in rule:
+        in_bytes = isinstance(rule["max"], str)  # "2g"
+        ceiling = parse_bytes(rule["max"]) if in_bytes else rule["max"]
+        def show(n: float) -> str:
+            return format_bytes(int(n)) if in_bytes else f"{n:g}"
+        if value == 0 and name in ZERO_IS_UNLIMITED:
+            return f"must be at most {show(ceiling)}, not unlimited (0)"
+        return None if value <= ceiling else f"must be at most {show(ceiling)}, not {show(value)}"
+    if isinstance(rule, dict) and "one_of" in rule:
+        return None if value in rule["one_of"] else f"must be one of {rule['one_of']!r}, not {value!r}"
+    if isinstance(rule, dict) and "subset_of" in rule:
+        extra = [item for item in value if item not in rule["subset_of"]]
+        return f"may only hold {rule['subset_of']!r}, not {extra!r}" if extra else None
+    if isinstance(value, tuple | list | set | frozenset):
+        value = list(value)
+    return None if value == rule else f"must be {rule!r}, not {value!r}"
+
+
+def _validate(path: Path, document: Any) -> None:
+    """Raise :class:`Locked` for a lock file this module cannot apply exactly as written."""
+    def bad(what: str) -> Locked:
+        return Locked(f"The administrator's lock {path} {what}: no sandbox starts until it is fixed.")
+    if not isinstance(document, dict):
+        raise bad("is not a JSON object")
+    for key, value in document.items():
+        if key in _TOP:
+            if key == "per_user" and (not isinstance(value, dict) or set(value) - _PER_USER):
+                raise bad(f"has per_user keys other than {sorted(_PER_USER)}")
+            if key == "output_policy" and value not in POLICY_ORDER:
+                raise bad(f"has output_policy {value!r}, not one of {', '.join(POLICY_ORDER)}")
+        elif key not in sections() or not isinstance(value, dict):
+            raise bad(f"has an unknown setting {key!r} (settings: {', '.join(sorted(_TOP | sections()))})")
+        else:
+            for name, rule in value.items():
+                if isinstance(rule, dict) and (len(rule) != 1 or set(rule) - _RULES):
+                    raise bad(f"has {key}.{name} = {rule!r}: a rule is a value or one of {sorted(_RULES)}")
+
+
+def sections() -> set[str]:
+    """The class sections a lock may have: every registered backend's class (entry points
+    ``sandbox_kernel.backends``, read without importing them), their bases, ``OutputOptions``."""
+    return {*backend_class_names(), "Backend", "KernelClientBackend", "OutputOptions"}
+
+
+def load(dirs: tuple[Path, ...] | None = None) -> Lock:
+    """The lock from every ``sandbox_kernel_lock.json`` in ``dirs`` (default :data:`LOCK_DIRS`;
+    none found: nothing is locked).
+
+    Raises:
+        Locked: a lock file cannot be read, is not JSON, or holds a setting it does not know.
+    """
+    rules = []
+    for folder in dict.fromkeys(LOCK_DIRS if dirs is None else dirs):
+        path = folder / LOCK_NAME
+        if not path.exists():
+            continue
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise Locked(f"The administrator's lock {path} cannot be read ({exc}): no sandbox starts until it "
+                         "is fixed.") from exc
+        _validate(path, document)
+        rules.append((path, document))
+    return Lock(tuple(rules))

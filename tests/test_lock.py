@@ -1,0 +1,152 @@
+"""The administrator's lock (sandbox_kernel/runtime/lock.py), in process: the rules, the one
+message that names each refused option, and a lock file that cannot be applied refusing everything.
+Through real kernels, a magic and a hub: tests/test_lock_kernel.py and tests/test_hub.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from traitlets.config import Config, Configurable
+
+from sandbox_kernel.backends import make_backend
+from sandbox_kernel.backends.docker import DockerBackend
+from sandbox_kernel.backends.local import LocalBackend
+from sandbox_kernel.core.errors import ConfigError, Locked
+from sandbox_kernel.policy import OutputOptions
+from sandbox_kernel.runtime import lock
+
+pytestmark = pytest.mark.unit
+
+LOCK = {"backends": ["local", "docker"], "output_policy": "isolate",
+        "Backend": {"pool_size": {"max": 1}},
+        "DockerBackend": {"network": "none", "mounts": [], "memory_limit": {"max": "2g"},
+                          "env_vars": {"subset_of": ["LANG"]}, "image": {"one_of": ["sandbox-kernel:latest"]}},
+        "OutputOptions": {"allowed_origins": []},
+        "per_user": {"sandboxes": 3, "memory": "4g"}}
+
+
+@pytest.fixture
+def locked(tmp_path, monkeypatch):
+    """``locked(document)`` writes it as the only lock file (LOCK_DIRS is the test's folder)."""
+    monkeypatch.setattr(lock, "LOCK_DIRS", (tmp_path,))
+
+    def write(document):
+        (tmp_path / lock.LOCK_NAME).write_text(document if isinstance(document, str) else json.dumps(document))
+        return tmp_path / lock.LOCK_NAME
+    return write
+
+
+def made(name, **traits):
+    """Backend ``name`` made the front doors' one way, with ``traits`` as its config."""
+    cls = {"docker": "DockerBackend", "local": "LocalBackend"}.get(name, "E2BBackend")
+    parent = Configurable(config=Config({cls: traits}))
+    return make_backend(name, parent=parent, output_budget=(0, "max_output_bytes"))
+
+
+def test_without_a_lock_file_nothing_is_locked(tmp_path):
+    assert lock.load((tmp_path,)).rules == ()
+    lock.load((tmp_path,)).check_output({"output_policy": "trust"})
+
+
+def test_options_within_the_lock_make_a_backend(locked):
+    locked(LOCK)
+    backend = made("docker", memory_limit="1g", env_vars=["LANG"], pool_size=1)
+    assert backend.memory_limit == 1024**3
+
+
+def test_every_option_a_user_loosened_is_named_in_one_message(locked):
+    path = locked(LOCK)
+    with pytest.raises(Locked) as refused:
+        made("docker", network="bridge", mounts=["/data:/home/sandbox/data"], memory_limit=0,
+             env_vars=["LANG", "AWS_SECRET"], image="mine:latest", pool_size=4)
+    assert str(refused.value) == (
+        f"Refused by the administrator's lock ({path}): "
+        "DockerBackend.network must be 'none', not 'bridge'; "
+        "DockerBackend.mounts must be [], not ['/data:/home/sandbox/data']; "
+        "DockerBackend.memory_limit must be at most 2 GiB, not unlimited (0); "
+        "DockerBackend.env_vars may only hold ['LANG'], not ['AWS_SECRET']; "
+        "DockerBackend.image must be one of ['sandbox-kernel:latest'], not 'mine:latest'; "
+        "Backend.pool_size must be at most 1, not 4.")
+    assert isinstance(refused.value, ConfigError)  # every front door already shows a ConfigError in one line
+
+
+def test_a_backend_the_lock_does_not_list_is_refused(locked):
+    locked(LOCK)
+    with pytest.raises(Locked, match=r"the e2b backend is not allowed \(allowed: local, docker\)"):
+        made("e2b")
+
+
+def test_a_ceiling_above_the_default_and_a_section_for_all_backends(locked):
+    locked({"LocalBackend": {"memory_limit": {"max": "2g"}}, "Backend": {"pool_size": {"max": 0}}})
+    with pytest.raises(Locked, match=r"LocalBackend.memory_limit must be at most 2 GiB, not unlimited \(0\)\.$"):
+        made("local")  # the default (0: none) is beyond it too: the admin's config sets one
+    with pytest.raises(Locked, match=r"LocalBackend.memory_limit must be at most 2 GiB, not 3 GiB; "
+                                     r"Backend.pool_size must be at most 0, not 2"):
+        made("local", memory_limit="3g", pool_size=2)
+    assert made("local", memory_limit="512m").memory_limit == 512 * 1024**2
+
+
+def test_output_policy_has_a_ceiling_wherever_the_policy_is_built(locked):
+    path = locked(LOCK)
+    assert OutputOptions(output_policy="isolate").make_policy().mode == "isolate"
+    with pytest.raises(Locked) as refused:
+        OutputOptions(output_policy="trust", allowed_origins=["https://cdn.example.org"]).make_policy()
+    assert str(refused.value) == (f"Refused by the administrator's lock ({path}): output_policy may be at most "
+                                  "'isolate' (sanitize < isolate < trust), not 'trust'; OutputOptions.allowed_origins "
+                                  "must be [], not ['https://cdn.example.org'].")
+    with pytest.raises(Locked, match="not 'trust'"):
+        OutputOptions().make_policy(mode="TRUST")  # a magic line's --output-policy
+
+
+def test_per_user_quotas_take_the_tightest_file(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / lock.LOCK_NAME).write_text(json.dumps({"per_user": {"sandboxes": 3, "memory": "4g"}}))
+    (tmp_path / "b" / lock.LOCK_NAME).write_text(json.dumps({"per_user": {"sandboxes": 5}}))
+    assert lock.load((tmp_path / "a", tmp_path / "b")).per_user() == (3, 4 * 1024**3)
+    assert lock.load((tmp_path / "b",)).per_user() == (5, None)
+
+
+@pytest.mark.parametrize("document, why", [
+    ("{not json", r"cannot be read \(Expecting property name"),
+    ([1], "is not a JSON object"),
+    ({"backend": ["docker"]}, "has an unknown setting 'backend' \\(settings: Backend, DockerBackend, E2BBackend"),
+    ({"DockerBakend": {"network": "none"}}, "has an unknown setting 'DockerBakend'"),
+    ({"output_policy": "strict"}, "has output_policy 'strict', not one of sanitize, isolate, trust"),
+    ({"per_user": {"containers": 2}}, r"has per_user keys other than \['memory', 'sandboxes'\]"),
+    ({"DockerBackend": {"memory_limit": {"maximum": "2g"}}}, r"has DockerBackend.memory_limit = \{'maximum': '2g'\}"),
+])
+def test_a_lock_file_that_cannot_be_applied_refuses_every_sandbox(locked, document, why):
+    path = locked(document)
+    with pytest.raises(Locked, match=rf"^The administrator's lock {path} {why}.*: no sandbox starts until it is fixed"
+                       if "cannot be read" in why else rf"^The administrator's lock {path} {why}"):
+        made("local")
+
+
+def test_an_option_the_class_does_not_have_is_refused_not_ignored(locked):
+    locked({"DockerBackend": {"memory_limt": {"max": "2g"}}, "Backend": {"pool_size": {"max": 1}}})
+    with pytest.raises(Locked, match=r": DockerBackend.memory_limt is not an option of the docker backend \(the lock "
+                                     r"cannot apply it\)\.$"):
+        made("docker")
+    made("e2b")  # Backend's pool_size: e2b has no pool, nothing to lock
+
+
+def test_lock_folders_are_system_ones_found_without_user_variables(monkeypatch, tmp_path):
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path))
+    import importlib
+    import sys
+
+    fresh = importlib.reload(lock)
+    try:
+        assert fresh.LOCK_DIRS[:2] == (lock.Path("/etc/jupyter"), lock.Path("/usr/local/etc/jupyter"))
+        assert fresh.LOCK_DIRS[2] == lock.Path(sys.prefix, "etc", "jupyter")
+    finally:
+        importlib.reload(lock)
+
+
+def test_docker_backend_class_has_every_locked_example_option():
+    """The docs' example names real options (a typo there would lock nothing)."""
+    names = set(DockerBackend.class_trait_names(config=True)) | set(LocalBackend.class_trait_names(config=True))
+    assert set(LOCK["DockerBackend"]) | set(LOCK["Backend"]) <= names
