@@ -36,6 +36,11 @@ class SandboxStartError(SandboxError):
     """The sandbox could not be created or did not become ready."""
 
 
+class QuotaReached(SandboxStartError):
+    """A new sandbox would take this user beyond the administrator's per-user quota (running
+    sandboxes, or their memory); the message says which and what to close."""
+
+
 class SandboxDied(SandboxError):
     """The sandbox stopped while in use; its state is gone.
 

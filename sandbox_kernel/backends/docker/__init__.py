@@ -32,6 +32,7 @@ from traitlets import Bool, Float, Integer, List, TraitError, Unicode, validate
 
 from ...core.errors import EgressError, Refused, SandboxError, SandboxStartError
 from ...core.events import Emit, Outcome, Stream
+from ...runtime import lock
 from ...runtime.paths import within
 from ...runtime.traits import ByteSize, HostVariables, format_bytes
 from .. import pool
@@ -41,8 +42,9 @@ from ..kernel_client import KernelClientBackend
 from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
 from ..pool import pool_size_trait, pool_ttl_trait
 from ..usage import CpuMeter
-from . import engine, podman, pooled, view, workspace
+from . import engine, podman, pooled, quota, rootless, view, workspace
 from .boundary import container_log, engine_errors, image_identity, memory_used, running_container, stats
+from .boundary import host as boundary_host
 from .bridge import AttachBridge, claim_by_stdin
 from .egress import IMAGE as EGRESS_IMAGE
 from .egress import Egress
@@ -224,6 +226,7 @@ class DockerBackend(KernelClientBackend):
         self._prepared = False  # _run_image and _kernelspec were just looked up (by the first cell)
         self._transport = ""  # what transport="auto" chose for this engine
         self._engine_here = True  # the engine shares this machine's filesystem (host paths mean the same)
+        self._rootless = False  # the engine runs as a user (rootless.py)
         self._bridge: AttachBridge | None = None  # the api transport's, for the running container
         self._bridge_end: asyncio.Future | None = None  # done when its stream ended
         self._attached: Any = None  # the container's attach socket, until the bridge takes it
@@ -279,6 +282,8 @@ class DockerBackend(KernelClientBackend):
         try:
             with engine_errors(f"start a sandbox container from {self._image_label}"):
                 self._container = container = client.containers.create(**spec)
+                if dropped := rootless.dropped_limits(self, container.attrs.get("HostConfig") or {}):
+                    raise SandboxStartError(rootless.dropped_message(dropped, boundary_host(), self._rootless))
                 # Attached before it starts: the api transport's stream (nothing of it is missed), or,
                 # for ipc, stdin alone. Either way the engine closes the container's stdin when this
                 # process ends, and the container ends with it (the relay or the launcher sees EOF).
@@ -326,7 +331,8 @@ class DockerBackend(KernelClientBackend):
         """What ``transport`` means for this engine, looked up once per backend."""
         if not self._transport:
             self._engine_here = await _run_blocking(engine.engine_is_here, client)
-            self._transport = engine.choose_transport(client, self.transport, self._engine_here)
+            self._rootless = await _run_blocking(rootless.is_rootless, client)  # ipc cannot work there
+            self._transport = engine.choose_transport(client, self.transport, self._engine_here and not self._rootless)
 
     async def _launch(self) -> dict[str, Any]:
         client = await self._prepare()
@@ -337,11 +343,12 @@ class DockerBackend(KernelClientBackend):
         self._plan = plan if relayed else None  # copied once the kernel runs (start)
         if (info := await pool.take(self)) is not None:
             return info
+        await _run_blocking(quota.check, client, self.memory_limit, lock.load())
         self._hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-",
                                                                    dir=engine.HOSTDIR_ROOT))
         try:
             self._info = {} if relayed else prepare_hostdir(self._hostdir, uid)
-            labels = engine.labels(self.session, self._hostdir)
+            labels = {**engine.labels(self.session, self._hostdir), **quota.labels(self.memory_limit)}
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = self.workdir_volume or f"{name}-work"
             await self._start_egress(client, name, labels)
@@ -406,12 +413,13 @@ class DockerBackend(KernelClientBackend):
         :mod:`.pooled`); returns its name and record. Blocking parts run in threads."""
         client = await self._engine()
         key = await self._pool_key()
+        await _run_blocking(quota.check, client, self.memory_limit, lock.load())
         relayed = self._transport == "api"
         uid, _ = self._uid_gid()
         hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=pooled.HOSTDIR_PREFIX, dir=engine.HOSTDIR_ROOT))
         name = f"{pooled.NAME_PREFIX}{secrets.token_hex(6)}"
         volume = self.workdir_volume or f"{name}-work"
-        labels = pooled.labels(key, hostdir)
+        labels = {**pooled.labels(key, hostdir), **quota.labels(self.memory_limit)}
         record: dict[str, Any] = {"key": key, "transport": self._transport, "hostdir": str(hostdir or ""),
                                   "volume": volume, "created": int(time.time())}
         try:

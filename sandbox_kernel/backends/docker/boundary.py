@@ -23,7 +23,10 @@ from ...core.errors import BackendUnavailable, Missing, Refused, SandboxError, S
 INSTALL_FIX = "pip install 'sandbox-kernel[docker]'"
 ENGINE_FIX = ("start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`), "
               "or point DOCKER_HOST at one")
-PERMISSION_FIX = "add your user to the 'docker' group (`sudo usermod -aG docker $USER`, then log in again)"
+PERMISSION_FIX = ("use an engine of your own: rootless Podman (`podman system service`, then "
+                  "DOCKER_HOST=unix:///run/user/$UID/podman/podman.sock; on a shared machine ask its administrator, "
+                  "docs/jupyterhub.md); do not join the 'docker' group for this: its members are root on the machine "
+                  "(`docker run --user 0 -v /:/host` reads and changes every user's files)")
 SSH_INSTALL_FIX = "pip install 'sandbox-kernel[docker]' (it brings paramiko), or pip install paramiko"
 TLS_FIX = ("DOCKER_CERT_PATH must hold the engine's CA (ca.pem) and a client certificate it trusts (cert.pem, "
            "key.pem); `docker --tlsverify version` checks the same files")

@@ -1,0 +1,214 @@
+"""JupyterHub with sandbox kernels, end to end: a real hub on 127.0.0.1 (tests/hub.py: LocalProcessSpawner,
+PAM, npm's configurable-http-proxy), two real Linux users each with a rootless Podman engine of their
+own, logged in through headless Chromium, set up as docs/jupyterhub.md says (kernelspecs installed by
+root under umask 077, only sandbox kernels offered, no terminals, the administrator's lock).
+
+One hub serves the module; each test logs its users in a browser context of their own. Servers cull
+kernels idle for :data:`CULL_S` seconds, so a test keeps its pages open while it needs a kernel."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.browser import CHROMIUM, run_all, wait_finished
+from tests.hub import (
+    LOCK,
+    LOCK_FILE,
+    MANDATORY,
+    USERS,
+    Hub,
+    as_user,
+    install_kernelspecs,
+    password,
+    sandboxes,
+    unavailable,
+    write_notebook,
+)
+from tests.targets import skip_or_fail
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+
+ALICE, BOB = USERS
+CULL_S = 40
+ARGS = [*MANDATORY, f"--MappingKernelManager.cull_idle_timeout={CULL_S}", "--MappingKernelManager.cull_interval=5",
+        "--LabApp.expose_app_in_browser=True"]  # the last one: tests/browser.py's run_all reads window.jupyterapp
+
+
+@pytest.fixture(scope="module")
+def hub():
+    if (reason := unavailable()) is not None:
+        skip_or_fail(reason)
+    installed = install_kernelspecs()
+    assert installed.returncode == 0, installed.stderr
+    hub = Hub(args=ARGS).start()
+    try:
+        yield hub
+    finally:
+        hub.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(hub):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def login(browser, hub, user):
+    """A browser context of ``user``, logged in (their server started); returns ``(context, page)``."""
+    context = browser.new_context(viewport={"width": 1200, "height": 1200})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", password(user))
+    page.click("#login_submit")
+    page.wait_for_url(f"**/user/{user}/lab**", timeout=180_000)
+    return context, page
+
+
+def open_notebook(page, hub, user, name):
+    page.goto(f"{hub.url}/user/{user}/lab/workspaces/{name}/tree/{name}.ipynb?reset")
+
+
+def run_notebook(context, hub, user, name, cells, kernel="sandbox-docker"):
+    """Write ``~USER/NAME.ipynb``, open it in a new page of ``context``, run all its cells;
+    returns ``(page, outputs as text)``."""
+    write_notebook(user, name, cells, kernel)
+    page = context.new_page()
+    open_notebook(page, hub, user, name)
+    run_all(page)
+    wait_finished(page, timeout=180)
+    return page, page.eval_on_selector_all(".jp-OutputArea-output", "els => els.map(e => e.innerText)")
+
+
+def launcher(page, hub, user):
+    page.goto(f"{hub.url}/user/{user}/lab?reset")
+    page.wait_for_selector(".jp-LauncherCard")
+    return page.eval_on_selector_all(".jp-LauncherCard[data-category='Notebook'] .jp-LauncherCard-label",
+                                     "els => els.map(e => e.textContent)")
+
+
+def eventually(check, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} within {timeout} s")
+        time.sleep(1)
+    return result
+
+
+def test_kernelspecs_installed_by_root_under_umask_077_are_readable_by_each_user(hub):
+    spec = Path(LOCK_FILE.parents[2], "share", "jupyter", "kernels", "sandbox-docker", "kernel.json")
+    for user in USERS:
+        read = as_user(user, "cat", str(spec), timeout=30)
+        assert read.returncode == 0, read.stderr
+        assert "--SandboxKernel.backend=docker" in json.loads(read.stdout)["argv"]
+
+
+def test_each_user_is_offered_only_the_sandbox_kernels(hub, browser):
+    for user in USERS:
+        context, page = login(browser, hub, user)
+        try:
+            assert launcher(page, hub, user) == ["Python 3 (sandbox: docker)"]
+            write_notebook(user, "plain", ["print(1)"], kernel="python3")  # a notebook made elsewhere, on python3
+            open_notebook(page, hub, user, "plain")
+            dialog = page.locator(".jp-Dialog")
+            dialog.wait_for()
+            assert dialog.locator("select").evaluate("s => s.options[s.selectedIndex].text") == \
+                "Python 3 (sandbox: docker)"
+            assert "Python 3 (ipykernel)" not in dialog.inner_text()
+        finally:
+            context.close()
+
+
+def test_each_user_runs_a_sandbox_in_their_own_engine_and_cannot_reach_the_others(hub, browser):
+    probe = ["import os\nprint(os.getuid(), sorted(k for k in os.environ if k.startswith('JUPYTERHUB') "
+             "or k == 'JPY_API_TOKEN'))",
+             f"import urllib.request\ntry:\n    urllib.request.urlopen('{hub.url}/hub/api/user', timeout=5)\n"
+             "    print('reached the hub')\nexcept OSError as e:\n    print('no hub:', type(e).__name__)"]
+    contexts = []
+    try:
+        for user in USERS:
+            context, _ = login(browser, hub, user)
+            contexts.append(context)
+            _, shown = run_notebook(context, hub, user, "probe", probe)
+            uid = Path("/home", user).stat().st_uid
+            assert shown == [f"{uid} []\n", "no hub: URLError\n"]  # the hub's token and network are out of reach
+        alice, bob = (set(sandboxes(user)) for user in USERS)
+        assert alice and bob and not alice & bob
+        bob_pid = as_user(BOB, "podman", "inspect", "--format", "{{.State.Pid}}", *bob, timeout=60).stdout.split()[0]
+        bob_socket = f"/run/user/{Path('/home', BOB).stat().st_uid}/podman/podman.sock"
+        tries = {  # alice, on the host (a terminal, were terminals allowed)
+            "bob's engine": ["curl", "-s", "--unix-socket", bob_socket, "http://d/_ping"],
+            "signal bob's sandbox": ["kill", "-0", bob_pid],
+            "enter bob's sandbox": ["nsenter", "-t", bob_pid, "-m", "true"],
+            "bob's files": ["ls", f"/home/{BOB}"],
+            "bob's sandbox's environment": ["cat", f"/proc/{bob_pid}/environ"]}
+        for what, argv in tries.items():
+            done = as_user(ALICE, *argv, timeout=30)
+            assert done.returncode != 0, f"alice reached {what}: {done.stdout}"
+        assert not set(as_user(ALICE, "podman", "ps", "-a", "--format", "{{.Names}}", timeout=60).stdout.split()) & bob
+    finally:
+        for context in contexts:
+            context.close()
+
+
+def test_a_locked_option_in_the_users_own_config_is_refused_in_the_notebook(hub, browser):
+    config = Path("/home", ALICE, ".jupyter", "sandbox_kernel_config.json")
+    as_user(ALICE, "mkdir", "-p", str(config.parent), check=True, timeout=30)
+    as_user(ALICE, "sh", "-c", f"cat > {config}", input=json.dumps({"DockerBackend": {"network": "bridge"}}),
+            check=True, timeout=30)
+    context, _ = login(browser, hub, ALICE)
+    try:
+        _, shown = run_notebook(context, hub, ALICE, "loosened", ["print('ran')"])
+        assert shown == [f"Locked: Refused by the administrator's lock ({LOCK_FILE}): DockerBackend.network must be "
+                         "'none', not 'bridge'."]
+    finally:
+        context.close()
+        config.unlink()
+
+
+def test_an_idle_kernel_culled_by_the_server_takes_its_sandbox(hub, browser):
+    context, _ = login(browser, hub, BOB)
+    before = set(sandboxes(BOB))
+    _, shown = run_notebook(context, hub, BOB, "idle", ["print('working')"])
+    assert shown == ["working\n"]
+    [mine] = set(sandboxes(BOB)) - before
+    context.close()  # the page goes: nothing is connected to the kernel any more
+    eventually(lambda: not any(k for k in hub.kernels(BOB)), CULL_S + 60, "the server did not cull the idle kernel")
+    eventually(lambda: mine not in sandboxes(BOB), 30, f"the culled kernel's sandbox {mine} stayed")
+
+
+def test_closing_a_voila_page_ends_its_sandbox(hub, browser):
+    context, page = login(browser, hub, ALICE)
+    write_notebook(ALICE, "dashboard", ["print('dashboard ' + str(6 * 7))"])
+    before = set(sandboxes(ALICE))
+    page.goto(f"{hub.url}/user/{ALICE}/voila/render/dashboard.ipynb")
+    page.get_by_text("dashboard 42").wait_for(timeout=120_000)
+    [mine] = set(sandboxes(ALICE)) - before
+    page.close(run_before_unload=True)  # a tab closed by its user: Voila's beforeunload beacon
+    eventually(lambda: mine not in sandboxes(ALICE), 60, f"the Voila page's sandbox {mine} stayed")
+    context.close()
+
+
+def test_the_per_user_sandbox_quota_says_so_when_reached(hub, browser):
+    LOCK_FILE.write_text(json.dumps({**LOCK, "per_user": {"sandboxes": 1}}))
+    context, _ = login(browser, hub, ALICE)
+    try:
+        _, first = run_notebook(context, hub, ALICE, "first", ["print('one')"])
+        assert first == ["one\n"]
+        _, second = run_notebook(context, hub, ALICE, "second", ["print('two')"])
+        assert second == ["QuotaReached: You already run 1 sandbox, the most your administrator allows per user "
+                          f"(per_user in {LOCK_FILE}): shut down the kernel of a notebook you no longer use (Kernel > "
+                          "Shut Down Kernel), then run the cell again."]
+    finally:
+        LOCK_FILE.write_text(json.dumps(LOCK))
+        context.close()
