@@ -1,23 +1,31 @@
-# sandbox-kernel: `make demo` runs the quickstart notebook in a sandbox; `make test` runs the tests.
+# sandbox-kernel: `make demo` runs the quickstart notebook in a sandbox (`make demo-docker`: the docker one);
+# `make test` runs the tests.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench install clean
+.PHONY: demo demo-docker test bench install clean
 
+# pip's and setuptools' output goes to build/install.log, shown only when the install fails
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[all,test]'
-	$(VENV)/bin/sandbox-kernel install --sys-prefix
-	touch $(STAMP)
+	@mkdir -p build
+	@echo "installing sandbox-kernel[all,test] and its kernelspecs into $(VENV) (log: build/install.log)"
+	@{ $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
+	   $(PY) -m pip install -q -e '.[all,test]' && $(VENV)/bin/sandbox-kernel install --sys-prefix; } \
+	   > build/install.log 2>&1 || { tail -40 build/install.log; exit 1; }
+	@touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) scripts/demo.py notebooks/quickstart.ipynb build/
+	@$(PY) scripts/demo.py notebooks/quickstart.ipynb build/
+
+# the docker notebook, with the options notebooks/config/docker gives its kernel (needs a Docker
+# engine and the sandbox image: bash .ci/docker-setup.sh on Debian)
+demo-docker: $(STAMP)
+	@JUPYTER_CONFIG_PATH=$(CURDIR)/notebooks/config/docker $(PY) scripts/demo.py notebooks/docker.ipynb build/
 
 test: $(STAMP)
 	$(VENV)/bin/sandbox-kernel install --sys-prefix >/dev/null

@@ -1,5 +1,6 @@
 """Execute a notebook through its sandbox kernel with nbclient; write the executed notebook and
-an HTML rendering; print one line per cell with the output types it produced.
+an HTML rendering; print one line per cell with the output types it produced. The kernel's own
+log (e.g. ipykernel's notice that the frontend reaches it over local TCP) goes to OUT/NAME.log.
 
     python scripts/demo.py notebooks/quickstart.ipynb build/
 """
@@ -29,10 +30,12 @@ def main(source: str, out_dir: str) -> int:
     nb = nbformat.read(source, as_version=4)
     kernel = nb.metadata.kernelspec.name
     print(f"executing {source} on kernel {kernel} ...")
-    NotebookClient(nb, timeout=300, kernel_name=kernel, resources={"metadata": {"path": "."}}).execute()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(source).stem
+    with open(out / f"{stem}.log", "wb") as log:
+        client = NotebookClient(nb, timeout=300, kernel_name=kernel, resources={"metadata": {"path": "."}})
+        client.execute(stdout=log, stderr=log)
     nbformat.write(nb, out / f"{stem}.ipynb")
     html, _ = HTMLExporter().from_notebook_node(nb)
     (out / f"{stem}.html").write_text(html)

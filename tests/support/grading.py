@@ -65,9 +65,10 @@ def nbgrader(root: Path, *args: str, env: dict[str, str] | None = None, timeout:
 
 
 def release(root: Path, students: list[str]) -> None:
+    """Release ``ps1`` and enrol ``students`` (one ``nbgrader db student import``)."""
     nbgrader(root, "generate_assignment", "ps1", "--force")
-    for student in students:
-        nbgrader(root, "db", "student", "add", student)
+    (root / "students.csv").write_text("id\n" + "".join(f"{student}\n" for student in students))
+    nbgrader(root, "db", "student", "import", "students.csv")
 
 
 def submit(root: Path, student: str, answers: tuple[str, str], extra: list[str] = (), kernel: str | None = None) -> None:
