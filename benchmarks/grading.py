@@ -1,7 +1,8 @@
 """A class's grading through sandboxes: nbgrader's ``autograde`` of 30 students' notebooks (the
 course of tests/support/grading.py: two graded answers each), every notebook in its own
-``sandbox-docker`` sandbox taken from a warm pool, against the same batch on plain ``python3``,
-measured in the same run, alternating (python3, sandbox, python3, sandbox ...):
+``sandbox-docker`` sandbox taken from a warm pool (as large as the class by default, filled before
+the batch is timed: a teacher warms it before grading), against the same batch on plain
+``python3``, measured in the same run, alternating (python3, sandbox, python3, sandbox ...):
 
   seconds   wall time of ``nbgrader autograde ps1`` for the whole class (median of the rounds)
   ratio     against python3's median in this run
@@ -11,7 +12,7 @@ harmless to the host: an endless loop (stopped by nbgrader's Execute.timeout, 10
 output, a read of another student's file. The fork bomb of tests/test_grading.py is left out: on
 python3 it would take the machine down.
 
-    .venv/bin/python benchmarks/grading.py [--students 30] [--rounds 2] [--pool 2] [--output FILE]
+    .venv/bin/python benchmarks/grading.py [--students 30] [--rounds 2] [--pool 30] [--output FILE]
 
 Needs the Docker engine and the sandbox image (.ci/docker-setup.sh), nbgrader (the test extra).
 """
@@ -54,6 +55,31 @@ def pooled_kernelspec(folder: Path, pool: int) -> dict[str, str]:
     return {"JUPYTER_PATH": str(folder)}
 
 
+def warm(env: dict[str, str], pool: int, timeout: float = 300) -> None:
+    """Start one kernel of the pooled kernelspec (its start fills the pool in the background) and
+    wait until ``pool`` sandboxes of its configuration wait (the registry's folder of its key,
+    the one written last)."""
+    import os
+
+    from jupyter_client.manager import start_new_kernel
+
+    from sandbox_kernel.backends.pool import POOL_ROOT, Registry
+
+    saved = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]
+    try:
+        km, kc = start_new_kernel(kernel_name=POOLED, startup_timeout=120)
+        kc.execute_interactive("1", timeout=120)
+        kc.stop_channels()
+        km.shutdown_kernel()
+    finally:
+        os.environ.pop("JUPYTER_PATH") if saved is None else os.environ.update(JUPYTER_PATH=saved)
+    key = max((POOL_ROOT / "docker").iterdir(), key=lambda folder: folder.stat().st_mtime).name
+    deadline = time.monotonic() + timeout
+    while len(Registry("docker", key, POOL_ROOT).entries()) < pool and time.monotonic() < deadline:
+        time.sleep(1)
+
+
 def batch(kernel: str, students: int, hostile: bool, env: dict[str, str]) -> float:
     """Seconds of ``nbgrader autograde`` for a fresh course of ``students`` on ``kernel``."""
     with tempfile.TemporaryDirectory(prefix="sandbox-kernel-grading-") as tmp:
@@ -73,7 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--pool", type=int, default=2)
+    parser.add_argument("--pool", type=int, default=30)
     parser.add_argument("--output", help="also write the table (markdown) to this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sandbox-kernel-specs-") as specs:
@@ -83,6 +109,8 @@ def main() -> None:
             times: dict[str, list[float]] = {"python3": [], POOLED: []}
             for _ in range(args.rounds):
                 for kernel in times:
+                    if kernel == POOLED:
+                        warm(env, args.pool)
                     times[kernel].append(batch(kernel, args.students, hostile, env))
                     print(f"{kernel} hostile={hostile}: {times[kernel][-1]:.1f} s", flush=True)
             base = statistics.median(times["python3"])
