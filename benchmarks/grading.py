@@ -69,7 +69,7 @@ def warm(env: dict[str, str], pool: int, timeout: float = 300) -> None:
     os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]
     try:
         km, kc = start_new_kernel(kernel_name=POOLED, startup_timeout=120)
-        kc.execute_interactive("1", timeout=120)
+        kc.execute_interactive("1", timeout=120, output_hook=lambda msg: None)
         kc.stop_channels()
         km.shutdown_kernel()
     finally:

@@ -4,6 +4,7 @@
     sandbox-kernel uninstall [--backend NAME ...]
     sandbox-kernel list
     sandbox-kernel mcp [--backend NAME] [--allowed-command REGEX ...] [--Backend.option=VALUE ...]
+    sandbox-kernel user-engine start|stop USER [--memory SIZE --pids N --cpus N]   (as root: a user's own engine)
     sandbox-kernel -f CONNECTION_FILE [--SandboxKernel.backend=NAME ...]   (what kernelspecs run)
 """
 

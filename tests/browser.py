@@ -41,6 +41,17 @@ SETTINGS = {  # JupyterLab user settings: every cell in the DOM, no news or upda
 }
 
 
+def stop_server(process: subprocess.Popen, log: Any, log_path: Path, artifact: str, grace: float) -> None:
+    """SIGTERM a test's server (SIGKILL after ``grace`` seconds), close its ``log`` and keep a
+    copy of it as ``build/browser-artifacts/ARTIFACT``."""
+    from tests.targets.gateway import stop_process
+
+    stop_process(process, grace)
+    log.close()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(log_path, ARTIFACTS / artifact)
+
+
 class RequestRecorder:
     """An HTTP server on 127.0.0.1 (OS-picked port) that answers every GET with a 1x1 PNG and
     keeps the request paths in :attr:`paths` (in arrival order)."""
@@ -145,17 +156,9 @@ class JupyterLab:
             self.browser.close()
         if self._playwright is not None:
             self._playwright.stop()
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()  # the server shuts its kernels down on SIGTERM
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process is not None:
-            self.log.close()
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            shutil.copy(self.tmp / "server.log", ARTIFACTS / f"{self.APPS[self.frontend][0]}-server.log")
+        if self.process is not None:  # the server shuts its kernels down on SIGTERM
+            stop_server(self.process, self.log, self.tmp / "server.log", f"{self.APPS[self.frontend][0]}-server.log",
+                        grace=30)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def api(self, path: str) -> Any:

@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.browser import CHROMIUM
+from tests.browser import CHROMIUM, stop_server
 
 ROOT = Path(os.environ.get("HUB_ROOT", "/opt/sandbox-kernel-hub"))
 VENV = ROOT / "venv"
@@ -138,19 +138,8 @@ class Hub:
         for user in USERS:
             with contextlib.suppress(Exception):
                 self.api("DELETE", f"/hub/api/users/{user}/server")
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process is not None:
-            self.log.close()
-            from tests.browser import ARTIFACTS
-
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            shutil.copy(self.tmp / "hub.log", ARTIFACTS / "jupyterhub.log")
+        if self.process is not None:  # the hub stops the users' servers on SIGTERM
+            stop_server(self.process, self.log, self.tmp / "hub.log", "jupyterhub.log", grace=60)
         LOCK_FILE.unlink(missing_ok=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
