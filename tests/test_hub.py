@@ -114,7 +114,13 @@ def test_kernelspecs_installed_by_root_under_umask_077_are_readable_by_each_user
 
 
 def test_each_user_is_offered_only_the_sandbox_kernels(hub, browser):
+    """Not python3, nor a kernelspec the user wrote for their own Python."""
+    mine = json.dumps({"argv": ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                       "display_name": "My host Python", "language": "python"})
     for user in USERS:
+        folder = f"/home/{user}/.local/share/jupyter/kernels/mine"
+        as_user(user, "sh", "-c", f'mkdir -p {folder} && cat > {folder}/kernel.json', input=mine, check=True,
+                timeout=30)
         context, page = login(browser, hub, user)
         try:
             assert launcher(page, hub, user) == ["Python 3 (sandbox: docker)"]
@@ -124,9 +130,10 @@ def test_each_user_is_offered_only_the_sandbox_kernels(hub, browser):
             dialog.wait_for()
             assert dialog.locator("select").evaluate("s => s.options[s.selectedIndex].text") == \
                 "Python 3 (sandbox: docker)"
-            assert "Python 3 (ipykernel)" not in dialog.inner_text()
+            assert "Python 3 (ipykernel)" not in dialog.inner_text() and "My host Python" not in dialog.inner_text()
         finally:
             context.close()
+            as_user(user, "rm", "-r", folder, timeout=30)
 
 
 def test_each_user_runs_a_sandbox_in_their_own_engine_and_cannot_reach_the_others(hub, browser):
