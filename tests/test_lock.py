@@ -115,7 +115,6 @@ def test_per_user_quotas_take_the_tightest_file(tmp_path):
     ({"DockerBakend": {"network": "none"}}, "has an unknown setting 'DockerBakend'"),
     ({"output_policy": "strict"}, "has output_policy 'strict', not one of sanitize, isolate, trust"),
     ({"per_user": {"containers": 2}}, r"has per_user keys other than \['memory', 'sandboxes'\]"),
-    ({"DockerBackend": {"memory_limit": {"maximum": "2g"}}}, r"has DockerBackend.memory_limit = \{'maximum': '2g'\}"),
 ])
 def test_a_lock_file_that_cannot_be_applied_refuses_every_sandbox(locked, document, why):
     path = locked(document)
@@ -130,6 +129,22 @@ def test_an_option_the_class_does_not_have_is_refused_not_ignored(locked):
                                      r"cannot apply it\)\.$"):
         made("docker")
     made("e2b")  # Backend's pool_size: e2b has no pool, nothing to lock
+
+
+def test_the_egress_allowlist_and_secrets_are_locked_like_any_option(locked):
+    path = locked({"DockerBackend": {"allow_hosts": {"subset_of": ["pypi.org", "files.pythonhosted.org"]},
+                                     "host_secrets": []}})
+    assert made("docker", allow_hosts=["pypi.org"]).allow_hosts == ["pypi.org"]
+    with pytest.raises(Locked) as refused:
+        made("docker", allow_hosts=["pypi.org", "example.org"])
+    assert str(refused.value) == (f"Refused by the administrator's lock ({path}): DockerBackend.allow_hosts may only "
+                                  "hold ['pypi.org', 'files.pythonhosted.org'], not ['example.org'].")
+
+
+def test_a_misspelt_rule_is_a_value_no_option_has_so_every_sandbox_is_refused(locked):
+    locked({"DockerBackend": {"memory_limit": {"maximum": "2g"}}})
+    with pytest.raises(Locked, match=r"DockerBackend.memory_limit must be \{'maximum': '2g'\}, not 1073741824"):
+        made("docker")
 
 
 def test_lock_folders_are_system_ones_found_without_user_variables(monkeypatch, tmp_path):

@@ -10,7 +10,8 @@ follows ``JUPYTER_CONFIG_PATH`` and ``XDG_CONFIG_DIRS``). Every file found appli
       "backends": ["docker"],
       "output_policy": "sanitize",
       "DockerBackend": {"network": "none", "mounts": [], "memory_limit": {"max": "2g"},
-                        "env_vars": {"subset_of": ["LANG"]}},
+                        "env_vars": {"subset_of": ["LANG"]}, "allow_hosts": {"subset_of": ["pypi.org"]},
+                        "host_secrets": []},
       "OutputOptions": {"allowed_origins": []},
       "per_user": {"sandboxes": 3, "memory": "4g"}
     }
@@ -18,7 +19,8 @@ follows ``JUPYTER_CONFIG_PATH`` and ``XDG_CONFIG_DIRS``). Every file found appli
 - ``backends``: the backends a sandbox may use.
 - ``output_policy``: the most permissive policy allowed (``sanitize`` < ``isolate`` < ``trust``).
 - A class section (``DockerBackend``, ``LocalBackend``, ``Backend`` for all, ``OutputOptions``)
-  locks options by name: a JSON value (the option must equal it), ``{"max": N}`` (at most N, a number
+  locks options by name: a JSON value (the option must equal it; ``{}`` for an empty dict option
+  such as ``envs``), ``{"max": N}`` (at most N, a number
   or a size such as ``"2g"``; for the options in :data:`ZERO_IS_UNLIMITED`, 0 is refused), ``{"one_of": [...]}`` or
   ``{"subset_of": [...]}`` (for a list option).
 - ``per_user``: the most sandboxes one user may run at once (``sandboxes``) and their memory
@@ -51,7 +53,6 @@ ZERO_IS_UNLIMITED = frozenset({"memory_limit", "pids_limit", "cpus", "workdir_si
                                "max_processes", "max_output_bytes"})
 """Options whose 0 means "no limit": a ``max`` lock refuses it."""
 _TOP = {"backends", "output_policy", "per_user"}
-_RULES = {"max", "one_of", "subset_of"}
 _PER_USER = {"sandboxes", "memory"}
 
 
@@ -129,9 +130,16 @@ def _check_values(section: str, rules: dict[str, Any], values: dict[str, Any],
     return problems
 
 
+def _is_rule(rule: Any, kind: str) -> bool:
+    """``rule`` is ``{kind: ...}`` (any other JSON object is a value an option must equal, e.g.
+    ``{}`` for a dict option; a misspelt rule such as ``{"maximum": ...}`` is then a value no
+    option has, and refuses every sandbox with the message that says so)."""
+    return isinstance(rule, dict) and set(rule) == {kind}
+
+
 def _judge(name: str, rule: Any, value: Any) -> str | None:
     """Why ``value`` breaks ``rule``, or None."""
-    if isinstance(rule, dict) and "max" in rule:
+    if _is_rule(rule, "max"):
         in_bytes = isinstance(rule["max"], str)  # "2g"
         ceiling = parse_bytes(rule["max"]) if in_bytes else rule["max"]
         def show(n: float) -> str:
@@ -139,13 +147,15 @@ def _judge(name: str, rule: Any, value: Any) -> str | None:
         if value == 0 and name in ZERO_IS_UNLIMITED:
             return f"must be at most {show(ceiling)}, not unlimited (0)"
         return None if value <= ceiling else f"must be at most {show(ceiling)}, not {show(value)}"
-    if isinstance(rule, dict) and "one_of" in rule:
+    if _is_rule(rule, "one_of"):
         return None if value in rule["one_of"] else f"must be one of {rule['one_of']!r}, not {value!r}"
-    if isinstance(rule, dict) and "subset_of" in rule:
+    if _is_rule(rule, "subset_of"):
         extra = [item for item in value if item not in rule["subset_of"]]
         return f"may only hold {rule['subset_of']!r}, not {extra!r}" if extra else None
     if isinstance(value, tuple | list | set | frozenset):
         value = list(value)
+    elif isinstance(value, dict):
+        value = dict(value)
     return None if value == rule else f"must be {rule!r}, not {value!r}"
 
 
@@ -163,10 +173,6 @@ def _validate(path: Path, document: Any) -> None:
                 raise bad(f"has output_policy {value!r}, not one of {', '.join(POLICY_ORDER)}")
         elif key not in sections() or not isinstance(value, dict):
             raise bad(f"has an unknown setting {key!r} (settings: {', '.join(sorted(_TOP | sections()))})")
-        else:
-            for name, rule in value.items():
-                if isinstance(rule, dict) and (len(rule) != 1 or set(rule) - _RULES):
-                    raise bad(f"has {key}.{name} = {rule!r}: a rule is a value or one of {sorted(_RULES)}")
 
 
 def sections() -> set[str]:
