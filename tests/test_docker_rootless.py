@@ -110,10 +110,19 @@ async def test_the_per_user_memory_quota_says_so(tmp_path, monkeypatch):
             assert (await run(make(memory_limit="512m"), "2 + 2"))[1].result() == "4"
 
 
-def test_the_user_engine_command_is_idempotent_and_refuses_a_user_without_subordinate_ids(engine):
-    again = subprocess.run([str(VENV / "bin" / "sandbox-kernel"), "user-engine", "start", USER],
-                           capture_output=True, text=True, timeout=120, cwd="/")
+def test_the_user_engine_command_is_idempotent_stops_and_refuses_a_user_without_subordinate_ids(engine):
+    def command(*args):
+        return subprocess.run([str(VENV / "bin" / "sandbox-kernel"), "user-engine", *args], capture_output=True,
+                              text=True, timeout=120, cwd="/")
+    again = command("start", USER)
     assert again.returncode == 0 and again.stdout.strip() == f"DOCKER_HOST={engine}"
+    assert command("stop", USER).stdout == f"stopped the engine of {USER}\n"
+    ping = ["curl", "-s", "--unix-socket", engine.removeprefix("unix://"), "http://d/_ping"]
+    assert as_user(USER, *ping, timeout=30).returncode != 0  # nothing answers there any more
+    assert command("stop", USER).stdout == f"no engine of {USER} runs\n"
+    limits = ["--memory", str(ENGINE_LIMITS["memory"]), "--pids", str(ENGINE_LIMITS["pids"]), "--cpus", "1"]
+    assert command("start", USER, *limits).stdout.strip() == f"DOCKER_HOST={engine}"
+    assert as_user(USER, *ping, timeout=30).stdout == "OK"
     nobody = subprocess.run([sys.executable, "-m", "sandbox_kernel", "user-engine", "start", "nobody"],
                             capture_output=True, text=True, timeout=60)
     assert nobody.returncode == 1

@@ -123,10 +123,10 @@ def _prepare(engine: UserEngine) -> None:
     """The user's runtime folder (made by root, as pam_systemd does), and, written as the user,
     the overlay storage setting when the user has none."""
     engine.runtime_dir.parent.mkdir(mode=0o755, exist_ok=True)
-    for folder in (engine.runtime_dir, engine.socket.parent):
-        if not folder.is_dir():
-            folder.mkdir(mode=0o700)
-            os.chown(folder, engine.user.pw_uid, engine.user.pw_gid)
+    if not engine.runtime_dir.is_dir():  # in root's /run/user: nothing of the user's can be in the way
+        engine.runtime_dir.mkdir(mode=0o700)
+        os.chown(engine.runtime_dir, engine.user.pw_uid, engine.user.pw_gid)
+    engine.run("mkdir", "-p", "-m", "0700", str(engine.socket.parent), check=True)  # inside it: as the user
     conf = Path(engine.user.pw_dir, ".config", "containers", "storage.conf")
     engine.run("sh", "-c", 'test -e "$2" || { mkdir -p "$1" && cat > "$2"; }', "sh", str(conf.parent), str(conf),
                input=STORAGE_CONF.encode(), check=True)
@@ -195,17 +195,33 @@ def _serve(engine: UserEngine, cgroups: list[Path]) -> None:
 
 def stop(username: str) -> bool:
     """Stop the engine :func:`start` started for ``username`` (its sandboxes keep running until
-    their kernels end); False when none runs."""
+    their kernels end); False when none runs. Podman runs the service in a child of the process
+    started (inside the user namespace): the whole process group is signalled."""
     pid_file = STATE_DIR / f"{username}.pid"
     try:
-        pid = int(pid_file.read_text())
-        running = b"system\0service" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        group = int(pid_file.read_text())
     except (OSError, ValueError):
         return False
+    running = any(_is_service(proc) for proc in Path("/proc").glob("[0-9]*") if _group_of(proc) == group)
     if running:
-        os.kill(pid, 15)
+        os.killpg(group, 15)
     pid_file.unlink()
     return running
+
+
+def _group_of(proc: Path) -> int | None:
+    """The process group of ``/proc/PID`` (field 5 of its stat), None when it is gone."""
+    try:
+        return int(proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _is_service(proc: Path) -> bool:
+    try:
+        return b"podman\0system\0service" in proc.joinpath("cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def copy_image(engine: UserEngine, image: str) -> None:
