@@ -208,19 +208,9 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
 
     # -- network ---------------------------------------------------------------------------
     async def allow(self, *hosts: str) -> list[str]:
-        """Let the sandbox reach ``hosts`` as well (``allow_hosts`` entries: ``example.org``,
-        ``api.example.com:8443``, ``*.example.com``, an address or network, the preset ``pypi``),
-        keeping its state: in force when this returns (within a second).
-
-        Returns:
-            The entries now in force, presets expanded.
-
-        Raises:
-            EgressError: a bad entry, or a running sandbox started without ``allow_hosts`` (it has
-                no egress proxy to change: restart it, which loses the state).
-            NotSupported: the backend cannot change a running sandbox's hosts
-                (``capabilities.egress_update``; local never can).
-        """
+        """Let the sandbox reach ``hosts`` as well, its state kept; returns the entries now in
+        force. Entries, errors and timing: :meth:`SandboxSession.allow
+        <sandbox_kernel.session.session.SandboxSession.allow>` (EgressError, NotSupported)."""
         return await self.session.allow(*hosts)
 
     # -- files -------------------------------------------------------------------------------
