@@ -139,7 +139,7 @@ class KernelClientBackend(Backend):
         with contextlib.suppress(Exception):  # a death meanwhile is the next request's to report
             msg = self._message("complete_request", {"code": "zi", "cursor_pos": 2},
                                 subshell=await self._subshells.inner(self.WARM_UP))
-            request = self._requests[msg["header"]["msg_id"]] = _Request()
+            request = self._requests[msg["header"]["msg_id"]] = _Request(shown=False)
             try:
                 self._client.shell_channel.send(msg)
                 await self._until_replied(request.reply, self.request_timeout)

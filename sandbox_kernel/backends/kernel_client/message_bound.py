@@ -138,6 +138,8 @@ class Request:
     timed_out: bool = False
     execute: bool = False
     dropped: bool = False  # a connection closed while this request was pending
+    shown: bool = True  # False: nothing shows its output (the completion warm-up), so a drop
+    # while only such requests are pending is told outside any cell
     told: bool = False  # ... and the cell has said that output was dropped
 
 
@@ -201,7 +203,7 @@ class DropRecovery:
         pending = list(self._requests.values())
         for request in pending:
             request.dropped = True
-        self._unclaimed_drop |= not pending
+        self._unclaimed_drop |= not any(r.shown for r in pending)
         self.end_input |= channel == "stdin" and any(r.stdin for r in pending)
         if self.end_input:
             self._client.input("\x04")  # the lost message was an input_request: end it (EOFError)
