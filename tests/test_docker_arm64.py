@@ -118,7 +118,7 @@ def pyyaml_arm64(client):  # noqa: F811
 @pytest.mark.timeout(300)
 async def test_packages_on_an_arm64_image_get_aarch64_wheels(client, pyyaml_arm64):  # noqa: F811
     from tests.support.backends import backends
-    from tests.targets.docker import Recorder
+    from tests.support.recorder import Recorder
 
     started = time.monotonic()
     async with backends("docker") as make:

@@ -51,7 +51,7 @@ CASES = [f for name, f in inspect.getmembers(contract, inspect.iscoroutinefuncti
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda f: f.__name__.removeprefix("test_"))
-async def test_contract_on_enterprise_gateway(eg, case, tmp_path):
+async def test_contract_on_enterprise_gateway(eg, case, tmp_path, monkeypatch):
     """Each contract test, its backend a kernel in a container that EG started."""
     from sandbox_kernel.backends.gateway import GatewayBackend
 
@@ -61,7 +61,8 @@ async def test_contract_on_enterprise_gateway(eg, case, tmp_path):
         made.append(GatewayBackend(**{**traits(eg), **more}))
         return made[-1]
 
-    available = {"make_backend": make_backend, "backend_name": "gateway", "tmp_path": tmp_path}
+    available = {"make_backend": make_backend, "backend_name": "gateway", "tmp_path": tmp_path,
+                 "monkeypatch": monkeypatch}
     try:
         await case(**{name: available[name] for name in inspect.signature(case).parameters})
     finally:

@@ -30,7 +30,7 @@ from traitlets.config import Configurable
 from ..backends import make_backend
 from ..backends.base import Backend, Capabilities, StdinHandler, request_msg_id, request_subshell_id
 from ..core.errors import SandboxDied, SandboxError
-from ..core.events import Emit, Event, Outcome
+from ..core.events import Display, Emit, Event, Outcome
 from ..policy import OutputPolicy
 from . import commands, replies, transfer
 from .files import FileOptions, SessionFiles
@@ -90,6 +90,7 @@ class SandboxSession:
         self._replaced: list[Callable[[], None]] = []
         self._lost = False  # the sandbox died during the last cell
         self._progress: Emit | None = None
+        self._progress_cell: tuple[Emit, set[str]] | None = None  # a cell waiting for the start
         self.backend.set_comm_handler(self._unsolicited)
         self.files = SessionFiles(self.backend, files)
         self.on_replaced(self.files.replaced)
@@ -340,19 +341,38 @@ class SandboxSession:
         self.pipeline.outside_cell(event, lambda shown: sink(shown, request))
 
     def set_progress_sink(self, sink: Emit | None) -> None:
-        """Show what the backend reports while it prepares a sandbox (an image build) in ``sink``."""
+        """Show what the backend reports while it prepares a sandbox (an image build) in ``sink``
+        while no cell waits for the start (then it goes to that cell: :meth:`_start_showing`)."""
         self._progress = sink
-        self.backend.set_progress_handler(sink)
+        self.backend.set_progress_handler(self._show_progress if sink is not None else None)
 
     async def _start_showing(self, emit: Emit) -> None:
-        """Start the sandbox for a cell, what it reports meanwhile (an image build) shown in it."""
+        """Start the sandbox for a cell, what it reports meanwhile (an image build) shown in it,
+        also when the start was already under way (a kernel starts its sandbox at launch, and a
+        scripted run's first cell must say what it waits for)."""
         if self.backend.started:
             return
-        self.backend.set_progress_handler(emit)
+        self._progress_cell = (emit, set())
+        self.backend.set_progress_handler(self._show_progress)
         try:
             await self.backend.start()
         finally:
-            self.backend.set_progress_handler(self._progress)
+            self._progress_cell = None
+            self.backend.set_progress_handler(self._show_progress if self._progress is not None else None)
+
+    def _show_progress(self, event: Event) -> None:
+        """The backend's progress event, to the cell waiting for the start, else to the door's
+        sink. A cell that comes in during a build first gets the build's display as
+        ``display_data``: an ``update_display_data`` for a display it never had is ignored."""
+        if self._progress_cell is None:
+            if self._progress is not None:
+                self._progress(event)
+            return
+        emit, shown = self._progress_cell
+        if isinstance(event, Display) and event.display_id is not None and event.display_id not in shown:
+            shown.add(event.display_id)
+            event = replace(event, update=False)
+        emit(event)
 
     # -- completion and inspection ----------------------------------------------------------
     async def _answering(self, capability: str) -> Backend | None:
