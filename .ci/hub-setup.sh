@@ -23,7 +23,7 @@ source .ci/apt.sh   # apt_install
 
 missing=()
 for tool in podman:podman newuidmap:uidmap slirp4netns:slirp4netns fuse-overlayfs:fuse-overlayfs \
-            catatonit:catatonit npm:npm setpriv:util-linux runuser:util-linux; do
+            catatonit:catatonit npm:npm setpriv:util-linux runuser:util-linux curl:curl nsenter:util-linux kill:procps; do
     command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 apt_install "${missing[@]}"

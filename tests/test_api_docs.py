@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.backends import prepared
 
-pytestmark = pytest.mark.kernel
+pytestmark = pytest.mark.docker  # every example runs on the docker backend
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)

@@ -16,6 +16,7 @@ import os
 import secrets
 import sys
 
+import pexpect
 import psutil
 import pytest
 
@@ -23,8 +24,6 @@ from tests.support.backends import prepared
 from tests.targets import backend_of
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
-
-pexpect = pytest.importorskip("pexpect")
 
 
 @pytest.fixture(params=["local", "docker"])

@@ -81,7 +81,7 @@ async def test_pip_install_and_the_probes(engine_name, rig, tmp_path):
     outcomes = json.loads(probed.text("stdout").strip().splitlines()[-1])
     leaks = {name: o for name, o in outcomes.items() if o[0].startswith("reached") != name.startswith("control")}
     assert not leaks and len(outcomes) >= 40, leaks
-    assert not {name: o for name, o in outcomes.items() if o[1] > 5.5}
+    assert not {name: o for name, o in outcomes.items() if o[1] > 5.5 or "timed out" in o[0] or "Timeout" in o[0]}
     assert "egress: refused attacker.test:80 (not allowed)" in probed.text("stderr")
     assert rig.log("attacker") == []
     assert set(rig.dns_queries()) <= {"index.test", "api.test", "rebind.test"}

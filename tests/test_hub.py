@@ -161,7 +161,8 @@ def test_each_user_runs_a_sandbox_in_their_own_engine_and_cannot_reach_the_other
             "bob's sandbox's environment": ["cat", f"/proc/{bob_pid}/environ"]}
         for what, argv in tries.items():
             done = as_user(ALICE, *argv, timeout=30)
-            assert done.returncode != 0, f"alice reached {what}: {done.stdout}"
+            assert done.returncode not in (0, 126, 127), f"alice reached {what} (or the tool is missing): " \
+                                                         f"{done.returncode} {done.stdout} {done.stderr}"
         assert not set(as_user(ALICE, "podman", "ps", "-a", "--format", "{{.Names}}", timeout=60).stdout.split()) & bob
     finally:
         for context in contexts:

@@ -142,7 +142,6 @@ probe("proxy: its own listener", lambda: connect("127.0.0.1:3129"))
 probe("proxy: localhost", lambda: get("http://localhost:3129/"))
 probe("proxy: its own outbound address", lambda: connect(f"{RIG['proxy']}:3129"))  # noqa: F821
 probe("proxy: host.docker.internal", lambda: get("http://host.docker.internal/leak"))
-probe("proxy: the metadata address", lambda: get("http://169.254.169.254/latest/meta-data/"))
 probe("proxy: IPv6 loopback", lambda: connect("[::1]:80"))
 probe("proxy: IPv4-mapped IPv6 attacker", lambda: connect(f"[::ffff:{A}]:80"))
 probe("proxy: redirect from an allowed host to a denied one", lambda: get(

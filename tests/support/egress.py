@@ -183,7 +183,9 @@ def rig(client: Any, wheels: dict[str, bytes]) -> Iterator[Rig]:
     """A rig on ``client``'s engine serving ``wheels`` (``{filename: bytes}``) from its index;
     removed at the end."""
     name = f"egress-rig-{secrets.token_hex(3)}"
-    client.networks.create(name, driver="bridge", labels={"org.sandbox-kernel.egress-rig": name})
+    # internal: the engine gives the rig no route out, so even a proxy that let a request through
+    # could only reach the rig's own containers
+    client.networks.create(name, driver="bridge", internal=True, labels={"org.sandbox-kernel.egress-rig": name})
     made = Rig(client, name, make_ca())
     try:
         _run(made, "index", {}, ["pypi-server", "run", "-p", str(INDEX_PORT), "--disable-fallback", "-a", ".",
