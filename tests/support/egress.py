@@ -184,8 +184,10 @@ def rig(client: Any, wheels: dict[str, bytes]) -> Iterator[Rig]:
     removed at the end."""
     name = f"egress-rig-{secrets.token_hex(3)}"
     # internal: the engine gives the rig no route out, so even a proxy that let a request through
-    # could only reach the rig's own containers
-    client.networks.create(name, driver="bridge", internal=True, labels={"org.sandbox-kernel.egress-rig": name})
+    # could only reach the rig's own containers. Not on Podman: on its internal networks the proxy
+    # did not reach the rig's index (measured with Debian's podman), so there it is a plain bridge.
+    podman = any("podman" in c.get("Name", "").lower() for c in client.version().get("Components") or [])
+    client.networks.create(name, driver="bridge", internal=not podman, labels={"org.sandbox-kernel.egress-rig": name})
     made = Rig(client, name, make_ca())
     try:
         _run(made, "index", {}, ["pypi-server", "run", "-p", str(INDEX_PORT), "--disable-fallback", "-a", ".",
