@@ -150,6 +150,34 @@ def test_concurrent_claims_never_get_the_same_sandbox(tmp_path):
     assert registry.count() == 0
 
 
+def test_a_registry_that_is_not_this_users_is_never_read(tmp_path):
+    """The default registry is in the shared temporary folder: one another user made first, or a
+    link, is never read (its planted records are neither adopted nor signalled by the sweep) and
+    never written; the user's own, left open to others by an earlier version, is closed."""
+    root, key = tmp_path / "pool", "k" * 16
+    pool.Registry("local", key, root=root).offer("box", {"pid": 1})
+    claimed = pool.Registry("local", key, root=root).claim()
+    assert claimed["name"] == "box" and len(pool.claimed_records("local", root)) == 1
+    pool.Registry("local", key, root=root).offer("box-2", {"pid": 1})
+
+    def unread(where):
+        registry = pool.Registry("local", key, root=where)
+        assert registry.entries() == [] and registry.count() == 0 and registry.claim() is None
+        assert pool.waiting_records("local", where) == [] and pool.claimed_records("local", where) == []
+        with pytest.raises(PermissionError, match="no sandbox is pooled"):
+            registry.offer("planted", {})
+
+    root.chmod(0o755)  # this user's, open to others (as made before): closed, then read
+    assert pool.Registry("local", key, root=root).count() == 1 and root.stat().st_mode & 0o777 == 0o700
+    if os.getuid() == 0:  # another owner (as root the test can make one)
+        os.chown(root, 65534, 65534)
+        unread(root)
+        os.chown(root, 0, 0)
+    (tmp_path / "link").symlink_to(root)
+    unread(tmp_path / "link")
+    assert pool.Registry("local", key, root=root).count() == 1  # the user's own is read as before
+
+
 @pytest.mark.parametrize("name", list(TRANSPORTS))
 async def test_a_pooled_sandbox_that_died_is_skipped_without_a_word(name):
     dead = await filled(name)

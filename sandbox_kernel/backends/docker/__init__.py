@@ -348,10 +348,11 @@ class DockerBackend(KernelClientBackend):
                                                                    dir=engine.HOSTDIR_ROOT))
         try:
             self._info = {} if relayed else prepare_hostdir(self._hostdir, uid)
-            labels = {**engine.labels(self.session, self._hostdir), **quota.labels(self.memory_limit)}
+            owned = engine.labels(self.session, self._hostdir)
+            labels = {**owned, **quota.labels(self.memory_limit)}
             name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
             self._volume = self.workdir_volume or f"{name}-work"
-            await self._start_egress(client, name, labels)
+            await self._start_egress(client, name, owned)  # not the quota's: the proxy is no sandbox of the user
             spec = container_spec(self, name, self._hostdir, self._volume, labels, engine_here=self._engine_here,
                                   egress=self._egress, plan=plan)
             spec = use_image(spec, self._run_image, self._kernelspec, relayed=relayed)
@@ -442,8 +443,8 @@ class DockerBackend(KernelClientBackend):
             record["id"] = self._container.id
             await self._pooled_ready(client)
         except BaseException:
-            self._container, self._volume = None, None
-            await _run_blocking(self._orphans.remove, client, None, None if self.workdir_volume else volume)
+            self._container, self._volume = None, None  # a created one is removed, running or not
+            await _run_blocking(self._orphans.remove, client, record.get("id"), None if self.workdir_volume else volume)
             engine.remove_hostdir(hostdir)
             raise
         self._container = self._volume = None

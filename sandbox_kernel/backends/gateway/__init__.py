@@ -147,9 +147,11 @@ class GatewayBackend(KernelClientBackend):
 
     async def _settle_in(self) -> None:
         """In a kernel just started: ``env`` in its environment (a gateway may drop names at
-        start), then the workspace copied into a folder of its own that becomes its working
-        directory (a Kernel Gateway's kernels share the gateway's)."""
-        if self.env:
+        start; in a Python kernel only: another language's kernel has what the start request
+        sent, e.g. Enterprise Gateway's ``KERNEL_*``), then the workspace copied into a folder of
+        its own that becomes its working directory (a Kernel Gateway's kernels share the gateway's)."""
+        language = ((self.kernel_info or {}).get("language_info") or {}).get("name")
+        if self.env and language == "python":
             reply = await self.run_silently(f"__import__('os').environ.update({dict(self.env)!r})")
             if reply.get("status") != "ok":
                 raise SandboxStartError("Could not set env in the gateway's kernel: it does not run Python.")

@@ -8,7 +8,8 @@ container's whole specification, the image's id and the transport), so a session
 takes a sandbox made exactly as it would have made one itself.
 
 * **Registry.** Each pooled sandbox is one JSON file, ``POOL_ROOT/BACKEND/KEY/NAME.json``
-  (mode 0600 in a 0700 directory of this user: it holds the kernel's connection key).
+  (mode 0600 in a 0700 directory of this user: it holds the kernel's connection key; a registry
+  folder that is a link or another user's is never read nor written).
 * **Taking one is atomic.** A session claims an entry by renaming its file into
   ``POOL_ROOT/claimed/`` (``rename(2)`` is atomic: of two kernels started at the same moment,
   one gets the file, the other ``FileNotFoundError`` and tries the next). The claimed file

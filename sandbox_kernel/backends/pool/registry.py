@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -50,7 +51,38 @@ def options_of(backend: Any) -> dict[str, Any]:
     return {name: getattr(backend, name) for name in backend.trait_names(config=True)}
 
 
-def _private_dir(path: Path) -> Path:
+def _ours(root: Path) -> bool:
+    """Whether ``root`` is missing or this user's private folder: a directory (not a link) this
+    user owns, closed to others (closed here if it was open: the records hold connection keys).
+    The default root is in the shared temporary folder, where another
+    user could make it first and plant records (a "claimed" record whose process group the sweep
+    would signal, a waiting "sandbox" a session would adopt): such a registry is never read."""
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+        return False
+    if st.st_mode & 0o077:  # this user's, but open to others (made with the umask's mode before): close it
+        try:
+            os.chmod(root, 0o700)
+        except OSError:
+            return False
+    return True
+
+
+def _private_dir(path: Path, root: Path = POOL_ROOT) -> Path:
+    """``path`` (below ``root``), made 0700 if missing.
+
+    Raises:
+        PermissionError: ``root`` is not this user's private folder (see :func:`_ours`).
+    """
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _ours(root):
+        raise PermissionError(f"The warm pool's folder {root} is a link, another user's, or open to others: "
+                              "no sandbox is pooled; remove it.")
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 
@@ -63,8 +95,9 @@ class Registry:
         self.dir = root / backend / key
 
     def offer(self, name: str, record: dict[str, Any]) -> None:
-        """Put a started sandbox in the pool (atomically: a reader never sees half a file)."""
-        _private_dir(self.dir)
+        """Put a started sandbox in the pool (atomically: a reader never sees half a file).
+        Raises PermissionError for a registry that is not this user's (:func:`_private_dir`)."""
+        _private_dir(self.dir, self.root)
         temporary = self.dir / f".{name}.new"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as file:
@@ -72,20 +105,25 @@ class Registry:
         os.replace(temporary, self.dir / f"{name}.json")
 
     def entries(self) -> list[dict[str, Any]]:
-        """The records waiting in the pool, oldest first."""
+        """The records waiting in the pool, oldest first (none in a registry not this user's)."""
         records = []
+        if not _ours(self.root):
+            return records
         for path in sorted(self.dir.glob("*.json"), key=_mtime):
             with contextlib.suppress(OSError, ValueError):
                 records.append(json.loads(path.read_text()))
         return records
 
     def count(self) -> int:
-        return len(list(self.dir.glob("*.json")))
+        return len(list(self.dir.glob("*.json"))) if _ours(self.root) else 0
 
     def claim(self) -> dict[str, Any] | None:
         """Take the oldest waiting sandbox's record, atomically (``rename(2)``), or None when
-        the pool is empty. The caller owns it from then on (:func:`release` when it is gone)."""
-        claimed = _private_dir(self.root / CLAIMED)
+        the pool is empty (or not this user's). The caller owns it from then on (:func:`release`
+        when it is gone)."""
+        if not _ours(self.root):
+            return None
+        claimed = _private_dir(self.root / CLAIMED, self.root)
         for path in sorted(self.dir.glob("*.json"), key=_mtime):
             target = claimed / f"{self.backend}-{path.name}"
             try:
@@ -125,8 +163,11 @@ def release(backend: str, name: str, root: Path = POOL_ROOT) -> None:
 
 
 def claimed_records(backend: str, root: Path = POOL_ROOT) -> list[dict[str, Any]]:
-    """The records of ``backend``'s claimed sandboxes on this host."""
+    """The records of ``backend``'s claimed sandboxes on this host (none in a registry not this
+    user's: :func:`_ours`)."""
     records = []
+    if not _ours(root):
+        return records
     for path in (root / CLAIMED).glob(f"{backend}-*.json"):
         with contextlib.suppress(OSError, ValueError):
             records.append(json.loads(path.read_text()))
@@ -134,8 +175,11 @@ def claimed_records(backend: str, root: Path = POOL_ROOT) -> list[dict[str, Any]
 
 
 def waiting_records(backend: str, root: Path = POOL_ROOT) -> list[tuple[Registry, dict[str, Any]]]:
-    """Every key's waiting sandboxes of ``backend`` on this host, with their registry."""
+    """Every key's waiting sandboxes of ``backend`` on this host, with their registry (none in a
+    registry not this user's)."""
     found = []
+    if not _ours(root):
+        return found
     for directory in sorted((root / backend).glob("*")) if (root / backend).is_dir() else []:
         registry = Registry(backend, directory.name, root)
         found += [(registry, record) for record in registry.entries()]
