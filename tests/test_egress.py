@@ -228,3 +228,32 @@ def test_allow_line_in_the_kernel_asks_first_and_the_magic_takes_it(rig, tmp_pat
     assert "may now reach" in nb.cells[2].outputs[0]["text"] and "mirror.test:8080" in nb.cells[2].outputs[0]["text"]
     assert "".join(o.get("text", "") for o in nb.cells[3].outputs).split() == ["200", "42"]
     quiet_outside(rig, {"index.test", "mirror.test"})
+
+
+FAIL_CLOSED = """
+import asyncio
+from types import SimpleNamespace as NS
+import egress_proxy
+policy = egress_proxy.Policy({"allow": ["ok.test"]})
+flow = NS(response=None, server_conn=NS(id="x", tls_established=False),
+          request=NS(method="GET", host="ok.test", port=80, host_header="a..b", first_line_format="absolute"))
+policy.requestheaders(flow)  # a Host header the rules cannot read
+data = NS(server=NS(address=("ok.test", 80), sni=None, error=None))
+async def broken(name, port):
+    raise ValueError("a resolver that fails oddly")
+policy._resolve = broken
+asyncio.run(policy.server_connect(data))
+print("RESULT", flow.response.status_code, data.server.error)
+"""
+
+
+def test_a_check_that_raises_refuses(client):  # noqa: F811
+    """mitmproxy logs an addon's exception and carries on: the proxy's hooks refuse instead of
+    letting an unchecked request out. Run in the proxy's image with its own mitmproxy."""
+    from sandbox_kernel.backends.docker.egress.container import IMAGE, sources
+
+    files = [(f"{name}.py", text) for name, text in sources()] + [("check.py", FAIL_CLOSED)]
+    write = "; ".join(f"open({name!r}, 'w').write({text!r})" for name, text in files)
+    out = client.containers.run(IMAGE, ["sh", "-c", 'cd /tmp && python -c "$0" && python check.py', write],
+                                network_mode="none", remove=True, stdout=True, stderr=False).decode()
+    assert "RESULT 403 sandbox-kernel egress refused ok.test:80: the proxy could not check it (ValueError)" in out, out

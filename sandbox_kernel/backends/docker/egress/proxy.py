@@ -24,6 +24,7 @@ The sandbox reaches the proxy only through a unix socket in a volume both contai
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import json
 import os
@@ -95,8 +96,40 @@ class Refuse(layer.Layer):
             yield commands.CloseConnection(self.context.client)
 
 
+def fail_closed(hook):
+    """A hook that refuses what it could not check: mitmproxy logs an addon's exception and
+    carries on, so a request whose check raised would go out unchecked (a Host header that
+    ``normalize`` rejects, an address ``as_address`` cannot read)."""
+    def refuse(self, arg, exc: Exception) -> None:
+        reason = f"the proxy could not check it ({type(exc).__name__})"
+        server = getattr(arg, "server", None)
+        if server is not None:  # server_connect
+            host, port = (tuple(server.address or ()) + ("?", 0))[:2]
+            server.error = self.refuse(str(host), port, reason)
+        else:
+            host, port = getattr(arg.request, "host", "?"), getattr(arg.request, "port", 0)
+            self._deny(arg, host, port, reason)
+
+    if asyncio.iscoroutinefunction(hook):
+        @functools.wraps(hook)
+        async def checked(self, arg):
+            try:
+                await hook(self, arg)
+            except Exception as exc:  # noqa: BLE001 - whatever went wrong, the request is refused
+                refuse(self, arg, exc)
+    else:
+        @functools.wraps(hook)
+        def checked(self, arg):
+            try:
+                hook(self, arg)
+            except Exception as exc:  # noqa: BLE001 - whatever went wrong, the request is refused
+                refuse(self, arg, exc)
+    return checked
+
+
 class Policy:
-    """mitmproxy's hooks that decide (see the module docstring)."""
+    """mitmproxy's hooks that decide (see the module docstring); each refuses what it could not
+    check (:func:`fail_closed`)."""
 
     def __init__(self, config: dict) -> None:
         self.allowlist = rules.Allowlist(config["allow"])
@@ -112,6 +145,7 @@ class Policy:
         flow.response = http.Response.make(403, self.refuse(host, port, reason, allowable) + "\n",
                                            {"Content-Type": "text/plain"})
 
+    @fail_closed
     def http_connect(self, flow) -> None:
         host, port = flow.request.host, flow.request.port
         if not self.allowlist.allows(host, port):
@@ -119,6 +153,7 @@ class Policy:
         else:
             self.tunnels[flow.server_conn.id] = (rules.normalize(host), port)
 
+    @fail_closed
     def requestheaders(self, flow) -> None:
         if flow.response is not None or flow.request.method == "CONNECT":
             return
@@ -140,6 +175,7 @@ class Policy:
             for name, value in headers:
                 request.headers[name] = value
 
+    @fail_closed
     async def server_connect(self, data) -> None:
         server = data.server
         host, port = server.address
