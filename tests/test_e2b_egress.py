@@ -57,3 +57,17 @@ async def test_allow_changes_a_running_sandbox_and_keeps_its_state(make, srv):  
         assert rec.text() == "42\n" and backend.describe()["sandbox_id"] == sandbox_id
     with pytest.raises(EgressError, match="ports 80 and 443 only"):
         await make(allow_hosts=["api.example.com:8443"]).start()
+
+
+async def test_an_attached_sandbox_gets_this_sessions_allowlist(make, srv):  # noqa: F811
+    """A sandbox kept alive by another session keeps the network it was made with (E2B's default:
+    everything): attaching with allow_hosts puts this session's list on it."""
+    async with make(keep_alive=True) as first:
+        await first.execute("x = 42", Recorder())
+        sandbox_id = first.describe()["sandbox_id"]
+    assert srv.get(sandbox_id).network is None
+    async with make(sandbox_id=sandbox_id, allow_hosts=["example.org"]) as second:
+        rec = Recorder()
+        await second.execute("print(x)", rec)
+        assert second.describe()["attached"] and rec.text() == "42\n"
+        assert srv.get(sandbox_id).network == {"allowOut": ["example.org"], "denyOut": ["0.0.0.0/0"]}

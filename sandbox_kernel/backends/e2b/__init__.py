@@ -174,6 +174,8 @@ class E2BBackend(Backend):
                 with self._boundary(SandboxStartError):
                     if self._attach_to:
                         sandbox = await self._attach(cls, options)
+                        if sandbox is not None and (network := network_of(self)):  # it keeps the network it
+                            await sandbox.update_network(network)  # was made with: this session's applies
                     if sandbox is None:
                         sandbox = await cls.create(template=self.template or None, timeout=self.lifetime,
                                                    envs={**self._host_env, **self.envs, **self.env,
