@@ -193,3 +193,5 @@ def test_the_options_reach_every_door():
     for backend in (by_config, by_line, by_keywords):
         assert (list(backend.allow_hosts), list(backend.host_secrets)) == (hosts, [secret])
         assert backend.describe()["host_secrets"] == ["api.example.com Authorization"]
+    with_port = DockerBackend(host_secrets=["api.example.com:8443 X-Key: {env:TOKEN}"])
+    assert with_port.describe()["host_secrets"] == ["api.example.com:8443 X-Key"]  # host, port and header

@@ -37,7 +37,7 @@ from ...runtime.paths import within
 from ...runtime.traits import ByteSize, HostVariables, format_bytes
 from .. import pool
 from ..base import StdinHandler
-from ..egress import allow_hosts_trait, pypi_index_trait, secrets_trait
+from ..egress import allow_hosts_trait, parse_secret, pypi_index_trait, secrets_trait
 from ..kernel_client import KernelClientBackend
 from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
 from ..pool import pool_size_trait, pool_ttl_trait
@@ -693,6 +693,6 @@ class DockerBackend(KernelClientBackend):
                 "transport": self._transport or self.transport,
                 "allow_hosts": self._egress.entries if self._egress is not None else list(self.allow_hosts),
                 "egress_proxy": self._egress.name if self._egress is not None else None,
-                "host_secrets": [s.split(":", 1)[0] for s in self.host_secrets],
+                "host_secrets": [f"{secret.host} {secret.header}" for secret in map(parse_secret, self.host_secrets)],
                 "workdir": self.workdir, "env": sorted(self.env) or None,
                 "limits": {k: v for k, v in limits.items() if v}}

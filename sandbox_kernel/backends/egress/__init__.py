@@ -11,7 +11,8 @@ and used by every backend that has them:
 - gateway cannot either: it is refused at start unless the gateway's own network policy is
   named (``GatewayBackend.network_policy``), which then decides.
 
-With no entry the sandbox has no network at all (docker's ``network=none``, the default).
+With no entry a docker sandbox has no network at all (``network=none``, the default); an e2b one
+has E2B's default (the internet) and a gateway's kernel what its gateway gives it.
 """
 
 from __future__ import annotations

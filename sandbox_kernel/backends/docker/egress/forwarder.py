@@ -9,8 +9,8 @@ site-packages, and the egress forwarder.
   kernel's subprocesses (``!python``), so a package installed in a cell imports in the next.
 - ``SANDBOX_KERNEL_EGRESS`` (``"PORT SOCKET"``, with ``allow_hosts``): a thread of the kernel's
   process accepts connections on ``127.0.0.1:PORT`` and pipes each to the proxy's unix socket,
-  the sandbox's one way out (its network is ``none``). The proxy starts beside the kernel and the
-  session does not wait for it: a connection made before it listens waits for it (30 s at most). A thread, not a process: it survives the
+  the sandbox's one way out (its network is ``none``). The proxy starts once the kernel is ready
+  (beside it when there are ``host_secrets``) and the session does not wait for it: a connection made before it listens waits for it (30 s at most). A thread, not a process: it survives the
   fork-bomb reaper (which spares the kernel), a restart starts it again, and it holds no pid.
 """
 
@@ -59,7 +59,7 @@ def _egress_forwarder():
     import threading
 
     async def handle(reader, writer):
-        for _ in range(1500):  # 30 s: the proxy starts beside the kernel and may not listen yet
+        for _ in range(1500):  # 30 s: the proxy may not listen yet (it starts after the kernel)
             try:
                 upstream_reader, upstream_writer = await asyncio.open_unix_connection(path)
                 break
