@@ -255,3 +255,26 @@ def test_an_iopub_message_with_fields_of_the_wrong_type_is_made_whole_not_raised
     assert isinstance(error, Error) and error.ename == "1" and error.evalue == "" and list(error.traceback) == []
     display = event_from_iopub(msg("display_data", {"data": {"text/plain": "x"}, "transient": ["id"]}))
     assert isinstance(display, Display) and display.display_id is None
+
+
+# -- input that breaks a parser ----------------------------------------------------------------------------
+DEEP = ["<style>" + "{" * 1000 + "</style>", "<style>a{x:" + "f(" * 1000 + "</style>",
+        "<style>" + "@media all{" * 1000 + "</style>"]
+
+
+@pytest.mark.parametrize("payload", DEEP)
+def test_nesting_past_the_recursion_limit_is_refused_with_a_note_never_raised(payload):
+    """tinycss2 recurses: a style nested a thousand deep raised RecursionError out of the cell
+    (its execute_reply lost). Every policed type, and a widget's HTML value, says it instead."""
+    from tests.support.policy import opening
+
+    for mime in ("text/html", "image/svg+xml", "text/markdown"):
+        shown = run([Display({mime: payload}), Display({"text/plain": "after"})])
+        assert [e.data for e in shown if isinstance(e, Display)] == [
+            {"text/plain": f"[a {mime} output was not shown: the output policy could not read it (RecursionError)]"},
+            {"text/plain": "after"}]
+    pipeline = OutputPipeline(OutputPolicy(), comms=True)
+    shown = run([opening("a" * 32, "HTMLModel", value=payload), Stream("stdout", "after")], pipeline=pipeline)
+    assert not [e for e in shown if isinstance(e, Comm)]
+    assert "[a widget message was not shown: the output policy could not read it" in "".join(notes(shown))
+    assert shown[-1] == Stream("stdout", "after")

@@ -192,7 +192,13 @@ class OutputPolicy:
         return replace(event, data=policed.data, metadata=policed.metadata), policed
 
     def _known(self, mime: str, value: Any, given: Any, rule, out: Policed, data: dict[str, Any]) -> None:
-        policed, changed = rule.police(self, value)
+        try:
+            policed, changed = rule.police(self, value)
+        except Exception as exc:  # noqa: BLE001 - input that breaks a parser (nesting past Python's
+            out.changed = True  # recursion limit in tinycss2) is refused, never passed, never raised
+            out.notes.append(f"[a {mime} output was not shown: the output policy could not read it "
+                             f"({type(exc).__name__})]")
+            return
         out.changed |= changed
         if rule.shown_as is not None:  # Markdown: shown as the policy's HTML, unless the bundle has its own
             if rule.shown_as not in data:
@@ -213,7 +219,13 @@ class OutputPolicy:
     def _unknown(self, mime: str, value: Any, given: Any, rule, out: Policed) -> None:
         if mime in self.mime_types:
             if mime == PLOTLY:
-                value, changed = plotly_figure(value)
+                try:
+                    value, changed = plotly_figure(value)
+                except Exception as exc:  # noqa: BLE001 - as in _known: refused, never raised
+                    out.changed = True
+                    out.notes.append(f"[a {mime} output was not shown: the output policy could not read it "
+                                     f"({type(exc).__name__})]")
+                    return
                 out.changed |= changed
             out.data[mime] = value
             if given is not None:

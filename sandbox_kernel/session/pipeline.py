@@ -126,7 +126,11 @@ class OutputPipeline:
             if not self.comms:
                 self._say_once(self.no_comms_note.format(backend=self.backend), shown)
                 return shown
-            event, changed, refusal = self.widgets.from_sandbox(event)
+            try:
+                event, changed, refusal = self.widgets.from_sandbox(event)
+            except Exception as exc:  # noqa: BLE001 - a message that breaks a rule's parser is dropped, never raised
+                event, changed = None, True
+                refusal = f"[a widget message was not shown: the output policy could not read it ({type(exc).__name__})]\n"
             if refusal is not None:
                 self._say_once(refusal, shown)
             if changed and cell is not None:
