@@ -173,3 +173,24 @@ def test_isolate_never_frames_its_own_sanitized_output():
     for source in ("<li><a><table><li>t", "<b style='color:red'>x</b><style>p{margin:0}</style>"):
         clean = OutputPolicy().bundle({"text/html": source}).data["text/html"]
         assert policy.bundle({"text/html": clean}).data["text/html"] == clean
+
+
+# -- the page's own classes ------------------------------------------------------------------------
+PAGE_CLASS_NAMES = ["lm-cursor-backdrop", "jp-Notebook-ExecutionIndicator-tooltip", "Toastify__toast-container",
+                    "p-Widget", "cm-tooltip", "vg-tooltip", "mjx-container", "tex2jax_process", "widget-inline-hbox",
+                    "jupyter-widgets", "fa", "fa-spin"]
+
+
+@pytest.mark.parametrize("name", PAGE_CLASS_NAMES)
+def test_an_output_does_not_wear_the_pages_own_classes(name):
+    """Lumino's ``lm-cursor-backdrop`` is ``position: fixed; z-index: 100``: an invisible link
+    wearing it covered the page (the inline position the policy refuses, by a class). HTML,
+    Markdown and a widget's ``_dom_classes`` keep their own names only."""
+    html, changed = OutputPolicy().html(f'<a href="https://example.org/" class="{name} mine" '
+                                        'style="width:100vw;height:100vh;opacity:0">x</a>')
+    assert changed and 'class="mine"' in html and name not in html
+    markdown = OutputPolicy().bundle({"text/markdown": f'<span class="{name}">x</span>'}).data["text/html"]
+    assert name not in markdown
+    rules = WidgetRules(OutputPolicy())
+    verdict = rules.from_sandbox(opening("b" * 32, "HTMLModel", _dom_classes=[name, "mine"]))
+    assert state_of(verdict)["_dom_classes"] == ["mine"]

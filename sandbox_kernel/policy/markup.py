@@ -137,7 +137,7 @@ class Sanitizer:
         if attr == "id":
             return value if _ID.fullmatch(value) else None
         if attr == "class":
-            return " ".join(token for token in value.split() if "jax" not in token.lower()) or None
+            return " ".join(token for token in value.split() if css.own_class(token)) or None
         if attr in _SVG_PAINT and "(" in value:  # url(#local), or a colour CSS computes (rgb(...))
             return value if _LOCAL_PAINT.fullmatch(value) or css.values_ok(tinycss2.parse_component_value_list(value)) \
                 else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..css import own_class
 from .media import police_media
 from .types import BAD, CLASS_KEYS, CLASS_NAME, ICON, ModelType, json_copy, typed
 
@@ -112,8 +113,8 @@ def _sink(policy: OutputPolicy, sink: str | None, value: Any) -> tuple[Any, bool
     if sink.startswith("css:"):
         clean = policy.css_value(sink[4:], value)  # canonical (quotes may change): only a drop is a change
         return (BAD, True) if clean is None else (clean, False)
-    if sink == "classes":  # no MathJax processHtmlClass (mathjax_process): see policy.markup
-        return (value, False) if CLASS_NAME.match(value) and "jax" not in value.lower() else (BAD, True)
+    if sink == "classes":  # none of the page's own classes (Lumino's position: fixed ones, MathJax's)
+        return (value, False) if CLASS_NAME.match(value) and own_class(value) else (BAD, True)
     if sink == "icon":  # each name becomes the class fa-<name>
         names = [n for n in value.split() if ICON.match(n)]
         return " ".join(names), names != value.split()
