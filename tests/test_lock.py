@@ -165,3 +165,35 @@ def test_docker_backend_class_has_every_locked_example_option():
     """The docs' example names real options (a typo there would lock nothing)."""
     names = set(DockerBackend.class_trait_names(config=True)) | set(LocalBackend.class_trait_names(config=True))
     assert set(LOCK["DockerBackend"]) | set(LOCK["Backend"]) <= names
+
+
+@pytest.mark.parametrize("document, why", [
+    ({"backends": "docker"}, 'has backends = "docker", not a list of backend names such as ["docker"]'),
+    ({"backends": ["docker", 1]}, 'has backends = ["docker", 1], not a list of backend names'),
+    ({"DockerBackend": {"memory_limit": {"max": "2 gigs"}}},
+     'has DockerBackend.memory_limit = {"max": "2 gigs"}, whose max is neither a number nor a size such as "2g"'),
+    ({"Backend": {"pool_size": {"max": True}}}, 'has Backend.pool_size = {"max": true}, whose max is neither'),
+    ({"DockerBackend": {"image": {"one_of": "sandbox-kernel:latest"}}},
+     'has DockerBackend.image = {"one_of": "sandbox-kernel:latest"}, whose one_of is not a list'),
+    ({"DockerBackend": {"env_vars": {"subset_of": "LANG"}}},
+     'has DockerBackend.env_vars = {"subset_of": "LANG"}, whose subset_of is not a list'),
+    ({"per_user": {"memory": "4x"}}, 'has per_user.memory = "4x", not a size such as "4g"'),
+    ({"per_user": {"sandboxes": "3"}}, 'has per_user.sandboxes = "3", not a whole number of sandboxes'),
+])
+def test_a_rule_that_cannot_be_applied_as_written_refuses_every_sandbox(locked, document, why):
+    """Checked when the lock is read, not when a value meets it: a rule that does not parse was a
+    ValueError (a traceback) at check time, and a string for ``backends`` a substring test."""
+    path = locked(document)
+    for name in ("docker", "local"):
+        with pytest.raises(Locked) as refused:
+            made(name)
+        assert str(refused.value).startswith(f"The administrator's lock {path} {why}")
+        assert str(refused.value).endswith(": no sandbox starts until it is fixed.")
+
+
+def test_a_rule_of_the_wrong_kind_for_its_option_is_a_refusal_not_a_crash(locked):
+    locked({"DockerBackend": {"network": {"max": 2}, "image": {"subset_of": ["sandbox-kernel:latest"]}}})
+    with pytest.raises(Locked, match=r"DockerBackend.network has 'none', not a number: a max cannot apply to it; "
+                                     r"DockerBackend.image has 'sandbox-kernel:latest', not a list: a subset_of "
+                                     r"cannot apply to it\.$"):
+        made("docker")

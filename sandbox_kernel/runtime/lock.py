@@ -26,8 +26,10 @@ follows ``JUPYTER_CONFIG_PATH`` and ``XDG_CONFIG_DIRS``). Every file found appli
 - ``per_user``: the most sandboxes one user may run at once (``sandboxes``) and their memory
   limits together (``memory``), enforced where a backend starts one (docker).
 
-The lock is a closed world: a file that is not valid JSON, or has a key this module does not
-know, refuses every sandbox until it is fixed. Checked by ``make_backend`` (backend options) and
+The lock is a closed world: a file that is not valid JSON, has a key this module does not
+know, or a rule it cannot apply as written (``backends`` not a list of names, a ``max`` that is
+neither a number nor a size, ``one_of``/``subset_of`` not a list, a ``per_user`` quota that does
+not parse), refuses every sandbox until it is fixed. Checked by ``make_backend`` (backend options) and
 where an output policy is built (policy options): one message lists every locked option a user
 tried to loosen.
 """
@@ -140,6 +142,8 @@ def _is_rule(rule: Any, kind: str) -> bool:
 def _judge(name: str, rule: Any, value: Any) -> str | None:
     """Why ``value`` breaks ``rule``, or None."""
     if _is_rule(rule, "max"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"has {value!r}, not a number: a max cannot apply to it"
         in_bytes = isinstance(rule["max"], str)  # "2g"
         ceiling = parse_bytes(rule["max"]) if in_bytes else rule["max"]
         def show(n: float) -> str:
@@ -150,6 +154,8 @@ def _judge(name: str, rule: Any, value: Any) -> str | None:
     if _is_rule(rule, "one_of"):
         return None if value in rule["one_of"] else f"must be one of {rule['one_of']!r}, not {value!r}"
     if _is_rule(rule, "subset_of"):
+        if not isinstance(value, list | tuple | set | frozenset):
+            return f"has {value!r}, not a list: a subset_of cannot apply to it"
         extra = [item for item in value if item not in rule["subset_of"]]
         return f"may only hold {rule['subset_of']!r}, not {extra!r}" if extra else None
     if isinstance(value, tuple | list | set | frozenset):
@@ -171,8 +177,48 @@ def _validate(path: Path, document: Any) -> None:
                 raise bad(f"has per_user keys other than {sorted(_PER_USER)}")
             if key == "output_policy" and value not in POLICY_ORDER:
                 raise bad(f"has output_policy {value!r}, not one of {', '.join(POLICY_ORDER)}")
+            if key == "backends" and not (isinstance(value, list) and all(isinstance(n, str) for n in value)):
+                raise bad(f"has backends = {json.dumps(value)}, not a list of backend names such as [\"docker\"]")
+            if key == "per_user" and (problem := _per_user_problem(value)):
+                raise bad(f"has per_user.{problem[0]} = {json.dumps(value[problem[0]])}, {problem[1]}")
         elif key not in sections() or not isinstance(value, dict):
             raise bad(f"has an unknown setting {key!r} (settings: {', '.join(sorted(_TOP | sections()))})")
+        else:
+            for name, rule in value.items():
+                if why := _rule_problem(rule):
+                    raise bad(f"has {key}.{name} = {json.dumps(rule)}, {why}")
+
+
+def _per_user_problem(quotas: dict[str, Any]) -> tuple[str, str] | None:
+    """``(key, why)`` of a ``per_user`` quota that is not a whole number (``sandboxes``) or a size
+    (``memory``), or None."""
+    sandboxes = quotas.get("sandboxes", 0)
+    if isinstance(sandboxes, bool) or not isinstance(sandboxes, int) or sandboxes < 0:
+        return "sandboxes", "not a whole number of sandboxes"
+    try:
+        if parse_bytes(quotas.get("memory", 0)) < 0:
+            raise ValueError
+    except ValueError:
+        return "memory", "not a size such as \"4g\""
+    return None
+
+
+def _rule_problem(rule: Any) -> str | None:
+    """Why a class section's ``rule`` cannot be applied as written (``max`` neither a number nor a
+    size, ``one_of`` or ``subset_of`` not a list), or None. Any other value is one an option must equal."""
+    if _is_rule(rule, "max"):
+        ceiling = rule["max"]
+        try:
+            if isinstance(ceiling, str):
+                parse_bytes(ceiling)
+            elif isinstance(ceiling, bool) or not isinstance(ceiling, int | float):
+                raise ValueError
+        except ValueError:
+            return "whose max is neither a number nor a size such as \"2g\""
+    for kind in ("one_of", "subset_of"):
+        if _is_rule(rule, kind) and not isinstance(rule[kind], list):
+            return f"whose {kind} is not a list"
+    return None
 
 
 def sections() -> set[str]:
@@ -186,7 +232,8 @@ def load(dirs: tuple[Path, ...] | None = None) -> Lock:
     none found: nothing is locked).
 
     Raises:
-        Locked: a lock file cannot be read, is not JSON, or holds a setting it does not know.
+        Locked: a lock file cannot be read, is not JSON, or holds a setting it does not know or a
+            rule it cannot apply.
     """
     rules = []
     for folder in dict.fromkeys(LOCK_DIRS if dirs is None else dirs):
