@@ -197,3 +197,31 @@ def test_a_rule_of_the_wrong_kind_for_its_option_is_a_refusal_not_a_crash(locked
                                      r"DockerBackend.image has 'sandbox-kernel:latest', not a list: a subset_of "
                                      r"cannot apply to it\.$"):
         made("docker")
+
+
+@pytest.mark.parametrize("name", ["docker", "e2b"])
+async def test_allowing_a_host_at_runtime_is_checked_against_the_lock_before_it_applies(locked, name):
+    """``set_allow_hosts`` (``%sandbox allow``, ``Sandbox.allow``, the MCP server's allow) cannot
+    loosen a locked allowlist: refused with the lock's message, the list in force unchanged."""
+    section = {"docker": "DockerBackend", "e2b": "E2BBackend"}[name]
+    path = locked({section: {"allow_hosts": {"subset_of": ["pypi.org", "files.pythonhosted.org"]}}})
+    backend = made(name, allow_hosts=["pypi.org"])
+    with pytest.raises(Locked) as refused:
+        await backend.set_allow_hosts(["pypi.org", "evil.example"])
+    assert str(refused.value) == (f"Refused by the administrator's lock ({path}): {section}.allow_hosts may only "
+                                  "hold ['pypi.org', 'files.pythonhosted.org'], not ['evil.example'].")
+    assert backend.allow_hosts == ["pypi.org"]
+    assert await backend.set_allow_hosts(["pypi.org", "files.pythonhosted.org"]) == ["pypi.org",
+                                                                                      "files.pythonhosted.org"]
+
+
+async def test_the_python_apis_allow_is_refused_by_the_lock(locked):
+    """``AsyncSandbox.allow`` goes through ``SandboxSession.allow``, as the kernel's and the magic's
+    ``%sandbox allow`` and the MCP server's do; a ``Backend`` section binds every backend."""
+    from sandbox_kernel.frontdoors.api import AsyncSandbox
+
+    locked({"Backend": {"allow_hosts": {"subset_of": ["pypi.org"]}}})
+    sandbox = AsyncSandbox("docker", allow_hosts=["pypi.org"])
+    with pytest.raises(Locked, match=r"Backend.allow_hosts may only hold \['pypi.org'\], not \['evil.example'\]"):
+        await sandbox.allow("evil.example")
+    assert sandbox.backend.allow_hosts == ["pypi.org"]

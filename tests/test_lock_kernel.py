@@ -20,8 +20,9 @@ from tests.kernels import run, stdout
 
 pytestmark = pytest.mark.kernel
 
-LOCK = {"backends": ["local"], "output_policy": "sanitize",
-        "LocalBackend": {"memory_limit": {"max": "2g"}, "env_vars": {"subset_of": []}}}
+LOCK = {"backends": ["local", "docker"], "output_policy": "sanitize",
+        "LocalBackend": {"memory_limit": {"max": "2g"}, "env_vars": {"subset_of": []}},
+        "DockerBackend": {"allow_hosts": {"subset_of": ["pypi.org"]}}}
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,9 @@ def locked_env(tmp_path_factory):
     (root / "etc" / "jupyter" / "sandbox_kernel_lock.json").write_text(json.dumps(LOCK))
     for name, argv in {"locked-local": ["-m", "sandbox_kernel", "-f", "{connection_file}",
                                         "--SandboxKernel.backend=local", "--LocalBackend.memory_limit=1g"],
+                       "locked-docker": ["-m", "sandbox_kernel", "-f", "{connection_file}",
+                                         "--SandboxKernel.backend=docker", "--DockerBackend.allow_hosts=pypi.org",
+                                         "--SandboxKernel.egress_commands=allow"],
                        "locked-python3": ["-m", "ipykernel_launcher", "-f", "{connection_file}"]}.items():
         spec = root / "share" / "jupyter" / "kernels" / name
         spec.mkdir(parents=True)
@@ -104,3 +108,13 @@ def test_a_magic_line_is_refused(locked_env, tmp_path):
     shown = first_cell(locked_env, "locked-python3", code, tmp=tmp_path)
     assert shown == ("UsageError: " + REFUSED.format(lock=lock) + "LocalBackend.memory_limit must be at most 2 GiB, "
                      "not 3 GiB.\n")
+
+
+def test_allowing_a_host_at_runtime_is_refused(locked_env, tmp_path):
+    """The kernel's ``%sandbox allow`` cannot loosen a locked allowlist (before the sandbox starts,
+    so no engine is needed: the list would apply when it does). The magic's and the API's go the
+    same way (``SandboxSession.allow``): tests/test_lock.py."""
+    lock = locked_env / "etc" / "jupyter" / "sandbox_kernel_lock.json"
+    shown = first_cell(locked_env, "locked-docker", "%sandbox allow evil.example", tmp=tmp_path)
+    assert shown == ("Locked: " + REFUSED.format(lock=lock) + "DockerBackend.allow_hosts may only hold ['pypi.org'], "
+                     "not ['evil.example'].")

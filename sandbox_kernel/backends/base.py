@@ -30,6 +30,7 @@ from traitlets.config import LoggingConfigurable
 
 from ..core.errors import NotSupported
 from ..core.events import Emit, Event, Outcome
+from ..runtime import lock
 from .workspace.options import (
     env_trait,
     workspace_dir_default,
@@ -277,7 +278,8 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
         """Replace the hosts the sandbox may reach (``allow_hosts`` entries: names, ``*.domain``,
         addresses, networks, presets such as ``pypi``). A running sandbox keeps its state and the
-        new list is in force when this returns; one not started yet uses it when it starts.
+        new list is in force when this returns; one not started yet uses it when it starts. An
+        implementation calls :meth:`check_lock` before it changes anything.
 
         Returns:
             The entries now in force, presets expanded.
@@ -285,9 +287,20 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         Raises:
             EgressError: a bad entry, or a running sandbox that was started without any (it has
                 no way out to change: the list applies after a restart, which loses the state).
+            Locked: ``hosts`` are beyond the administrator's lock (nothing changed).
             NotSupported: the backend cannot change a running sandbox's hosts (``egress_update``).
         """
         raise NotSupported(self.name, "changing the allowed hosts of a running sandbox")
+
+    def check_lock(self, **changes: Any) -> None:
+        """Refuse ``changes`` to this backend's options (``allow_hosts=[...]``) that the
+        administrator's lock does not allow, before they apply: ``make_backend``'s check, with
+        these values in place of the current ones.
+
+        Raises:
+            Locked: one message naming each refused option (:mod:`sandbox_kernel.runtime.lock`).
+        """
+        lock.load().check_backend(self.name, self, changes)
 
     # -- the front door's output budget ----------------------------------------------------
     _output_budget: tuple[int, str] | None = None

@@ -29,9 +29,10 @@ follows ``JUPYTER_CONFIG_PATH`` and ``XDG_CONFIG_DIRS``). Every file found appli
 The lock is a closed world: a file that is not valid JSON, has a key this module does not
 know, or a rule it cannot apply as written (``backends`` not a list of names, a ``max`` that is
 neither a number nor a size, ``one_of``/``subset_of`` not a list, a ``per_user`` quota that does
-not parse), refuses every sandbox until it is fixed. Checked by ``make_backend`` (backend options) and
-where an output policy is built (policy options): one message lists every locked option a user
-tried to loosen.
+not parse), refuses every sandbox until it is fixed. Checked by ``make_backend`` (backend options),
+before an option of a made backend changes (``allow_hosts``: :meth:`Backend.check_lock
+<sandbox_kernel.backends.base.Backend.check_lock>`) and where an output policy is built (policy
+options): one message lists every locked option a user tried to loosen.
 """
 
 from __future__ import annotations
@@ -73,9 +74,13 @@ class Lock:
         if problems:
             raise Locked(f"Refused by the administrator's lock ({', '.join(self.files)}): {'; '.join(problems)}.")
 
-    def check_backend(self, name: str, backend: Any) -> None:
+    def check_backend(self, name: str, backend: Any, changes: dict[str, Any] | None = None) -> None:
         """Refuse backend ``name`` when the lock does not allow it, or any of its options beyond
         the lock (its class's section and its base classes' sections, e.g. ``Backend``).
+
+        Args:
+            changes: ``{option: value}`` about to be set on a made backend (``allow_hosts`` by
+                ``set_allow_hosts``), checked in place of its current values before they apply.
 
         Raises:
             Locked: one message listing every refused option.
@@ -86,7 +91,7 @@ class Lock:
                 problems.append(f"the {name} backend is not allowed (allowed: {', '.join(document['backends'])})")
             for cls in type(backend).__mro__:
                 problems += _check_section(cls.__name__, document.get(cls.__name__, {}), backend,
-                                           exact=cls is type(backend))
+                                           exact=cls is type(backend), changes=changes or {})
         self.refuse(problems)
 
     def check_output(self, options: dict[str, Any]) -> None:
@@ -112,13 +117,16 @@ class Lock:
         return min(sandboxes, default=None), min(memory, default=None)
 
 
-def _check_section(section: str, rules: dict[str, Any], backend: Any, exact: bool) -> list[str]:
-    """The problems of ``backend`` with the lock's ``section``; ``exact``: the section names its
-    own class, so an option it does not have is a typo in the lock, which cannot apply it."""
+def _check_section(section: str, rules: dict[str, Any], backend: Any, exact: bool,
+                   changes: dict[str, Any]) -> list[str]:
+    """The problems of ``backend`` (with ``changes`` to its options) with the lock's ``section``;
+    ``exact``: the section names its own class, so an option it does not have is a typo in the
+    lock, which cannot apply it."""
     unknown = [f"{section}.{name} is not an option of the {backend.name} backend (the lock cannot apply it)"
                for name in rules if exact and not backend.has_trait(name)]
-    return unknown + _check_values(section, rules, {name: getattr(backend, name) for name in rules
-                                                    if backend.has_trait(name)}, traits=backend.trait_names())
+    values = {name: changes[name] if name in changes else getattr(backend, name) for name in rules
+              if backend.has_trait(name)}
+    return unknown + _check_values(section, rules, values, traits=backend.trait_names())
 
 
 def _check_values(section: str, rules: dict[str, Any], values: dict[str, Any],

@@ -613,6 +613,7 @@ class DockerBackend(KernelClientBackend):
                                                      self.run_silently)
 
     async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
+        self.check_lock(allow_hosts=list(hosts))
         try:
             self.allow_hosts = list(hosts)
         except TraitError as exc:

@@ -222,6 +222,7 @@ class E2BBackend(Backend):
     async def set_allow_hosts(self, hosts: list[str]) -> list[str]:
         """E2B's ``PUT /sandboxes/{id}/network`` on the running sandbox (it keeps its state); an empty
         list without secrets denies all (``deny_out: 0.0.0.0/0``)."""
+        self.check_lock(allow_hosts=list(hosts))
         try:
             self.allow_hosts = list(hosts)
         except TraitError as exc:
