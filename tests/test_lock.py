@@ -225,3 +225,28 @@ async def test_the_python_apis_allow_is_refused_by_the_lock(locked):
     with pytest.raises(Locked, match=r"Backend.allow_hosts may only hold \['pypi.org'\], not \['evil.example'\]"):
         await sandbox.allow("evil.example")
     assert sandbox.backend.allow_hosts == ["pypi.org"]
+
+
+@pytest.mark.parametrize("name", ["docker", "e2b"])
+def test_a_locked_allowlist_locks_the_index_the_pypi_preset_reaches(locked, name):
+    """The ``pypi`` preset allows ``pypi_index``'s host: with allow_hosts locked, pypi_index is
+    locked to its default unless the lock names it, so the preset cannot reach another host."""
+    section = {"docker": "DockerBackend", "e2b": "E2BBackend"}[name]
+    path = locked({"Backend": {"allow_hosts": {"subset_of": ["pypi"]}}})
+    assert made(name, allow_hosts=["pypi"], pypi_index="https://pypi.org/simple/").allow_hosts == ["pypi"]
+    with pytest.raises(Locked) as refused:
+        made(name, allow_hosts=["pypi"], pypi_index="https://evil.example/simple")
+    assert str(refused.value) == (
+        f"Refused by the administrator's lock ({path}): {section}.pypi_index must be 'https://pypi.org/simple' "
+        "while the lock restricts allow_hosts and does not name pypi_index (the pypi preset reaches its host), "
+        "not 'https://evil.example/simple'.")
+    locked({"Backend": {"allow_hosts": {"subset_of": ["pypi"]}},
+            section: {"pypi_index": {"one_of": ["https://mirror.example/simple"]}}})
+    assert made(name, allow_hosts=["pypi"], pypi_index="https://mirror.example/simple").allow_hosts == ["pypi"]
+    with pytest.raises(Locked, match=rf"{section}.pypi_index must be one of"):
+        made(name, allow_hosts=["pypi"])
+
+
+def test_without_an_allow_hosts_rule_the_index_is_the_users(locked):
+    locked({"DockerBackend": {"network": "none"}})
+    assert made("docker", pypi_index="https://mirror.example/simple").pypi_index == "https://mirror.example/simple"

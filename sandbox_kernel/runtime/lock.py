@@ -22,7 +22,8 @@ follows ``JUPYTER_CONFIG_PATH`` and ``XDG_CONFIG_DIRS``). Every file found appli
   locks options by name: a JSON value (the option must equal it; ``{}`` for an empty dict option
   such as ``envs``), ``{"max": N}`` (at most N, a number
   or a size such as ``"2g"``; for the options in :data:`ZERO_IS_UNLIMITED`, 0 is refused), ``{"one_of": [...]}`` or
-  ``{"subset_of": [...]}`` (for a list option).
+  ``{"subset_of": [...]}`` (for a list option). A lock with an ``allow_hosts`` rule and none for
+  ``pypi_index`` locks ``pypi_index`` to its default: the ``pypi`` preset reaches its host.
 - ``per_user``: the most sandboxes one user may run at once (``sandboxes``) and their memory
   limits together (``memory``), enforced where a backend starts one (docker).
 
@@ -92,7 +93,22 @@ class Lock:
             for cls in type(backend).__mro__:
                 problems += _check_section(cls.__name__, document.get(cls.__name__, {}), backend,
                                            exact=cls is type(backend), changes=changes or {})
-        self.refuse(problems)
+        self.refuse(problems + self._preset_index(backend, changes or {}))
+
+    def _preset_index(self, backend: Any, changes: dict[str, Any]) -> list[str]:
+        """The ``pypi`` preset of ``allow_hosts`` reaches ``pypi_index``'s host: where the lock has
+        an ``allow_hosts`` rule and no ``pypi_index`` one, pypi_index must be its default."""
+        if not backend.has_trait("pypi_index"):
+            return []
+        rules = [document.get(cls.__name__, {}) for _, document in self.rules for cls in type(backend).__mro__]
+        if not any("allow_hosts" in r for r in rules) or any("pypi_index" in r for r in rules):
+            return []
+        default = backend.traits()["pypi_index"].default_value
+        index = changes.get("pypi_index", backend.pypi_index)
+        if index.rstrip("/") == default.rstrip("/"):
+            return []
+        return [f"{type(backend).__name__}.pypi_index must be {default!r} while the lock restricts allow_hosts and "
+                f"does not name pypi_index (the pypi preset reaches its host), not {index!r}"]
 
     def check_output(self, options: dict[str, Any]) -> None:
         """Refuse output options beyond the lock: ``options`` is ``{name: value}`` as the
