@@ -194,3 +194,32 @@ def test_an_output_does_not_wear_the_pages_own_classes(name):
     rules = WidgetRules(OutputPolicy())
     verdict = rules.from_sandbox(opening("b" * 32, "HTMLModel", _dom_classes=[name, "mine"]))
     assert state_of(verdict)["_dom_classes"] == ["mine"]
+
+
+# -- 6. a reconnect's update_states applies to the models the page holds ----------------------------------
+def states_reply(rules: WidgetRules, model_id: str, state: dict) -> tuple[Comm, bool]:
+    """The page's ``request_states`` answered with one ``ImageModel`` entry (at every reconnect
+    Lab's manager applies each entry with ``set_state`` to a model it already holds)."""
+    rules.from_frontend("comm_open", {"comm_id": "ctl", "target_name": "jupyter.widget.control"})
+    entry = {"model_module": "@jupyter-widgets/controls", "model_name": "ImageModel", "model_module_version": "2.0.0",
+             "state": state}
+    event, changed, _ = rules.from_sandbox(Comm("comm_msg", {"comm_id": "ctl", "data": {
+        "method": "update_states", "states": {model_id: entry}, "buffer_paths": []}}))
+    return event, changed
+
+
+def test_an_update_states_format_switch_polices_the_value_the_page_holds():
+    rules = WidgetRules(OutputPolicy())
+    rules.from_sandbox(opening("i", "ImageModel", buffer_paths=[["value"]], buffers=[SVG_SCRIPT], format="png"))
+    event, changed = states_reply(rules, "i", {"format": "svg+xml"})
+    data = event.content["data"]
+    assert changed and data["states"]["i"]["state"] == {"format": "svg+xml"}
+    assert data["buffer_paths"] == [["i", "state", "value"]] and b"<script" not in event.buffers[0]
+
+
+def test_an_update_states_entry_keeps_what_the_rules_remember_of_a_known_model():
+    rules = WidgetRules(OutputPolicy())
+    rules.from_sandbox(opening("i", "ImageModel", format="svg+xml"))
+    states_reply(rules, "i", {"width": "10"})
+    event, _, _ = rules.from_sandbox(update("i", buffer_paths=[["value"]], buffers=[SVG_SCRIPT]))
+    assert b"<script" not in media(event)[1]["value"]

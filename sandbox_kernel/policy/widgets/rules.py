@@ -114,10 +114,18 @@ class WidgetRules:
         new = _comm(event, "comm_open", comm_id, {"state": clean, "buffer_paths": paths}, target)
         return replace(new, buffers=buffers), changed or dropped, None
 
-    def _admit(self, model_id: str, state: dict[str, Any]) -> tuple[WidgetModel | None, dict, bool, str | None]:
+    def _admit(self, model_id: str, state: dict[str, Any], known: WidgetModel | None = None,
+               ) -> tuple[WidgetModel | None, dict, bool, str | None]:
         """``(model, state, changed, None)`` for a new model's whole state (its class keys name
-        it), now known to the rules; ``(None, {}, changed, note)`` when it is refused."""
+        it), now known to the rules; ``(None, {}, changed, note)`` when it is refused. ``known``:
+        the model of that class the page already holds, to which the manager applies the state
+        (``update_states``): what the rules remember of it (a media model's format and value,
+        ``description_allow_html`` and the description, a link's ends) carries over, so the state
+        is policed as an ``update`` of it would be."""
         model, refusal = self._model(state.get("_model_module"), state.get("_model_name"), state)
+        if model is not None and known is not None:
+            model = replace(model, allow_html=known.allow_html, description=known.description,
+                            extra=dict(known.extra), media=dict(known.media))
         clean, changed = police_state(self.policy, model, state, opening=True) if model else ({}, False)
         changed |= model is not None and self._wrong_refs(model, clean)
         if model is not None and (refusal := self._link_refusal(model, clean)) is not None:
@@ -270,7 +278,8 @@ class WidgetRules:
     def _entry(self, model_id: Any, entry: Any) -> tuple[tuple[dict[str, Any], bool] | None, str | None]:
         """``((entry, changed), None)`` for one ``update_states`` entry, or ``(None, note)``. The
         entry's ``model_*`` keys are what the manager loads: the state's own class keys must agree,
-        and a model the page may already hold keeps its class (the manager applies the state to it)."""
+        and a model the page may already hold keeps its class (the manager applies the state to it
+        with ``set_state``, at every reconnect: the entry is policed as an update of that model)."""
         if not isinstance(model_id, str) or not MODEL_ID.match(model_id) or not isinstance(entry, dict) \
                 or not isinstance(entry.get("state"), dict):
             return None, None
@@ -281,7 +290,7 @@ class WidgetRules:
         if any(key in state and state[key] != value for key, value in cls.items()) or (
                 known is not None and known.cls != (cls.get("_model_module"), cls.get("_model_name"))):
             return None, self._unknown(cls.get("_model_module"), cls.get("_model_name"))
-        model, clean, changed, refusal = self._admit(model_id, {**state, **cls})
+        model, clean, changed, refusal = self._admit(model_id, {**state, **cls}, known)
         if model is None:
             return None, refusal
         for key in cls:
