@@ -130,3 +130,72 @@ def test_a_copy_on_this_machine_is_the_archive_s_content(folder, tmp_path):
     assert (target / "helper.py").stat().st_mode & 0o222 == 0 and (target / "data").stat().st_mode & 0o222 == 0
     for path in (target / "data", target / "data" / "sub"):
         path.chmod(0o755)  # so tmp_path can be removed
+
+
+@pytest.fixture()
+def linked(folder):
+    """The folder with links in it to what it leaves out: a dotfile, a dot-folder, a file of an
+    ignored folder, a folder split by a left-out entry, a link to such a link; and a link to a
+    folder with nothing left out, which stays."""
+    (folder / ".ssh").mkdir()
+    (folder / ".ssh" / "id_ed25519").write_text("KEY")
+    (folder / "secretdir").mkdir()
+    (folder / "secretdir" / "s").write_text("SECRET=3")
+    (folder / "clean").mkdir()
+    (folder / "clean" / "c.txt").write_text("c")
+    (folder / IGNORE_FILE).write_text("secretdir/\n")
+    (folder / "env_link").symlink_to(".env")
+    (folder / "ssh_link").symlink_to(".ssh")
+    (folder / "s_link").symlink_to("secretdir/s")
+    (folder / "data_link").symlink_to("data")
+    (folder / "via_link").symlink_to("env_link")
+    (folder / "clean_link").symlink_to("clean")
+    return folder
+
+
+LINKS_OUT = {"env_link": "link to a left-out entry", "ssh_link": "link to a left-out entry",
+             "s_link": "link to a left-out entry", "via_link": "link to a left-out entry",
+             "data_link": "link to a folder with entries left out"}
+
+
+def test_links_to_what_is_left_out_are_left_out_and_say_why(linked):
+    plan = make_plan(linked)
+    kept = {e.path: e.kind for e in plan.entries}
+    assert not set(LINKS_OUT) & set(kept)
+    assert kept["clean_link"] == "link" and kept["latest.csv"] == "link" and kept["data/sub/h.py"] == "link"
+    assert {path: why for path, why in plan.left_out if path in LINKS_OUT} == LINKS_OUT
+    assert plan.reason("env_link") == "link to a left-out entry" and not plan.shows("data_link/x.csv")
+
+
+def test_no_bind_mount_or_copy_brings_in_what_a_link_leads_to(linked, tmp_path):
+    from sandbox_kernel.backends.docker.view import bound
+    from sandbox_kernel.backends.local.view import argv
+    from sandbox_kernel.backends.workspace.archive import copy_tree
+
+    plan = make_plan(linked)
+    assert [path for path, _ in binds(plan)] == ["clean", "clean_link", "data/sub", "data/x.csv", "helper.py",
+                                                 "latest.csv"]
+    sources = {m.get("Source", "") for m in bound(plan, "ro", "/home/sandbox/work", "/x/empty")}
+    command, _ = argv(plan, "ro", str(tmp_path / "work"), str(tmp_path / "empty"), "bwrap")
+    for link in LINKS_OUT:
+        assert f"{plan.root}/{link}" not in sources and f"{plan.root}/{link}" not in command
+    out = io.BytesIO()
+    write_tar(plan, out, read_only=True)
+    out.seek(0)
+    with tarfile.open(fileobj=out) as tar:
+        assert not set(LINKS_OUT) & set(tar.getnames()) and "clean_link" in tar.getnames()
+    target = tmp_path / "copy"
+    target.mkdir()
+    copy_tree(plan, str(target), read_only=False)
+    assert not [link for link in LINKS_OUT if os.path.lexists(target / link)]
+
+
+def test_a_link_left_out_splits_its_folder_and_then_a_link_to_that_folder_is_left_out_too(folder):
+    (folder / "aaa").symlink_to("zzz")  # walked before the link that splits its target
+    (folder / "zzz").mkdir()
+    (folder / "zzz" / "ok.txt").write_text("ok")
+    (folder / "zzz" / "env").symlink_to("../.env")
+    plan = make_plan(folder)
+    left = dict(plan.left_out)
+    assert left["zzz/env"] == "link to a left-out entry" and left["aaa"] == "link to a folder with entries left out"
+    assert ("zzz/ok.txt", "bind") in binds(plan) and not [p for p, _ in binds(plan) if p in ("aaa", "zzz")]

@@ -55,14 +55,14 @@ class View:
 
     def note(self) -> str:
         """``[the sandbox's working directory shows /home/u/proj: read-only, bound; 3 entries left
-        out (dotfiles, .sandboxignore, links leaving it)]``."""
+        out (dotfiles, .sandboxignore, links leaving it or to what is left out)]``."""
         access = "read-only" if self.mode == "ro" else "read-write"
         how = "bound" if self.how == "bound" else f"a copy of {self.files} files ({format_bytes(self.size)})"
         writes = {("ro", "bound"): "new files stay in the sandbox",
                   ("rw", "bound"): "what it writes changes your folder",
                   }.get((self.mode, self.how), "what it writes stays in the sandbox")
         left = (f"; {self.left_out} entr{'y' if self.left_out == 1 else 'ies'} left out (dotfiles, {IGNORE_FILE}, "
-                "links leaving it)") if self.left_out else ""
+                "links leaving it or to what is left out)") if self.left_out else ""
         return f"[the sandbox's working directory shows {self.folder}: {access}, {how}; {writes}{left}]\n"
 
 

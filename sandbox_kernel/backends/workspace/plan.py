@@ -5,7 +5,10 @@ Left out, at any depth: dotfiles and dot-folders (``.env``, ``.git``, ``.ssh``) 
 file re-includes them by name (``!.streamlit/``), whatever the ignore file names (gitignore
 syntax, :data:`IGNORE_FILE` in the folder, read with PyPI ``pathspec``), symlinks that leave the
 folder or lead nowhere, and special files (sockets, FIFOs, devices: a bound unix socket would let
-the sandbox connect to a host service). A symlink that stays inside is kept as a link.
+the sandbox connect to a host service). A symlink that stays inside is kept as a link, unless it
+leads to what is left out (``env -> .env``, ``s -> secret/s`` with ``secret/`` ignored) or to a
+folder with something left out below it (a bound link is resolved on the host, and would show the
+target whole): such links are left out too, after the walk.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ from ...core.errors import WorkspaceError
 IGNORE_FILE = ".sandboxignore"
 DEFAULT_IGNORED = (".*",)
 """Patterns that come before the ignore file's own: every dotfile and dot-folder."""
+LINK_TO_LEFT_OUT = "link to a left-out entry"
+"""Why a symlink inside the folder is left out when its target is (or is below) a left-out entry."""
+LINK_TO_SPLIT = "link to a folder with entries left out"
+"""Why a symlink inside the folder is left out when its target is a folder with something left out
+below it (shown entry by entry, never whole: a link to it would show it whole)."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,8 @@ class Entry:
 @dataclass(frozen=True)
 class Plan:
     """The walk's result: ``root`` (absolute, resolved), ``entries`` (parents before children),
-    ``left_out`` (``(path, reason)``: "dotfile", "ignored", "symlink outside", "special file"),
+    ``left_out`` (``(path, reason)``: "dotfile", "ignored", "symlink outside", "special file",
+    :data:`LINK_TO_LEFT_OUT`, :data:`LINK_TO_SPLIT`),
     ``expanded`` (folders with something left out below them: shown entry by entry, never whole)."""
 
     root: str
@@ -130,6 +139,26 @@ class _Walk:
         else:
             self.leave(path, "special file")
 
+    def drop_links(self) -> None:
+        """Leave out each kept link whose target is left out, or is a folder with something left
+        out below it; one left out splits its own folders, so again until none is."""
+        while True:
+            left, kept = dict(self.left_out), {e.path for e in self.entries if e.kind != "link"}
+            dropped = {}
+            for entry in self.entries:
+                if entry.kind == "link":
+                    target = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), entry.target))
+                    parts = target.split("/")
+                    if any("/".join(parts[:i]) in left for i in range(1, len(parts) + 1)) or target not in kept:
+                        dropped[entry.path] = LINK_TO_LEFT_OUT
+                    elif target in self.expanded:
+                        dropped[entry.path] = LINK_TO_SPLIT
+            if not dropped:
+                return
+            self.entries = [e for e in self.entries if e.path not in dropped]
+            for path, why in dropped.items():
+                self.leave(path, why)
+
 
 def make_plan(folder: str | os.PathLike, max_entries: int = 100_000) -> Plan:
     """Walk ``folder`` (see the module docstring).
@@ -143,13 +172,15 @@ def make_plan(folder: str | os.PathLike, max_entries: int = 100_000) -> Plan:
         raise WorkspaceError(f"the workspace folder {folder} does not exist or is not a folder")
     walk = _Walk(root, max_entries)
     walk.folder("")
+    walk.drop_links()
     return Plan(root, tuple(walk.entries), tuple(walk.left_out), frozenset(walk.expanded))
 
 
 def binds(plan: Plan, limit: int = 256) -> list[tuple[str, str]]:
     """What to mount read-only, one by one, so that nothing left out is shown: ``(path, how)``,
     ``how`` "bind" (the host's ``root/path``: a file, a folder, or a kept symlink, which the
-    mount resolves on the host to its target inside the folder) or "empty" (an empty read-only
+    mount resolves on the host to its target inside the folder: a kept link's target is shown
+    whole, see :meth:`_Walk.drop_links`) or "empty" (an empty read-only
     folder: an expanded folder none of whose entries is kept). Every kept top-level entry is
     taken whole, except expanded folders, whose kept entries are taken the same way.
 
