@@ -122,6 +122,28 @@ def test_read_write_workspace_writes_the_folder_where_it_is_bound(backend_name, 
     assert (folder / ".env").read_text() == "SECRET=do-not-copy\n"
 
 
+@pytest.mark.parametrize("backend_name", ["local", "docker"])
+def test_an_upload_over_what_a_read_only_workspace_shows_is_refused_and_the_folder_unchanged(backend_name, folder,
+                                                                                            tmp_path):
+    """local copied an upload onto the folder's own file (%sandbox upload a.txt overwrote the host's
+    a.txt under workspace=ro); docker's read-only binds refuse it: both say so in the same line."""
+    new = tmp_path / "new.txt"
+    new.write_text("from the host")
+    before = snapshot(folder)
+    remotes = ["helper.py", "data/x.csv", "data/y.csv"] + ([str(folder / ".env")] if backend_name == "local" else [])
+    with kernel(backend_name, option(backend_name, "workspace", "ro"), "--SandboxKernel.file_commands=allow",
+                cwd=str(folder)) as (_, kc):
+        for remote in remotes:
+            reply, _ = run(kc, f"%sandbox upload {new} {remote}", timeout=120)
+            name = os.path.relpath(remote, folder) if os.path.isabs(remote) else remote
+            assert reply["status"] == "error" and reply["ename"] == "WorkspaceError", reply
+            assert reply["evalue"] == (f"{name} is in the read-only workspace ({folder}): its files cannot be changed "
+                                       "from the sandbox, also not by an upload. Upload it under another name (it stays "
+                                       "in the sandbox), or use workspace=rw")
+        assert ok(kc, f"%sandbox upload {new} fresh.txt\nprint(open('fresh.txt').read())").endswith("from the host\n")
+    assert snapshot(folder) == before
+
+
 @pytest.mark.docker
 def test_a_copy_over_its_bound_is_one_line_naming_the_size_the_limit_and_the_option(folder):
     with kernel("docker_api", option("docker_api", "workspace", "ro"),

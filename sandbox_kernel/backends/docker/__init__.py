@@ -656,6 +656,8 @@ class DockerBackend(KernelClientBackend):
         if within(self.workdir, remote) is None:
             raise PermissionError(f"Uploads go into the sandbox's working directory {self.workdir} "
                                   f"(its root filesystem is read-only), not {target}.")
+        if self.workspace_view is not None:  # read-only: one line, as local's, not the engine's "resource busy"
+            self.workspace_view.refuse_upload(posixpath.relpath(target, self.workdir))
         if not Path(local).is_file():
             raise FileNotFoundError(f"{local} is not a file")
         await _run_blocking(engine.put_file, self._container, Path(local), self.workdir,

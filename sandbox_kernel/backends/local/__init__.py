@@ -275,8 +275,21 @@ class LocalBackend(KernelClientBackend):
             return Path(self._plan.root) / remote
         return self.workdir / remote
 
+    def _check_upload(self, remote: str) -> None:
+        """A read-only workspace takes no upload over what it shows, nor into the folder by its
+        own path (see :meth:`~sandbox_kernel.backends.workspace.View.refuse_upload`)."""
+        shown = self.workspace_view
+        if shown is None or shown.mode != "ro":
+            return
+        path = os.path.normpath(os.path.join(str(self.workdir), remote))
+        if os.path.commonpath([path, shown.folder]) == shown.folder:
+            shown.refuse_upload(os.path.relpath(path, shown.folder), in_folder=True)
+        if os.path.commonpath([path, str(self.workdir)]) == str(self.workdir):
+            shown.refuse_upload(os.path.relpath(path, self.workdir))
+
     async def upload(self, local: str | Path, remote: str) -> str:
         await self.start()
+        self._check_upload(remote)
         target = self._sandbox_path(remote)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(local, target)

@@ -53,6 +53,19 @@ class View:
         """Why the relative ``path`` of the folder is not in the workspace, if it was left out."""
         return self.plan.reason(path) if self.plan is not None else None
 
+    def refuse_upload(self, path: str, *, in_folder: bool = False) -> None:
+        """Refuse an upload to ``path`` (relative to the working directory, or to the folder when
+        ``in_folder``: named by its own path) that a read-only workspace shows: it would change the
+        folder's file (bound: yours) where a cell cannot, as docker's read-only binds refuse it.
+
+        Raises:
+            WorkspaceError: it does, with what to do instead.
+        """
+        if self.mode == "ro" and (in_folder or (self.plan is not None and self.plan.shows(path))):
+            raise WorkspaceError(f"{path} is in the read-only workspace ({self.folder}): its files cannot be changed "
+                                 "from the sandbox, also not by an upload. Upload it under another name (it stays in "
+                                 "the sandbox), or use workspace=rw")
+
     def note(self) -> str:
         """``[the sandbox's working directory shows /home/u/proj: read-only, bound; 3 entries left
         out (dotfiles, .sandboxignore, links leaving it or to what is left out)]``."""
