@@ -113,12 +113,29 @@ def _unscoped(nodes, top: bool = True) -> list[str]:
                 found.append(f"css outside @scope: {tinycss2.serialize([node])[:60]}")
         elif node.type == "qualified-rule":
             for selector in tinycss2.serialize(node.prelude).split(","):
-                if not re.match(r"\s*:scope(\s|>)", selector):
+                if not re.match(r":scope(\s*>\s*|\s+)[^\s>+~]", selector.strip()):
                     found.append(f"css selector not below :scope: {selector.strip()[:60]}")
+            found += _nested(node.content)
         elif keyword in ("media", "supports", "container", "layer") and node.content is not None:
             found += _unscoped(tinycss2.parse_stylesheet(node.content), top=False)
         elif keyword == "scope":
             found.append("css nested @scope")
+    return found
+
+
+def _nested(content) -> list[str]:
+    """Nested style rules (CSS Nesting) that could select their parent's ancestors: ``&`` but
+    as a selector's first token, or ``:scope``, anywhere in a nested rule's selector."""
+    found = []
+    for node in tinycss2.parse_blocks_contents(content or []):
+        if node.type == "qualified-rule":
+            for selector in tinycss2.serialize(node.prelude).split(","):
+                selector = selector.strip()
+                if "&" in selector.removeprefix("&") or re.search(r":scope(?![\w-])", selector, re.I):
+                    found.append(f"css nested selector above its parent: {selector[:60]}")
+            found += _nested(node.content)
+        elif node.type == "at-rule" and node.content is not None:
+            found += _nested(node.content)
     return found
 
 

@@ -258,7 +258,8 @@ def test_an_iopub_message_with_fields_of_the_wrong_type_is_made_whole_not_raised
 
 
 # -- input that breaks a parser ----------------------------------------------------------------------------
-DEEP = ["<style>" + "{" * 1000 + "</style>", "<style>a{x:" + "f(" * 1000 + "</style>",
+# each level names a selector: a nested rule without one is dropped unread (it could select the root)
+DEEP = ["<style>" + "a{" * 1000 + "</style>", "<style>a{x:" + "f(" * 1000 + "</style>",
         "<style>" + "@media all{" * 1000 + "</style>"]
 
 

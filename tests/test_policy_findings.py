@@ -112,6 +112,11 @@ LIFT = (".lm-Widget, .jp-Cell, .jp-OutputArea-output, .jp-WindowedPanel-outer, h
     f"<style>@media screen {{ {LIFT} }} @supports (display: grid) {{ {LIFT} }}</style>",
     f"<style>@scope (.jp-Cell) {{ {LIFT} }} @layer x {{ {LIFT} }}</style>",
     f"<div><svg><defs><style>{LIFT}</style></defs><rect/></svg></div>",
+    "<style>:scope {overflow: visible; contain: none}</style>", "<style>:scope/**/ , td {overflow: visible}</style>",
+    "<style>@media all { :scope\t{overflow: visible} }</style>", "<style>:scope + div, :scope > {color: red}</style>",
+    "<style>div { :has(> &) { overflow: visible; transform: scale(40) } }</style><div>x</div>",
+    "<style>div { :scope:has(&) {overflow: visible} }</style>", "<style>p { :root & {color: red} }</style>",
+    "<style>div { @media all { span, :is(&) {overflow: visible} } }</style>",
 ])
 def test_every_style_rule_is_scoped_below_its_output(source):
     """Each block is one ``@scope`` whose rules all start with ``:scope`` and a combinator:
@@ -124,6 +129,11 @@ def test_every_style_rule_is_scoped_below_its_output(source):
             css = block.replace("&gt;", ">").replace("&amp;", "&")
             assert css_violations(css, block=True) == [], css
             assert [n.lower_at_keyword for n in tinycss2.parse_stylesheet(css, True, True)] == ["scope"]
+
+
+def test_nested_rules_relative_to_their_parent_are_kept():
+    css = OutputPolicy().html("<style>div { & > p, b {color: red} &:hover {color: blue} }</style>")[0]
+    assert "{& > p, b {color: red}; &:hover {color: blue}}" in css, css
 
 
 def test_scoped_styles_are_not_active_content():
@@ -155,7 +165,10 @@ def test_a_vega_spec_without_marks_or_size_is_refused_with_a_note(spec):
 # -- 5. a fixed point -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("source", ["<li><a><table><li>t", "<h1><a><h2></a>", "<select><a>x", "<p><table><p>x",
                                     '<a title="t" href="https://x.example" rel="x">a</a><a>b</a>',
-                                    "<a><table><a>x</a></table></a>", "<svg><p>x</svg>", "<b><p>x</b>y</p>"])
+                                    "<a><table><a>x</a></table></a>", "<svg><p>x</svg>", "<b><p>x</b>y</p>",
+                                    "<style>:scope , td {overflow: visible}</style>",
+                                    "<style>:scope + div, :scope {color: red}</style>",
+                                    "<style>div { :has(> &) {color: red} & > p, b {color: blue} }</style>"])
 @pytest.mark.parametrize("mode", ["sanitize", "isolate"])
 def test_what_the_policy_writes_policed_again_is_byte_identical(source, mode):
     """nh3 keeps the children of what it removes; the nestings that leaves are parsed again as a

@@ -12,7 +12,10 @@ Safari 17.4, Firefox 146). Without a prelude its scoping root is the parent of t
 element, and its rules style only elements inside that root: the output's own. Every top-level
 selector is anchored below the root (``td`` becomes ``:scope td``), so the root itself, which is
 JupyterLab's node when the block sits at the top of an output, is never styled either, and the
-output area's clipping holds. A browser without ``@scope`` drops the whole block: the output
+output area's clipping holds: a selector stays as written only if it is ``:scope``, a descendant
+or child combinator and a compound (``:scope {`` and ``:scope , td`` are anchored too). A nested
+rule (CSS Nesting) is relative to its parent, so it may hold ``&`` only as its first token and
+never ``:scope`` (``div { :has(> &) {...} }`` selects the div's parent: the root); else it is dropped. A browser without ``@scope`` drops the whole block: the output
 loses its colours, nothing else. ``@keyframes`` are written outside the scope (their names are
 global in CSS, and they style nothing by themselves). A block that already is such a scope (the
 policy's own writing) is read as its contents, so policing twice changes nothing.
@@ -60,6 +63,8 @@ def _rules(nodes, reference: bool, top: bool) -> tuple[list[str], bool]:
     out, removed = [], False
     for node in nodes:
         if node.type == "qualified-rule" and values_ok(node.prelude):
+            if not top and not _nested_ok(node.prelude):
+                continue  # it could style the root: dropped, as an unknown property is
             body, did = _body(node.content, reference)
             prelude = _anchored(node.prelude) if top else serialize(node.prelude).strip()
             out.append(f"{prelude} {{{body}}}")
@@ -95,11 +100,9 @@ def _body(content, reference: bool) -> tuple[str, bool]:
     return "; ".join(parts), removed
 
 
-def _anchored(prelude) -> str:
-    """A selector list with each selector below the scope's root: ``td, > th`` becomes
-    ``:scope td, :scope > th``; one that already starts with ``:scope`` and a descendant or
-    child combinator stays (the policy's own writing). ``:scope`` alone, which would match the
-    root, becomes ``:scope :scope``, which matches nothing."""
+def _selectors(prelude) -> list[list]:
+    """A selector list's selectors, each as the component values of its serialization (what
+    the page parses), without whitespace or comments at either end."""
     selectors, current = [], []
     for token in list(prelude) + [None]:
         if token is None or (token.type == "literal" and token.value == ","):
@@ -107,16 +110,64 @@ def _anchored(prelude) -> str:
             current = []
         else:
             current.append(token)
+    return [tinycss2.parse_component_value_list(serialize(tokens).strip(), skip_comments=True)
+            for tokens in selectors]
+
+
+def _anchored(prelude) -> str:
+    """A selector list with each selector below the scope's root: ``td, > th`` becomes
+    ``:scope td, :scope > th``; one that already is ``:scope``, a combinator and a compound
+    stays (the policy's own writing). ``:scope`` alone, which would match the root, becomes
+    ``:scope :scope``, which matches nothing."""
     out = []
-    for tokens in selectors:
-        while tokens and tokens[0].type in ("whitespace", "comment"):
-            tokens = tokens[1:]
+    for tokens in _selectors(prelude):
         text = serialize(tokens).strip()
-        anchored = (len(tokens) > 2 and tokens[0].type == "literal" and tokens[0].value == ":"
-                    and tokens[1].type == "ident" and tokens[1].lower_value == "scope"
-                    and (tokens[2].type == "whitespace" or (tokens[2].type == "literal" and tokens[2].value == ">")))
-        out.append(text if anchored else f":scope {text}")
+        out.append(text if _below_scope(tokens) else f":scope {text}")
     return ", ".join(out)
+
+
+def _below_scope(tokens) -> bool:
+    """Whether a selector's component values are ``:scope``, a descendant or child combinator
+    and then a compound: its subject is never the root (nor a sibling of it)."""
+    if not _pseudo(tokens, 0, "scope"):
+        return False
+    rest = tokens[2:]
+    combinator = bool(rest) and rest[0].type == "whitespace"
+    rest = rest[1:] if combinator else rest
+    if rest and rest[0].type == "literal" and rest[0].value == ">":
+        combinator, rest = True, rest[1:]
+        rest = rest[1:] if rest and rest[0].type == "whitespace" else rest
+    return combinator and bool(rest) and not (rest[0].type == "whitespace" or (
+        rest[0].type == "literal" and rest[0].value in (">", "+", "~")))
+
+
+def _pseudo(tokens, i: int, name: str) -> bool:
+    return (i + 1 < len(tokens) and tokens[i].type == "literal" and tokens[i].value == ":"
+            and tokens[i + 1].type == "ident" and tokens[i + 1].lower_value == name)
+
+
+def _nested_ok(prelude) -> bool:
+    """Whether a nested rule's selectors stay below their parent (whose own selector is
+    anchored below the scope's root): ``&`` only as a selector's first token (``:has(> &)``
+    or ``:root &`` would select the parent's ancestors: the root), and no ``:scope``."""
+    for tokens in _selectors(prelude):
+        if not tokens or _reaches_up(tokens[1:] if tokens[0].type == "literal" and tokens[0].value == "&"
+                                     else tokens):
+            return False
+    return True
+
+
+def _reaches_up(tokens) -> bool:
+    """Whether component values hold ``&`` or ``:scope``, in functions and blocks too."""
+    for i, token in enumerate(tokens):
+        if token.type == "literal" and token.value == "&" or _pseudo(tokens, i, "scope"):
+            return True
+        inner = getattr(token, "arguments", None)
+        if inner is None and token.type.endswith("block"):
+            inner = token.content
+        if inner and _reaches_up(inner):
+            return True
+    return False
 
 
 __all__ = ["clean_stylesheet", "SCOPE"]
