@@ -222,3 +222,49 @@ def test_usage_is_the_sandboxes(sandbox):
     assert usage["kernel_memory"] > 300 * 1024 * 1024  # the sandbox's, not this ~70 MiB wrapper's
     assert 0 < usage["kernel_cpu"] and usage["cpu_count"] >= 1
     run(kc, "del ballast")
+
+
+@pytest.mark.parametrize("name", ["local", "docker"])
+async def test_a_death_found_by_a_completion_is_said_by_the_next_cell(name):
+    """The sandbox dies between cells and a completion (or JupyterLab's comm_info at a
+    reconnect) finds it: the next cell says the sandbox was replaced, as after a death in a
+    cell, instead of starting a fresh one without a word."""
+    import asyncio
+
+    from sandbox_kernel.core.events import SandboxReplaced
+    from tests.support.backends import backends
+    from tests.support.recorder import Recorder
+
+    async with backends(name) as make:
+        async with make() as backend:
+            await backend.execute("kept = 1\nimport os, threading, time\n"
+                                  "threading.Thread(target=lambda: (time.sleep(0.5), os._exit(3))).start()", Recorder())
+            await asyncio.sleep(1.5)
+            with contextlib.suppress(Exception):
+                await backend.complete("ke", 2)
+            rec = Recorder()
+            outcome = await backend.execute("'kept' in globals()", rec)
+    assert outcome.status == "ok" and rec.result() == "False"
+    assert [e for e in rec.events if isinstance(e, SandboxReplaced)], rec.events
+
+
+async def test_a_timeout_the_interrupt_cannot_end_says_the_sandbox_was_restarted():
+    """A cell that ignores SIGINT past its timeout: the sandbox is restarted, and the cell says
+    so (its state is lost), not that the state was kept."""
+    from sandbox_kernel.core.errors import ExecutionTimeout
+    from sandbox_kernel.core.events import SandboxReplaced
+    from tests.support.backends import backends
+    from tests.support.recorder import Recorder
+
+    async with backends("local") as make:
+        async with make(interrupt_grace=1.0) as backend:
+            await backend.execute("kept = 1", Recorder())
+            rec = Recorder()
+            with pytest.raises(ExecutionTimeout, match="restarted and its state is lost") as raised:
+                await backend.execute("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n"
+                                      "    pass", rec, timeout=1.0)
+            after = Recorder()
+            await backend.execute("'kept' in globals()", after)
+    assert raised.value.restarted
+    assert [e for e in rec.events if isinstance(e, SandboxReplaced)], rec.events
+    assert after.result() == "False"

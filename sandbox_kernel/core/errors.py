@@ -58,11 +58,14 @@ class ExecutionTimeout(SandboxError):
 
     Attributes:
         timeout: the limit, in seconds.
+        restarted: the interrupt did not stop it, so the sandbox was restarted (its state lost).
     """
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
+    def __init__(self, timeout: float, restarted: bool = False) -> None:
+        self.timeout, self.restarted = timeout, restarted
         super().__init__(
+            f"The cell ran longer than {timeout:g} s; an interrupt did not stop it, so the sandbox was restarted "
+            "and its state is lost." if restarted else
             f"The cell ran longer than {timeout:g} s and was interrupted; the sandbox's state is kept."
         )
 
@@ -242,4 +245,4 @@ class SandboxCellError(Exception):
         return self.traceback
 
 
-__all__ = ["SandboxError", "ConfigError", "BackendUnavailable", "SandboxStartError", "SandboxDied", "ExecutionTimeout", "NotSupported", "BadValue", "MountError", "EngineLost", "Refused", "Missing", "ImageBuildError", "RequirementNotFound", "KernelGone", "GatewayUnreachable", "MessageDropped", "TransferError", "CommandRefused", "LineUsageError", "PathRefused", "StillRunning", "SandboxCellError"]
+__all__ = ["SandboxError", "ConfigError", "BackendUnavailable", "SandboxStartError", "SandboxDied", "ExecutionTimeout", "NotSupported", "BadValue", "MountError", "QuotaReached", "Locked", "EgressError", "FileTooLarge", "WorkspaceError", "EngineLost", "Refused", "Missing", "ImageBuildError", "RequirementNotFound", "KernelGone", "GatewayUnreachable", "MessageDropped", "TransferError", "CommandRefused", "LineUsageError", "PathRefused", "StillRunning", "SandboxCellError"]

@@ -104,7 +104,7 @@ class Lines:
             if handler is None:
                 raise UsageError(f"unknown %sandbox command {command!r}" if command else "%sandbox needs a command")
             text = await handler(args, stdin)
-        except (SandboxError, FileNotFoundError) as exc:
+        except (SandboxError, OSError) as exc:  # a host folder that is a file, read-only, ...: one line
             return self._error(sink, exc)
         sink(Stream("stdout", text + "\n"))
         return Outcome("ok", None)

@@ -396,7 +396,8 @@ class SandboxSession:
         if (backend := await self._answering("inspection")) is not None:
             with contextlib.suppress(SandboxError):
                 reply = await backend.inspect(code, cursor_pos, detail_level)
-                policed = self.pipeline.policy.bundle(reply.get("data") or {}, reply.get("metadata"))
+                data = reply.get("data")
+                policed = self.pipeline.policy.bundle(data if isinstance(data, dict) else {}, reply.get("metadata"))
                 return {**reply, "data": policed.data, "metadata": policed.metadata}
         return {"status": "ok", "found": False, "data": {}, "metadata": {}}
 

@@ -133,6 +133,7 @@ class KernelClientBackend(Backend):
         shell: the first cell does not wait for it, and an interrupt cannot land in it. A frontend's
         completion or inspection waits for it (:meth:`_after_warm_up`): IPython's completer is not
         safe to run in two threads at once. (A kernel without subshells is not warmed.)"""
+        request_msg_id.set(None)  # this task copied the context of the start: never a cell's msg_id
         if ((self.kernel_info or {}).get("language_info") or {}).get("name") != "python" or \
                 not self._subshells.available:
             return
@@ -370,20 +371,28 @@ class KernelClientBackend(Backend):
             await self.interrupt()
             await self._race(relay, self.interrupt_grace)
             if not relay.done():  # the interrupt did not stop it: give up on this interpreter
+                emit(SandboxReplaced("stderr", "The interrupt did not stop the cell within "
+                                               f"{self.interrupt_grace:g} s; restarting the sandbox (its state is lost).\n"))
                 await self.restart()
+                raise ExecutionTimeout(timeout, restarted=True)
             raise ExecutionTimeout(timeout)
         finally:
             relay.cancel()
             request.iopub.close()
             self._requests.pop(msg_id, None)
 
-    async def _race(self, work: asyncio.Future, timeout: float | None) -> None:
-        """Wait for ``work`` up to ``timeout`` seconds; raise SandboxDied if the kernel dies first."""
+    async def _race(self, work: asyncio.Future, timeout: float | None, *, in_cell: bool = True) -> None:
+        """Wait for ``work`` up to ``timeout`` seconds; raise SandboxDied if the kernel dies first.
+        In a cell the death is reported there and the sandbox shut down; outside one (``in_cell``
+        False: a completion, a comm message) it is left for the next cell, which says the sandbox
+        was replaced (:meth:`_ensure_alive`): shut down here, the next cell started a fresh one
+        without a word."""
         death = self._death
         await asyncio.wait({work, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if not work.done() and death.done():
             reason = death.result()
-            await self.shutdown()
+            if in_cell:
+                await self.shutdown()
             raise SandboxDied(reason)
 
     async def _until_replied(self, reply: asyncio.Future, timeout: float | None) -> None:
@@ -418,7 +427,7 @@ class KernelClientBackend(Backend):
         request = self._requests[msg_id] = _Request()
         try:
             work = asyncio.ensure_future(asyncio.shield(request.reply))
-            await self._race(work, self.request_timeout)
+            await self._race(work, self.request_timeout, in_cell=False)
             if not work.done():
                 raise SandboxError(f"The sandbox did not answer within {self.request_timeout:g} s.")
             return work.result()["content"]  # raises MessageDropped when the reply was too large
@@ -500,10 +509,10 @@ class KernelClientBackend(Backend):
         relay = asyncio.ensure_future(relay_outputs(request, emit, drop_note(*self.message_bound)))
         try:
             if running:
-                await self._race(relay, self.COMM_STATUS_WAIT_S)
+                await self._race(relay, self.COMM_STATUS_WAIT_S, in_cell=False)
                 if not relay.done() and not request.iopub.received:
                     return
-            await self._race(relay, None)
+            await self._race(relay, None, in_cell=False)
         finally:
             relay.cancel()
             request.iopub.close()

@@ -106,7 +106,8 @@ class Subshells:
                 del self._made[outer]
             raise
         if reply.get("status") != "ok" or not isinstance(reply.get("subshell_id"), str):
-            del self._made[outer]
+            if self._made.get(outer) is made:  # a concurrent waiter may have removed it
+                del self._made[outer]
             raise SandboxError(f"The sandbox's kernel made no subshell: {reply.get('evalue', reply.get('status'))}.")
         return reply["subshell_id"]
 

@@ -60,10 +60,6 @@ class Copied:
         return lines
 
 
-Download = Callable[[str, Path, int], Awaitable[Path]]
-"""``await download(remote, local, max_bytes)``: the session's bounded download."""
-
-
 def _target(folder: Path, path: str) -> Path | None:
     """Where ``path`` goes in ``folder``: None for a dotfile anywhere in it, or for a place
     that is (or whose folders are) a symlink or not a folder."""
