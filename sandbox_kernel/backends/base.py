@@ -202,7 +202,8 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
             ``status="error"``, never a raised exception.
 
         Raises:
-            ExecutionTimeout: the cell ran past ``timeout`` (the state is kept).
+            ExecutionTimeout: the cell ran past ``timeout`` (the state is kept; ``restarted``
+                when an interrupt could not stop it and the sandbox was restarted).
             SandboxDied: the sandbox stopped during the cell (the state is lost).
             SandboxError: any other infrastructure failure.
         """

@@ -172,7 +172,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             The :class:`ExecutionResult`; an exception in ``code`` is its ``error``.
 
         Raises:
-            ExecutionTimeout: the code ran past ``timeout`` (state kept); ``exc.result`` holds
+            ExecutionTimeout: the code ran past ``timeout`` (state kept, unless ``exc.restarted``); ``exc.result`` holds
                 the outputs until then. SandboxDied, SandboxError: the sandbox failed.
         """
         if language is not None and language != (mine := getattr(self.backend, "language", "python")):
