@@ -99,6 +99,12 @@ def test_output_policy_has_a_ceiling_wherever_the_policy_is_built(locked):
         OutputOptions().make_policy(mode="TRUST")  # a magic line's --output-policy
 
 
+def test_a_misspelt_output_option_refuses_instead_of_locking_nothing(locked):
+    locked({"OutputOptions": {"allowed_origin": []}})  # allowed_origins, misspelt
+    with pytest.raises(Locked, match=r"OutputOptions.allowed_origin is no output option \(they are allowed_comm"):
+        OutputOptions(allowed_origins=["https://evil.example"]).make_policy()
+
+
 def test_per_user_quotas_take_the_tightest_file(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

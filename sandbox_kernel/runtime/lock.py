@@ -123,7 +123,10 @@ class Lock:
                     POLICY_ORDER.index(options["output_policy"]) > POLICY_ORDER.index(ceiling):
                 problems.append(f"output_policy may be at most {ceiling!r} (sanitize < isolate < trust), "
                                 f"not {options['output_policy']!r}")
-            problems += _check_values("OutputOptions", document.get("OutputOptions", {}), options)
+            section = document.get("OutputOptions", {})
+            problems += [f"OutputOptions.{name} is no output option (they are {', '.join(sorted(options))}): a "
+                         "misspelt rule would lock nothing" for name in section if name not in options]
+            problems += _check_values("OutputOptions", {k: v for k, v in section.items() if k in options}, options)
         self.refuse(problems)
 
     def per_user(self) -> tuple[int | None, int | None]:
