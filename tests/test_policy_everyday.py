@@ -37,8 +37,13 @@ def test_mathjax_extensions_jupyterlab_loads_keep_their_macros(tex):
 
 @pytest.mark.parametrize("tex", [r"\bbox[background:url(https://x.example/b)]{X}", r"\bbox[red;cursor:url(x)]{X}",
                                  r"\enclose{circle}[style=cursor:url(x)]{X}", r"\textcolor[HTML]{red;x}{X}",
-                                 r"\color[rgb]{url(x)}{X}", r"\definecolor{x}{named}{red;background:url(x)}"])
+                                 r"\color[rgb]{url(x)}{X}", r"\definecolor{x}{named}{red;background:url(x)}",
+                                 r"\bbox[padding:99999px{},margin:-99999px]{x}", r"\bbox [red{},cursor:crosshair]{x}",
+                                 r"\enclose{box}[mathbackground={red},data-padding=999]{x}",
+                                 r"\enclose{box} [mathcolor=red[1]]{x}", r"\color[HTML{}]{FF0000}{x}"])
 def test_their_arguments_are_checked(tex):
+    """MathJax's ``GetBrackets`` reads braces inside an option: one the module cannot read is
+    refused, never taken for no option."""
     policed, changed = OutputPolicy().tex_text(f"${tex}$")
     assert changed and not re.search(r"\\(bbox|enclose|textcolor|color|definecolor)\b", policed)
 

@@ -14,7 +14,8 @@ attributes. So each of these macros is kept only when every argument it hands on
   and a colour;
 - ``\\enclose``'s notations (MathML ``menclose``'s names) and ``mathcolor``/``mathbackground``.
 
-Anything else and the macro loses its backslash (:func:`.tex.police_tex`).
+Anything else and the macro loses its backslash (:func:`.tex.police_tex`); so does one whose
+``[...]`` option cannot be read here (braces inside it, which MathJax's ``GetBrackets`` accepts).
 """
 
 from __future__ import annotations
@@ -42,11 +43,33 @@ COLOUR_ARGUMENTS = {"color": 1, "textcolor": 1, "colorbox": 1, "fcolorbox": 2, "
 CHECKED = frozenset(COLOUR_ARGUMENTS) | {"definecolor", "bbox", "enclose"}
 
 
+class _Unread(Exception):
+    """An optional argument this module cannot read (one holding braces or brackets)."""
+
+
+def _option(text: str, end: int) -> re.Match | None:
+    """The ``[...]`` option at ``end``, or None when there is none. MathJax's ``GetBrackets``
+    takes one whenever the next character but spaces is ``[``, and reads braces inside it
+    (``[padding:9px{},...]``): such an option, which ``_OPTION`` cannot read, raises
+    :class:`_Unread`, never counts as no option."""
+    option = _OPTION.match(text, end)
+    if option is None and text[end:].lstrip().startswith("["):
+        raise _Unread
+    return option
+
+
 def arguments_ok(name: str, text: str, end: int) -> bool:
     """Whether the arguments after ``\\name`` (at ``end`` in ``text``) are plain (the module
-    docstring); True for a macro without checked arguments."""
+    docstring); True for a macro without checked arguments. An option not read is not plain."""
+    try:
+        return _arguments_ok(name, text, end)
+    except _Unread:
+        return False
+
+
+def _arguments_ok(name: str, text: str, end: int) -> bool:
     if name in COLOUR_ARGUMENTS:
-        model = _OPTION.match(text, end)
+        model = _option(text, end)
         end = model.end() if model else end
         for _ in range(COLOUR_ARGUMENTS[name]):
             colour = _GROUP.match(text, end)
@@ -65,13 +88,13 @@ def arguments_ok(name: str, text: str, end: int) -> bool:
         return re.fullmatch(r"[A-Za-z]{1,30}", parts[0]) is not None and parts[1] in _MODELS and \
             colour_ok(parts[1], parts[2])
     if name == "bbox":
-        options = _OPTION.match(text, end)
+        options = _option(text, end)
         return options is None or all(_bbox_option(part.strip()) for part in options.group(1).split(","))
     if name == "enclose":
         notation = _GROUP.match(text, end)
         if notation is None or not set(re.split(r"[\s,]+", notation.group(1).strip())) <= NOTATIONS:
             return False
-        attributes = _OPTION.match(text, notation.end())
+        attributes = _option(text, notation.end())
         return attributes is None or all(_enclose_attribute(part.strip()) for part in attributes.group(1).split(","))
     return True
 
