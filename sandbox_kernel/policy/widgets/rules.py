@@ -10,9 +10,9 @@ module runs that module's JavaScript. So, unless the policy is ``trust``:
 - the sandbox may open comms only to ``allowed_comm_targets`` (``jupyter.widget``), and only
   widgets whose model and view modules are in ``allowed_widget_modules``; a model of the standard
   modules must be one of the models of ipywidgets 8.1 with its own view and version
-  (:mod:`.widget_types`), else it is refused, with one note;
+  (:mod:`.types`), else it is refused, with one note;
 - each standard model's state is typed against its table and every string a view renders is
-  policed (:mod:`.widget_state`), at ``comm_open``, on every ``update``/``echo_update``, and in
+  policed (:mod:`.state`), at ``comm_open``, on every ``update``/``echo_update``, and in
   the ``update_states`` reply on the ``jupyter.widget.control`` comm (how a reloaded page gets
   every widget's state), judged there on the ``model_module``/``model_name`` of each entry, which
   is what the widget manager loads;
@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ...core.events import Comm
+from ..core import STANDARD_WIDGET_MODULES
 from .media import police_states_media
 from .state import WidgetModel, binary_paths, binary_state, police_state
 from .types import CLASS_KEYS, MODEL_ID, class_mismatch, is_ref, json_copy, model_type, ref_models, refs
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 WIDGET_TARGET = "jupyter.widget"
 CONTROL_TARGET = "jupyter.widget.control"
-STANDARD_MODULES = frozenset({"@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output"})
+STANDARD_MODULES = frozenset(STANDARD_WIDGET_MODULES)
 LINK_MODELS = frozenset({"LinkModel", "DirectionalLinkModel"})
 NOT_LINKED = frozenset({"description_allow_html", "msg_id"})
 """Traits no link may set though their views show no string: the switch that makes a description

@@ -63,11 +63,6 @@ class ModelType:
     views: tuple[tuple[str | None, str, str | None], ...]
     traits: dict[str, dict[str, Any]]
 
-    def bytes_keys(self) -> frozenset[str]:
-        """Traits whose value travels as a binary buffer (``buffer_paths`` may name only these)."""
-        return frozenset(k for k, spec in self.traits.items() if spec["type"] == "bytes" or spec["type"] == {
-            "list": "file"})
-
 
 @functools.lru_cache(maxsize=1)
 def table() -> dict[str, ModelType]:
