@@ -22,6 +22,7 @@ from sandbox_kernel.backends.docker.images import (
 )
 from sandbox_kernel.core.errors import ImageBuildError
 from tests.kernels import kernel, run, stdout
+from tests.support.wheels import offline_pip
 from tests.targets import skip_or_fail
 from tests.targets.docker import client  # noqa: F401 (a fixture)
 
@@ -96,8 +97,9 @@ def test_a_cell_in_an_arm64_sandbox_reports_aarch64(client):  # noqa: F811
 
 
 @pytest.fixture
-def pyyaml_arm64(client):  # noqa: F811
-    """The tag of sandbox-kernel:arm64 plus pyyaml (a C extension): absent at the start, removed at the end."""
+def pyyaml_arm64(client, monkeypatch):  # noqa: F811
+    """The tag of sandbox-kernel:arm64 plus pyyaml (a C extension): absent at the start, removed at the end.
+    The backend's ``pip download`` reads build/test-wheels/aarch64 (.ci/test-wheels-setup.sh), no index."""
     from sandbox_kernel.backends.docker.images.packages import packages_tag
 
     def remove():
@@ -107,6 +109,8 @@ def pyyaml_arm64(client):  # noqa: F811
             pass
 
     _require_arm64(client)
+    for name, value in offline_pip("aarch64").items():
+        monkeypatch.setenv(name, value)
     tag = packages_tag(client, ARM64_IMAGE, ["pyyaml"])
     remove()  # left by an interrupted run
     yield tag

@@ -1,10 +1,12 @@
 """The user's environment in the docker sandbox, against the real engine (no registry): pip
 ``packages`` built into a derived image, the user's ``dockerfile`` with ``build_args``, and
 another language's kernel (``kernel_name``: bash_kernel) under the same hardening. The images are
-built once per session and removed at its end."""
+built once per session and removed at its end. pip reads only the wheels .ci/test-wheels-setup.sh
+downloaded (no index: tests/support/wheels.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel.backends.docker import DockerBackend
+from sandbox_kernel.backends.docker.images.build import image_platform
 from sandbox_kernel.backends.docker.images.dockerfile import DOCKERFILE_LABEL, context_digest, dockerfile_tag
 from sandbox_kernel.backends.docker.images.packages import packages_tag
 from sandbox_kernel.core.errors import ExecutionTimeout, SandboxStartError
@@ -21,6 +24,7 @@ from sandbox_kernel.core.events import Display
 from tests.kernels import kernel, run, stdout
 from tests.support.backends import backends, prepared
 from tests.support.recorder import Recorder
+from tests.support.wheels import offline_pip
 from tests.targets.docker import IMAGE, NOTHING, client, held_by  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -57,11 +61,13 @@ def scratch_dockerfile(client, tmp_path):
 
 @pytest.fixture(scope="session")
 def bash_dockerfile(tmp_path_factory) -> Path:
-    """A Dockerfile folder whose image runs bash_kernel; its wheels downloaded by the host's pip."""
+    """A Dockerfile folder whose image runs bash_kernel; its wheels copied by the host's pip from
+    build/test-wheels/host."""
     folder = tmp_path_factory.mktemp("bash-image")
     wheels = folder / "wheels"
     pip = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                          "--dest", str(wheels), *BASH_WHEELS], capture_output=True, text=True)
+                          "--dest", str(wheels), *BASH_WHEELS], capture_output=True, text=True,
+                         env={**os.environ, **offline_pip("host")})
     assert pip.returncode == 0, pip.stderr
     (folder / "Dockerfile").write_text(BASH_DOCKERFILE)
     return folder / "Dockerfile"
@@ -102,11 +108,19 @@ async def make():
         yield factory
 
 
+@pytest.fixture
+def sandbox_wheels(client, monkeypatch):  # noqa: F811
+    """The backend's host-side ``pip download`` of ``packages`` reads build/test-wheels (the
+    default image's architecture) and no index."""
+    for name, value in offline_pip(image_platform(client, IMAGE).machine).items():
+        monkeypatch.setenv(name, value)
+
+
 def progress_of(rec: Recorder) -> list[str]:
     return [e.data["text/plain"] for e in rec.events if isinstance(e, Display) and e.execution_count is None]
 
 
-async def test_packages_are_built_once_with_progress_then_reused(make, client, tqdm_image):
+async def test_packages_are_built_once_with_progress_then_reused(make, client, tqdm_image, sandbox_wheels):
     backend = make(packages=["tqdm"])
     rec = Recorder()
     started = time.monotonic()
@@ -129,7 +143,7 @@ async def test_packages_are_built_once_with_progress_then_reused(make, client, t
     assert (await again.execute("import tqdm", rec)).status == "ok" and progress_of(rec) == []
 
 
-async def test_an_unknown_package_is_one_message_naming_it(make):
+async def test_an_unknown_package_is_one_message_naming_it(make, sandbox_wheels):
     backend = make(packages=["tqdm", "sandbox-kernel-no-such-package-xyz"])
     with pytest.raises(SandboxStartError) as caught:
         await backend.execute("1", Recorder())
@@ -145,7 +159,7 @@ async def test_without_the_package_index_the_message_says_so(make, tmp_path, mon
     with socket.socket() as sock:  # a port nothing listens on: the "index" refuses connections
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
+    for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")

@@ -1,7 +1,8 @@
 """Images ahead of time (issue 30): ``sandbox-kernel image build --kernel NAME`` builds the image a
 docker kernelspec's ``packages`` ask for, so a scripted run (nbclient, with a 30 s per-cell
 timeout) passes on its first try; without it the first cell builds (24-62 s measured here, so a
-30 s timeout usually fails it), and what the cell shows names the command. Real engine, real pip,
+30 s timeout usually fails it), and what the cell shows names the command. Real engine, real pip
+(reading the wheels .ci/test-wheels-setup.sh downloaded, with no index: tests/support/wheels.py),
 a kernelspec installed for the test."""
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError
 
 from sandbox_kernel.backends.docker import DockerBackend
+from sandbox_kernel.backends.docker.images.build import image_platform
 from sandbox_kernel.backends.docker.images.packages import packages_tag
 from tests.support.backends import prepared
+from tests.support.wheels import offline_pip
 from tests.targets.docker import client  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -27,16 +30,19 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 PACKAGES = ["scikit-learn==1.9.1"]
 """Heavy enough that building it at the first cell usually takes longer than nbclient's 30 s here
 (scipy and scikit-learn: 24-62 s measured with the wheels already downloaded), and used by no
-other test."""
+other test. The kernel's pip copies the wheels from build/test-wheels/x86_64 into its wheelhouse."""
 KERNEL = "sandbox-docker-files-ahead"
 CELL = "import sklearn\nprint(sklearn.__version__)"
 
 
 @pytest.fixture
-def kernelspec(tmp_path, client):  # noqa: F811
+def kernelspec(tmp_path, client, monkeypatch):  # noqa: F811
     """A docker kernelspec whose options ask for :data:`PACKAGES`, found through JUPYTER_PATH;
-    the packages image is removed before and after."""
+    the packages image is removed before and after. Kernels started by the test (their host-side
+    ``pip download``) inherit pip's offline settings from this process."""
     prepared("docker")
+    for name, value in offline_pip(image_platform(client, DockerBackend().image).machine).items():
+        monkeypatch.setenv(name, value)
     spec = tmp_path / "share" / "kernels" / KERNEL
     spec.mkdir(parents=True)
     options = [f"--DockerBackend.packages={p}" for p in PACKAGES]

@@ -1,6 +1,7 @@
 """The newcomer's path, from a fresh copy of this tree: the README's install lines as written (a
-new venv, packages from the index), JupyterLab opened on the sandbox kernels in Chromium, and the
-example notebooks run the way the README's table says (each command is checked to be there)."""
+new venv; pip reads the wheels .ci/test-wheels-setup.sh downloaded, with no index: tests/support/wheels.py),
+JupyterLab opened on the sandbox kernels in Chromium, and the example notebooks run the way the
+README's table says (each command is checked to be there)."""
 
 from __future__ import annotations
 
@@ -39,10 +40,13 @@ def block_after(heading: str) -> list[str]:
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
     """A copy of this tree's files (what a clone holds: git's tracked and new files, nothing
-    ignored), with the README's install lines run in it; yields ``(folder, sh)``."""
+    ignored), with the README's install lines run in it; yields ``(folder, sh)``. Every pip there
+    installs from build/test-wheels/host only."""
     from tests.support.backends import prepared
+    from tests.support.wheels import offline_pip
 
     prepared("docker")
+    pip = offline_pip("host")
     if shutil.which("git") is None:
         skip_or_fail("git is not installed")
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
@@ -53,7 +57,8 @@ def fresh(tmp_path_factory):
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, clone / name)
     env = {"PATH": os.environ["PATH"], "HOME": str(clone.parent), "LANG": "C.UTF-8",
-           **{k: v for k, v in os.environ.items() if k.startswith(("PIP_", "DOCKER_", "SSL_CERT")) or k.endswith("_CA_BUNDLE")}}
+           **{k: v for k, v in os.environ.items() if k.startswith(("PIP_", "DOCKER_", "SSL_CERT")) or k.endswith("_CA_BUNDLE")},
+           **pip}
 
     def sh(command: str, timeout: float = 900) -> subprocess.CompletedProcess:
         done = subprocess.run(["bash", "-c", f". .venv/bin/activate 2>/dev/null; {command}"], cwd=clone, env=env,
