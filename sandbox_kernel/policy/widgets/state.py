@@ -1,7 +1,7 @@
 """One widget model's state under the output policy: typed, then every rendered string policed.
 
 :func:`police_state` takes the state (or part of it, from an ``update``) of a model that
-:mod:`.widget_types` knows and returns a fresh dict written here, never the input:
+:mod:`.types` knows and returns a fresh dict written here, never the input:
 
 - a key the model does not sync is dropped; a value of the wrong type is dropped (the model keeps
   its previous value, or the view's default at ``comm_open``): a key, not the whole message, so an
