@@ -15,17 +15,15 @@ nothing under the default policy; the request target is always a recorder this t
 
 And what the policy used to break renders: ``\\ce{H2O}`` (mhchem), a figure as inline SVG in HTML,
 an image by a relative path (from the notebook's folder) in HTML and in Markdown. Then a sample of
-the public corpora of ``tests/corpora`` (:data:`SAMPLE`), each payload in its own cell with its
-``alert(1)`` replaced by a request to the recorder: every one acts under ``trust`` and none under
-``sanitize`` or ``isolate``.
+this project's own payload families (:mod:`tests.support.xss_families`, :data:`SAMPLE`), each
+payload in its own cell, its script a request to the recorder and its URL the recorder's: every
+one acts under ``trust`` and none under ``sanitize`` or ``isolate``.
 Screenshots: ``build/browser-artifacts/findings-*.png``.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -42,6 +40,7 @@ from tests.browser import (
 )
 from tests.page_attacks import raw, show
 from tests.support.backends import prepared
+from tests.support.xss_families import payloads
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.timeout(400)]
 
@@ -87,26 +86,40 @@ def overlay(tag: str, origin: str) -> dict[str, str]:
             "after": "print('end')"}
 
 
-SAMPLE = {
-    "dompurify": [35, 37, 38, 74, 191, 193, 194, 195, 197, 198, 290, 293, 295, 297, 307, 338, 339, 352, 366, 367],
-    "html5sec": [19, 36, 39, 46, 54, 90, 139, 141, 143, 144, 146],
-    "mxss-cheatsheet": [68, 79, 80, 81, 82, 83, 84],
-    "portswigger-events": [360, 834],
-}
-"""Payloads of ``tests/corpora/NAME.json`` (by index) that act with no click under ``trust`` in
-JupyterLab 4.6.6 + Chromium 156 once their ``alert(1)`` requests the recorder: measured on the
-299 payloads holding ``alert(1)`` and nothing that would take the whole page away (``<base>``,
-``<meta>``, ``<form>``, ``location``, ``document.write`` ...; PortSwigger's one in six), 40 acted."""
+SAMPLE = (
+    "handler/img/onerror", "handler/img-loaded/onload", "handler/iframe/onload", "handler/video/onloadstart",
+    "handler/link/onerror", "handler/script/onerror", "handler/style/onload", "handler/details/ontoggle",
+    "handler/custom/onanimationstart", "handler/svg-animate/onbegin", "handler/svg-image/onerror",
+    "handler/math/oncontentvisibilityautostatechange",
+    "url/iframe-src/javascript", "url/iframe-src/javascript-entities", "url/iframe-src/data-base64",
+    "url/embed-src/data-svg", "url/object-data/data-html", "url/script-src/data-js", "url/img-srcset/scheme-relative",
+    "url/link-href/external", "url/video-poster/external", "url/srcdoc/entities",
+    "svg/set/onbegin", "svg/script-entities", "svg/foreignobject/iframe", "svg/smil/image/href/set/external",
+    "svg/style-import",
+    "mxss/noscript/title-attribute", "mxss/noembed/comment", "mxss/xmp/cdata", "mxss/math/style",
+    "mxss/nested-form/img",
+    "css/block/background-url", "css/attribute/image-set", "css/style/import-url", "css/svg-style/end-tag",
+    "markdown/image/external", "markdown/details",
+    "obfuscated/img/mixed-case", "obfuscated/svg-script/entities-padded", "obfuscated/script/comment-before",
+    "obfuscated/iframe/unclosed",
+    "attribute/no-space", "attribute/gt-in-title",
+)
+"""Payloads of :mod:`tests.support.xss_families` that act with no click under ``trust`` in
+JupyterLab 4.6.6 + Chromium 156, a few of each family. Measured on the 1,460 that leave the page
+in place (all but ``<base>`` and ``<meta http-equiv>``), shown together in one notebook: 369
+acted in each of two runs, 3 more in one of them (an SVG ``<script>`` in CDATA or with a
+``type``, a video's ``onanimationend``); under ``sanitize`` and ``isolate`` none did. Markdown
+ones are shown as Markdown, the rest as HTML."""
 
 
-def corpora(tag: str, origin: str) -> dict[str, str]:
-    """One cell per payload of :data:`SAMPLE`, its ``alert(1)`` a request to the recorder."""
+def families(tag: str, origin: str) -> dict[str, str]:
+    """One cell per payload of :data:`SAMPLE`, its script a request to the recorder for its name
+    and its URL the recorder's."""
     cells = {}
-    for name, indices in SAMPLE.items():
-        payloads = json.loads((Path(__file__).with_name("corpora") / f"{name}.json").read_text())["payloads"]
-        for i in indices:
-            request = f"fetch('{origin}/leak/{tag}/{name}/{i}')"
-            cells[f"{name}/{i}"] = show("HTML", payloads[i].replace("alert(1)", request))
+    for name in SAMPLE:
+        leak = f"{origin}/leak/{tag}/{name}"
+        cells[name] = show("Markdown" if name.startswith("markdown/") else "HTML",
+                           payloads(f"fetch('{leak}')", leak)[name])
     return cells
 
 
@@ -120,13 +133,13 @@ def recorder():
 @pytest.fixture(scope="module")
 def pages(recorder):
     """The notebooks run to their end: findings and overlay under sanitize and trust, the
-    corpora's sample under sanitize, isolate and trust."""
+    families' sample under sanitize, isolate and trust."""
     prepared("docker")
     with jupyterlab(kernelspecs("https://allowed.invalid"), prepared("docker").kernel_env) as lab:
         (lab.root / "figure-1px.png").write_bytes(PNG_1PX)
         books = {f"findings-{p}": (findings, p) for p in ("sanitize", "trust")}
         books.update({f"overlay-{p}": (overlay, p) for p in ("sanitize", "trust")})
-        books.update({f"corpora-{p}": (corpora, p) for p in ("sanitize", "isolate", "trust")})
+        books.update({f"families-{p}": (families, p) for p in ("sanitize", "isolate", "trust")})
         opened = {}
         for tag, (build, policy) in books.items():
             kernel = "sandbox-docker" if policy == "sanitize" else f"sandbox-docker-{policy}"
@@ -217,11 +230,11 @@ def test_what_the_policy_used_to_break_renders(pages):
 
 
 @pytest.mark.parametrize("policy", ["trust", "sanitize", "isolate"])
-def test_the_public_corpora_act_only_under_trust(pages, recorder, policy):
+def test_the_families_act_only_under_trust(pages, recorder, policy):
     """The control: every payload of the sample acts under ``trust``; none acts otherwise."""
-    tag = f"corpora-{policy}"
+    tag = f"families-{policy}"
     deadline = time.monotonic() + (20 if policy == "trust" else 3)
-    expected = {f"{name}/{i}" for name, indices in SAMPLE.items() for i in indices}
+    expected = set(SAMPLE)
     while True:
         acted = {p.split(f"/leak/{tag}/", 1)[1].split("?")[0] for p in recorder.paths if f"/leak/{tag}/" in p}
         if time.monotonic() > deadline or (policy == "trust" and acted >= expected):
