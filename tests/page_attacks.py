@@ -18,10 +18,11 @@ Every attack in :data:`CORPUS` (its cells are data: ``tests/page_attacks.json``)
 elements with handlers that fire on layout, spaced attributes, CSS escapes and strings),
 ``style-breakout`` (``</style>`` written by a CSS re-serializer), ``mermaid``, ``maths``
 (MathJax's ``\\style``), ``vega`` and ``metadata`` (vega-embed's URL forms, ``usermeta`` and
-``embed_options``), ``widget`` (state the browser moves between models), ``research`` (public
-XSS/mXSS classes: ``noscript``/``noembed`` parser differentials, namespace confusion, SMIL,
-legacy fetching attributes), ``paths`` (an ``execute_result``, a display update), ``frame``
-(a framed script navigating its frame) and ``basic``.
+``embed_options``), ``widget`` (state the browser moves between models), ``research`` (cells
+written here for well-known XSS/mXSS techniques, not taken from a published list:
+``noscript``/``noembed`` parser differentials, namespace confusion, SMIL, legacy fetching
+attributes), ``paths`` (an ``execute_result``, a display update), ``frame`` (a framed script
+navigating its frame) and ``basic``.
 Attacks that need a person's click are :data:`CLICK_REQUIRED` (the browser test checks that
 what they need is not offered); candidates that did not fire even under ``trust`` are listed
 in :data:`NOT_IN_CORPUS` with the reason, so nobody adds them back believing they are live.
