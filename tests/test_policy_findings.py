@@ -190,8 +190,13 @@ def test_isolate_never_frames_its_own_sanitized_output():
 
 # -- the page's own classes ------------------------------------------------------------------------
 PAGE_CLASS_NAMES = ["lm-cursor-backdrop", "jp-Notebook-ExecutionIndicator-tooltip", "Toastify__toast-container",
-                    "p-Widget", "cm-tooltip", "vg-tooltip", "mjx-container", "tex2jax_process", "widget-inline-hbox",
-                    "jupyter-widgets", "fa", "fa-spin"]
+                    "p-Widget", "cm-tooltip", "vg-tooltip", "mjx-container", "tex2jax_process"]
+
+
+def test_ipywidgets_own_classes_stay():
+    """``interact`` sets ``_dom_classes=['widget-interact']`` itself: kept, and no note."""
+    verdict = WidgetRules(OutputPolicy()).from_sandbox(opening("c" * 32, "VBoxModel", _dom_classes=["widget-interact"]))
+    assert state_of(verdict)["_dom_classes"] == ["widget-interact"] and not verdict[1]
 
 
 @pytest.mark.parametrize("name", PAGE_CLASS_NAMES)

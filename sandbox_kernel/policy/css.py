@@ -82,14 +82,14 @@ def values_ok(tokens) -> bool:
     return True
 
 
-PAGE_CLASSES = re.compile(r"(jp-|lm-|p-|cm-|vg-|mjx|toastify|widget-|jupyter-|fa$|fa-)|.*jax", re.I)
+PAGE_CLASSES = re.compile(r"(jp-|lm-|p-|cm-|vg-|mjx|toastify)|.*jax", re.I)
 """Class names of the page's own stylesheets: JupyterLab's ``jp-``, Lumino's ``lm-`` (``p-``
 before), CodeMirror's ``cm-``, vega-embed's ``vg-``, MathJax's (``mjx``, and ``processHtmlClass``:
-any name holding "jax" makes MathJax typeset the element), Toastify's, ipywidgets' ``widget-`` and
-``jupyter-``, Font Awesome's. An output that wears one gets that rule's declarations, which the
-policy never saw: ``lm-cursor-backdrop`` is ``position: fixed; z-index: 100`` (Lumino), as are
-``jp-Notebook-ExecutionIndicator-tooltip`` and ``Toastify__toast-container``. Its own class
-names only match its own (scoped, policed) styles."""
+any name holding "jax" makes MathJax typeset the element), Toastify's. An output that wears one
+gets that rule's declarations, which the policy never saw: ``lm-cursor-backdrop`` is ``position:
+fixed; z-index: 100`` (Lumino), as are ``jp-Notebook-ExecutionIndicator-tooltip`` and
+``Toastify__toast-container``. ipywidgets' own (``widget-``, ``jupyter-``) stay: the widgets set
+them themselves (``interact`` is ``widget-interact``), and their rules only lay widgets out."""
 
 
 def own_class(name: str) -> bool:
