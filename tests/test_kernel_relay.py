@@ -239,7 +239,10 @@ async def test_a_death_found_by_a_completion_is_said_by_the_next_cell(name):
         async with make() as backend:
             await backend.execute("kept = 1\nimport os, threading, time\n"
                                   "threading.Thread(target=lambda: (time.sleep(0.5), os._exit(3))).start()", Recorder())
-            await asyncio.sleep(1.5)
+            for _ in range(600):  # until the backend's death watch has seen it (slow on a loaded machine)
+                if backend._death is not None and backend._death.done():
+                    break
+                await asyncio.sleep(0.1)
             with contextlib.suppress(Exception):
                 await backend.complete("ke", 2)
             rec = Recorder()
