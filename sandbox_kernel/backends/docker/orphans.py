@@ -4,6 +4,7 @@ and removed at the next start."""
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 from ...core.errors import Missing, SandboxError
@@ -39,6 +40,23 @@ class Orphans:
                 self.pending.remove((kind, ident))
 
 
+REMOVAL_WAIT_S = 10.0
+"""Seconds a container that outlived its removal is waited for (see :func:`_remove`)."""
+
+
 def _remove(client: Any, kind: str, ident: str) -> None:
-    remove = client.api.remove_container if kind == "container" else client.api.remove_volume
-    remove(ident, force=True)
+    """Remove a container or volume; raises the engine's errors (404 once it is gone).
+
+    Podman ignores the removal of a container that is stopping by itself, which a kernel asked
+    to end (``shutdown_request``) often is by then (measured under load: exited, not removed):
+    so a container still there after its removal is removed again, until it is gone or
+    :data:`REMOVAL_WAIT_S` passed (Docker removes at once: its inspect is a 404 at the first try)."""
+    if kind == "volume":
+        client.api.remove_volume(ident, force=True)
+        return
+    client.api.remove_container(ident, force=True)
+    deadline = time.monotonic() + REMOVAL_WAIT_S
+    while time.monotonic() < deadline:
+        client.api.inspect_container(ident)  # raises NotFound (Missing) once it is gone
+        time.sleep(0.2)
+        client.api.remove_container(ident, force=True)
