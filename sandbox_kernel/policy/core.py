@@ -195,10 +195,7 @@ class OutputPolicy:
         try:
             policed, changed = rule.police(self, value)
         except Exception as exc:  # noqa: BLE001 - input that breaks a parser (nesting past Python's
-            out.changed = True  # recursion limit in tinycss2) is refused, never passed, never raised
-            out.notes.append(f"[a {mime} output was not shown: the output policy could not read it "
-                             f"({type(exc).__name__})]")
-            return
+            return _unreadable(mime, exc, out)  # recursion limit in tinycss2): refused, never raised
         out.changed |= changed
         if rule.shown_as is not None:  # Markdown: shown as the policy's HTML, unless the bundle has its own
             if rule.shown_as not in data:
@@ -222,10 +219,7 @@ class OutputPolicy:
                 try:
                     value, changed = plotly_figure(value)
                 except Exception as exc:  # noqa: BLE001 - as in _known: refused, never raised
-                    out.changed = True
-                    out.notes.append(f"[a {mime} output was not shown: the output policy could not read it "
-                                     f"({type(exc).__name__})]")
-                    return
+                    return _unreadable(mime, exc, out)
                 out.changed |= changed
             out.data[mime] = value
             if given is not None:
@@ -242,3 +236,9 @@ class OutputPolicy:
                                       f"from the sandbox in this page; "
                                       f"{self.option('output_policy', 'isolate' if self.mode == 'sanitize' else 'trust')} "
                                       "allows it]")
+
+
+def _unreadable(mime: str, exc: Exception, out: Policed) -> None:
+    """Refuse a ``mime`` output whose rule raised ``exc`` on it, with a note saying so."""
+    out.changed = True
+    out.notes.append(f"[a {mime} output was not shown: the output policy could not read it ({type(exc).__name__})]")
