@@ -7,7 +7,7 @@ import contextlib
 import time
 from typing import Any
 
-from ...core.errors import Missing, SandboxError
+from ...core.errors import Missing, Refused, SandboxError
 from .boundary import engine_errors
 
 
@@ -45,18 +45,31 @@ REMOVAL_WAIT_S = 10.0
 
 
 def _remove(client: Any, kind: str, ident: str) -> None:
-    """Remove a container or volume; raises the engine's errors (404 once it is gone).
+    """Remove a container or volume; raises the engine's errors as the SandboxError tree
+    (:class:`Missing` once it is gone).
 
-    Podman ignores the removal of a container that is stopping by itself, which a kernel asked
-    to end (``shutdown_request``) often is by then (measured under load: exited, not removed):
-    so a container still there after its removal is removed again, until it is gone or
-    :data:`REMOVAL_WAIT_S` passed (Docker removes at once: its inspect is a 404 at the first try)."""
+    Podman mishandles a container that is stopping by itself, which a kernel asked to end
+    (``shutdown_request``) often is by then. Measured under load: the removal was ignored (the
+    container stayed, exited), or refused with a 500 "container not running". So a container
+    still there after its removal, or whose removal was refused, is removed again every 0.2 s
+    until it is gone or :data:`REMOVAL_WAIT_S` passed; the last refusal is then raised. Docker
+    removes at once: its inspect is a 404 at the first try."""
     if kind == "volume":
-        client.api.remove_volume(ident, force=True)
+        with engine_errors("remove the sandbox's volume"):
+            client.api.remove_volume(ident, force=True)
         return
-    client.api.remove_container(ident, force=True)
     deadline = time.monotonic() + REMOVAL_WAIT_S
-    while time.monotonic() < deadline:
-        client.api.inspect_container(ident)  # raises NotFound (Missing) once it is gone
+    while True:
+        try:
+            with engine_errors("remove the sandbox's container"):
+                client.api.remove_container(ident, force=True)
+                client.api.inspect_container(ident)  # raises NotFound (Missing) once it is gone
+        except Missing:
+            raise
+        except Refused:
+            if time.monotonic() > deadline:
+                raise
+        else:
+            if time.monotonic() > deadline:
+                return
         time.sleep(0.2)
-        client.api.remove_container(ident, force=True)

@@ -11,7 +11,8 @@ cgroup v1, no systemd):
 - a cgroup per user, ``sandbox-kernel/USER`` in the memory, pids and cpu hierarchies, with the
   user's limits: rootless Podman cannot limit a container on cgroup v1, so this bounds all of the
   user's sandboxes together (measured: a fork loop stopped at the pids limit, a memory bomb was
-  OOM-killed at the memory limit, the engine and the user's other sandboxes lived on);
+  OOM-killed at the memory limit, the engine lived on; the OOM killer may take a second process
+  of the cgroup, another sandbox's kernel, while the first one's memory is freed: docs/jupyterhub.md);
 - ``podman system service --time=0`` as the user, in that cgroup, on
   ``/run/user/UID/podman/podman.sock`` (only the user can connect);
 - the sandbox image copied from the machine's engine into the user's storage when missing or
