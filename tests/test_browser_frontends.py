@@ -6,8 +6,9 @@ and Notebook 7.6 with their default settings, so widget messages travel over ker
   later cell reads the last; moved again while a 5 s cell runs, its callback's effect (a label the
   callback sets) shows before that cell ends, as on python3 (a comm that last spoke on a subshell
   is served there, beside the running cell);
-- the notebook closed and reopened five times, a cell run each time: no freeze (each reopen makes
-  new subshells and opens the widget manager's comms on them);
+- the notebook closed and reopened three times, a cell run each time: no freeze (each reopen makes
+  new subshells and opens the widget manager's comms on them; before the fix a reopen froze the
+  kernel in 5 of 6 tries in Notebook 7 and 1 of 1 in Lab);
 - ``len?`` shows its help (the pager's payload) under the cell;
 - the debugger: a breakpoint in a sandboxed cell stops it there, the variables panel shows a local
   variable's value, continue finishes the cell.
@@ -108,13 +109,13 @@ def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(front
     page.close()
 
 
-def test_reopened_five_times_without_a_freeze(frontend, kernel):
+def test_reopened_three_times_without_a_freeze(frontend, kernel):
     name = f"reopen-{frontend.frontend}-{kernel}"
     page = frontend.open(name, kernel, CELLS[:2])
     ready(page)
     run_cell(page, 0)
     page.locator(".widget-slider").first.wait_for(timeout=60_000)
-    for _ in range(5):
+    for _ in range(3):
         page.close()
         page = frontend.reopen(name)
         ready(page)
