@@ -248,7 +248,7 @@ async def test_a_death_found_by_a_completion_is_said_by_the_next_cell(name):
             rec = Recorder()
             outcome = await backend.execute("'kept' in globals()", rec)
     assert outcome.status == "ok" and rec.result() == "False"
-    assert [e for e in rec.events if isinstance(e, SandboxReplaced)], rec.events
+    assert rec.of(SandboxReplaced), rec.events
 
 
 async def test_a_timeout_the_interrupt_cannot_end_says_the_sandbox_was_restarted():
@@ -269,5 +269,5 @@ async def test_a_timeout_the_interrupt_cannot_end_says_the_sandbox_was_restarted
             after = Recorder()
             await backend.execute("'kept' in globals()", after)
     assert raised.value.restarted
-    assert [e for e in rec.events if isinstance(e, SandboxReplaced)], rec.events
+    assert rec.of(SandboxReplaced), rec.events
     assert after.result() == "False"
