@@ -191,6 +191,50 @@ def test_sigterm_removes_the_sandbox():
     assert not Path(status["workdir"]).exists() and process_gone(int(status["sandbox_id"]))
 
 
+def test_sigterm_during_the_removal_that_stdins_end_began_waits_for_it():
+    """The MCP SDK's stdio client closes the server's stdin, then sends SIGTERM 2 s later: the
+    removal stdin's end began must finish before the server exits (its exit cut it short, and
+    the sandbox was left behind). A busy kernel makes the removal last its 2 s grace here."""
+    import signal
+
+    from mcp_types import LATEST_PROTOCOL_VERSION
+
+    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--backend", "local"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def send(message: dict) -> None:
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        server.stdin.flush()
+
+    def reply(msg_id: int) -> dict:
+        while True:
+            answer = json.loads(server.stdout.readline())
+            if answer.get("id") == msg_id:
+                return answer["result"]
+
+    try:
+        send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}})
+        reply(1)
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call", "params": {"name": "run_code", "arguments": {"code": "x = 1"}}})
+        reply(2)
+        send({"id": 3, "method": "tools/call", "params": {"name": "status", "arguments": {}}})
+        status = json.loads(reply(3)["content"][0]["text"])
+        send({"id": 4, "method": "tools/call", "params": {"name": "run_code", "arguments": {
+            "code": "open('busy', 'w').close()\nwhile True: pass"}}})
+        assert wait_until(lambda: (Path(status["workdir"]) / "busy").exists(), timeout=30)
+        server.stdin.close()
+        time.sleep(0.5)  # the removal is under way
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+        server.wait()
+    assert not Path(status["workdir"]).exists(), "the sandbox's directory was left behind"
+    assert wait_until(lambda: process_gone(int(status["sandbox_id"])))
+
+
 async def test_http_sessions_each_get_a_sandbox_behind_a_token():
     """``--http``: 127.0.0.1 only, a bearer token, one sandbox per MCP session, removed when
     the client ends its session (DELETE) and, for the rest, at SIGTERM."""

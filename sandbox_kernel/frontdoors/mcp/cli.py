@@ -45,6 +45,7 @@ class Sessions:
         self._make, self.backend = make, backend
         self._sandboxes: dict[str | None, AsyncSandbox] = {}
         self._used: dict[str | None, float] = {}
+        self._closing: set[asyncio.Future] = set()  # removals under way
 
     def get(self, ctx: Any) -> AsyncSandbox:
         """The calling session's sandbox (``ctx``: the tool's MCP ``Context``)."""
@@ -58,10 +59,17 @@ class Sessions:
         """Remove session ``key``'s sandbox, if it has one."""
         self._used.pop(key, None)
         if (sandbox := self._sandboxes.pop(key, None)) is not None:
-            await sandbox.close()
+            closing = asyncio.ensure_future(sandbox.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+            await closing
 
     async def close_all(self) -> None:
-        await asyncio.gather(*(self.close(key) for key in list(self._sandboxes)), return_exceptions=True)
+        """Remove every sandbox, and wait for the removals already under way: the stdio
+        client's SIGTERM comes 2 s after it closed stdin (the MCP SDK's stdio_client), often
+        while the removal that stdin's end began still runs."""
+        await asyncio.gather(*(self.close(key) for key in list(self._sandboxes)), *self._closing,
+                             return_exceptions=True)
 
     async def reap(self, idle: float) -> None:
         """Forever: remove the sandboxes of sessions unused for ``idle`` seconds."""
