@@ -38,6 +38,16 @@ def sb(request):
         yield sandbox
 
 
+def test_an_api_sandbox_spends_nothing_on_a_completion_warm_up():
+    """Only the kernel warms a sandbox's completer (a person's first Tab): a program's sandbox
+    would pay 1.3-1.7 s of CPU for nothing, and its shutdown would wait for the warm-up's end."""
+    with Sandbox("local") as sandbox:
+        sandbox.run("x = 1")
+        time.sleep(2)  # a warm-up would have parsed typeshed's builtins by now
+        parsed = sandbox.run("import parso.cache; print(sum(map(len, parso.cache.parser_cache.values())))")
+        assert parsed.stdout == "0\n"
+
+
 def test_state_is_kept_and_streams_are_collected(sb):
     first = sb.run("x = 41\nprint('hello')\nimport sys; print('warn', file=sys.stderr)")
     assert (first.status, first.stdout, first.stderr, first.text) == ("ok", "hello\n", "warn\n", None)

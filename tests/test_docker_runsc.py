@@ -49,26 +49,7 @@ async def make(make_backend, client):
 # the contract, under runsc
 test_state_persists_and_last_expression_is_the_result = contract.test_state_persists_and_last_expression_is_the_result
 test_stdout_streams_live_and_stderr_is_separate = contract.test_stdout_streams_live_and_stderr_is_separate
-
-
-async def test_interrupt_stops_a_busy_loop_and_keeps_state(make_backend):
-    """The contract's interrupt, once the completion warm-up is done: under runsc it takes ≈ 10 s,
-    and ipykernel 7.4 raises the main shell's KeyboardInterrupt only after a busy subshell ends
-    (docs/docker.md, Interrupt; measured on a plain python3 kernel too)."""
-    import asyncio
-    import contextlib
-
-    @contextlib.asynccontextmanager
-    async def warmed():
-        async with make_backend() as backend:
-            await backend.start()
-            if backend._warming is not None:
-                await asyncio.wait_for(asyncio.shield(backend._warming), 60)
-            yield backend
-
-    await contract.test_interrupt_stops_a_busy_loop_and_keeps_state(warmed)
-
-
+test_interrupt_stops_a_busy_loop_and_keeps_state = contract.test_interrupt_stops_a_busy_loop_and_keeps_state
 test_completion_and_inspection_come_from_the_sandbox_state = \
     contract.test_completion_and_inspection_come_from_the_sandbox_state
 test_death_is_reported_and_the_next_cell_gets_a_fresh_sandbox = \

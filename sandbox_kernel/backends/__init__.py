@@ -91,7 +91,8 @@ def install_fix(name: str) -> str:
 
 
 def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, str],
-                 options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {}) -> Backend:
+                 options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {},
+                 completions: bool = False) -> Backend:
     """The backend ``name``, made the one way every front door (kernel, magic, API) makes it.
 
     Args:
@@ -103,6 +104,8 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
         options: given the backend's class, checks the option names the front door was given
             (raising its own error, each unknown name with :func:`~sandbox_kernel.runtime.config_check.closest`)
             and returns the traits to make it with.
+        completions: whether the front door answers a person's completion requests (the
+            kernel): the sandbox then warms its completer as it starts (:attr:`Backend.warm_completion`).
 
     Returns:
         The backend, not started.
@@ -122,6 +125,7 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
         raise BadValue(name, str(exc)) from exc
     lock.load().check_backend(name, backend)
     backend.set_output_budget(*output_budget)
+    backend.warm_completion = completions
     return backend
 
 

@@ -303,6 +303,14 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         """
         lock.load().check_backend(self.name, self, changes)
 
+    # -- what the front door answers -----------------------------------------------------
+    warm_completion = False
+    """Whether a Python sandbox answers one completion as soon as it starts, so a person's first
+    Tab finds IPython's completer loaded (:meth:`KernelClientBackend._warm_completion`). Only the
+    kernel front door answers completions (``make_backend(..., completions=True)``): elsewhere
+    the warm-up would cost the sandbox 1.3-1.7 s of CPU for nothing, and a shutdown during it
+    waits for its end (the kernel's process exits only once jedi's thread does)."""
+
     # -- the front door's output budget ----------------------------------------------------
     _output_budget: tuple[int, str] | None = None
 

@@ -68,6 +68,8 @@ class SandboxSession:
         page_comms: whether the door's page can hold widget views (a kernel or a host kernel:
             yes; the API: no). Comms pass only when the backend carries them too.
         no_comms_note: the note said once when widgets cannot work.
+        completions: whether the door answers a person's completion requests (the kernel); the
+            sandbox then warms its completer as it starts.
 
     Raises:
         ConfigError: an unknown backend or option; BadValue: a refused option value.
@@ -78,8 +80,9 @@ class SandboxSession:
                  options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {},
                  output_budget: tuple[int, str] = (0, "max_output_bytes"), page_comms: bool = True,
                  no_comms_note: str = NO_COMMS_NOTE, files: FileOptions = FileOptions(),
-                 line_commands: str | None = None, egress_commands: str = "ask") -> None:
-        self.backend: Backend = make_backend(backend, parent=parent, options=options, output_budget=output_budget)
+                 line_commands: str | None = None, egress_commands: str = "ask", completions: bool = False) -> None:
+        self.backend: Backend = make_backend(backend, parent=parent, options=options, output_budget=output_budget,
+                                             completions=completions)
         self.max_output_bytes, self.budget_setting = output_budget
         comms = page_comms and self.backend.capabilities.comms
         self.pipeline = OutputPipeline(policy, comms=comms, no_comms_note=no_comms_note,

@@ -119,8 +119,9 @@ class KernelClientBackend(Backend):
                 await self._terminate()
                 raise
             self._start_readers()
-            self._warming = asyncio.ensure_future(self._warm_completion())
-            self._tasks.append(self._warming)
+            if self.warm_completion:
+                self._warming = asyncio.ensure_future(self._warm_completion())
+                self._tasks.append(self._warming)
 
     WARM_UP = "sandbox-kernel-warm-up"
     """The name of the subshell the completion warm-up runs on (see :meth:`_warm_completion`)."""
@@ -132,7 +133,8 @@ class KernelClientBackend(Backend):
         cache: 0.3 s), past JupyterLab's 1 s. On a subshell of the sandbox's kernel, beside its main
         shell: the first cell does not wait for it, and an interrupt cannot land in it. A frontend's
         completion or inspection waits for it (:meth:`_after_warm_up`): IPython's completer is not
-        safe to run in two threads at once. (A kernel without subshells is not warmed.)"""
+        safe to run in two threads at once. Only where :attr:`warm_completion` (the kernel front
+        door); a kernel without subshells is not warmed."""
         request_msg_id.set(None)  # this task copied the context of the start: never a cell's msg_id
         if ((self.kernel_info or {}).get("language_info") or {}).get("name") != "python" or \
                 not self._subshells.available:

@@ -219,7 +219,7 @@ class SandboxKernel(Kernel, OutputOptions):
             self.sandbox = SandboxSession(self.backend, parent=self, policy=self._policy, options=options,
                                           output_budget=(self.max_output_bytes, "SandboxKernel.max_output_bytes"),
                                           files=FileOptions(artifacts=self.artifacts), line_commands=self.file_commands,
-                                          egress_commands=self.egress_commands)
+                                          egress_commands=self.egress_commands, completions=True)
             self.sandbox.set_outside_sink(self._publish)
             self.sandbox.set_progress_sink(self._publish)  # e.g. an image build at the first cell
         return self.sandbox
