@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_kernel import AsyncSandbox, Sandbox
-from sandbox_kernel.core.errors import CommandRefused, ConfigError, ExecutionTimeout
+from sandbox_kernel.core.errors import CommandRefused, ConfigError, ExecutionTimeout, FileTooLarge
 from sandbox_kernel.core.events import Display, Stream
 from tests import targets
 from tests.support.backends import prepared
@@ -106,6 +106,10 @@ def test_upload_and_download(sb, tmp_path):
     sb.run("open('out.bin', 'wb').write(bytes(range(256)))")
     assert sb.download("out.bin", tmp_path / "out.bin").read_bytes() == bytes(range(256))
     assert sb.read_file("data/in.txt") == b"from the host"
+    with pytest.raises(FileTooLarge, match="larger than 255 bytes"):  # refused as it is read
+        sb.download("out.bin", tmp_path / "cut.bin", max_bytes=255)
+    assert not (tmp_path / "cut.bin").exists()
+    assert sb.read_file("out.bin", max_bytes=256) == bytes(range(256))
 
 
 def test_commands_under_the_allowlist(sb):

@@ -135,6 +135,12 @@ def test_the_magic_lists_and_copies_back_a_figure(backend_name, tmp_path):
         assert stdout(outputs).startswith("1 file written:\n  fig.png")
         reply, outputs = run(kc, "%sandbox download --artifacts --name art", timeout=120)
         assert reply["status"] == "ok" and stdout(outputs).rstrip().endswith(": fig.png")
+        (tmp_path / "fig.png").write_bytes(b"yours")
+        reply, _ = run(kc, "%sandbox download fig.png --name art")  # never over a file of yours, as the kernel's
+        assert reply["status"] == "error" and "fig.png exists: add --overwrite to replace it." in reply["evalue"]
+        assert (tmp_path / "fig.png").read_bytes() == b"yours"
+        reply, outputs = run(kc, "%sandbox download fig.png --overwrite --name art")
+        assert reply["status"] == "ok" and stdout(outputs).startswith("Downloaded fig.png from session 'art'")
         run(kc, "%sandbox stop art")
     assert (tmp_path / "fig.png").read_bytes().startswith(PNG_MAGIC)
 

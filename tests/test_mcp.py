@@ -73,6 +73,9 @@ async def scenario(session) -> dict:
     await session.call_tool("run_code", {"code": "open('out.bin', 'wb').write(bytes(range(256)))"})
     down = await session.call_tool("download_file", {"path": "out.bin", "encoding": "base64"})
     assert base64.b64decode(texts(down)) == bytes(range(256))
+    await session.call_tool("run_code", {"code": "open('big.bin', 'wb').write(bytes(2 * 1024**2))"})
+    big = await session.call_tool("download_file", {"path": "big.bin"})  # over --max-output-bytes (1m)
+    assert big.is_error and texts(big).endswith("big.bin has more than 1,048,576 bytes, the server's --max-output-bytes.")
     for escape in ("../etc/passwd", "/etc/passwd", "in/../../x"):
         refused = await session.call_tool("download_file", {"path": escape})
         assert refused.is_error and "relative to the sandbox's working directory" in texts(refused)

@@ -220,10 +220,12 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         NotSupported (the backend's ``capabilities.files`` is false), SandboxError."""
         return await self.session.upload(local, remote)
 
-    async def download(self, remote: str, local: str | Path) -> Path:
+    async def download(self, remote: str, local: str | Path, *, max_bytes: int = 0) -> Path:
         """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.
-        Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
-        return await self.session.download(remote, local)
+        ``max_bytes``: the most bytes read (0: no bound); a larger file is refused as it is read,
+        and nothing is left at ``local``. Raises FileNotFoundError, FileTooLarge, NotSupported
+        (no ``capabilities.files``), SandboxError."""
+        return await self.session.download(remote, local, max_bytes=max_bytes)
 
     async def download_artifacts(self, folder: str | Path | None = None, *, overwrite: bool = False) -> Copied:
         """Copy the files the runs so far created or changed in the sandbox's working directory
@@ -263,10 +265,11 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         limit = self.max_transfer_bytes if max_bytes is None else max_bytes
         return await self.session.get(name, max_bytes=limit, setting="max_transfer_bytes")
 
-    async def read_file(self, remote: str) -> bytes:
-        """The bytes of the sandbox's file ``remote`` (through :meth:`download`)."""
+    async def read_file(self, remote: str, *, max_bytes: int = 0) -> bytes:
+        """The bytes of the sandbox's file ``remote`` (through :meth:`download`, ``max_bytes``
+        as there)."""
         with tempfile.TemporaryDirectory(prefix="sandbox-kernel-") as tmp:
-            return (await self.download(remote, Path(tmp) / "file")).read_bytes()
+            return (await self.download(remote, Path(tmp) / "file", max_bytes=max_bytes)).read_bytes()
 
     async def write_file(self, remote: str, data: bytes) -> str:
         """Write ``data`` to the sandbox's file ``remote`` (through :meth:`upload`); returns its path."""

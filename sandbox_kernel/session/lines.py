@@ -30,6 +30,7 @@ from typing import Any
 from ..core.errors import LineUsageError, SandboxError
 from ..core.events import Emit, Error, Outcome, Stream
 from ..runtime.traits import format_bytes
+from .files import refuse_overwrite
 
 LINE = re.compile(r"^\s*%sandbox(?:\s|$)")
 USAGE = ("%sandbox status | artifacts | upload LOCAL [REMOTE] | download REMOTE [LOCAL] | download --artifacts "
@@ -170,10 +171,10 @@ class Lines:
             return "\n".join(copied.lines())
         paths = _positional("download", rest, 1, 2)
         local = self.folder / (paths[1] if len(paths) > 1 else Path(paths[0]).name)
-        if local.exists() and "--overwrite" not in flags:
-            raise SandboxError(f"{local} exists: add --overwrite to replace it.")
+        overwrite = "--overwrite" in flags
+        refuse_overwrite(local, overwrite)  # before asking
         await self._confirm(f"Copy {paths[0]} from the sandbox to {local}?", stdin)
-        await self.session.files.download_one(paths[0], local)
+        await self.session.files.download_one(paths[0], local, overwrite=overwrite)
         return f"Downloaded {paths[0]} to {local}."
 
     async def _do_allow(self, args: list[str], stdin: Ask | None) -> str:

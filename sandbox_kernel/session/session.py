@@ -446,11 +446,12 @@ class SandboxSession:
         self.files.uploaded(remote, Path(local).stat().st_size)
         return where
 
-    async def download(self, remote: str, local: str | Path) -> Path:
+    async def download(self, remote: str, local: str | Path, *, max_bytes: int = 0) -> Path:
         """Copy the sandbox's file ``remote`` to the host path ``local``; returns that path.
-        Raises FileNotFoundError, NotSupported (no ``capabilities.files``), SandboxError."""
+        ``max_bytes``: the most bytes read (0: no bound). Raises FileNotFoundError, FileTooLarge,
+        NotSupported (no ``capabilities.files``), SandboxError."""
         self.backend.require("files", "file download")
-        return await self.backend.download(remote, local)
+        return await self.backend.download(remote, local, max_bytes=max_bytes)
 
     async def put(self, name: str, value: Any, *, max_bytes: int, setting: str) -> int:
         """Set the sandbox's variable ``name`` to a copy of ``value``, as data only; returns the

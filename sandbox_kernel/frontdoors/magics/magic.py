@@ -86,7 +86,7 @@ class SandboxMagics(Magics, OutputOptions):
             %sandbox restart SESSION            a fresh interpreter (state is lost)
             %sandbox stop SESSION | --all       shut sandboxes down
             %sandbox upload LOCAL [REMOTE] [--name SESSION]
-            %sandbox download REMOTE [LOCAL] [--name SESSION]
+            %sandbox download REMOTE [LOCAL] [--overwrite] [--name SESSION]
             %sandbox download --artifacts [--overwrite] [--name SESSION]   what its cells wrote
             %sandbox artifacts [--name SESSION]          list them
             %sandbox allow HOST ... [--name SESSION]    the sandbox may reach HOST as well
@@ -309,12 +309,13 @@ class SandboxMagics(Magics, OutputOptions):
             print(files.summary() if not files.ledger.files else "\n".join(
                 wait(self.registry.loop, files.download_all(Path.cwd(), overwrite="--overwrite" in flags)).lines()))
             return
-        paths = self._positional("download", rest, 1, 2)
+        paths = self._positional("download", [arg for arg in rest if arg not in flags], 1, 2)
         local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
         if not local.parent.is_dir():
             raise usage(f"no such directory on the host: {local.parent}", LINE_USAGE)
         try:
-            wait(self.registry.loop, session.sandbox.download(paths[0], local))
+            wait(self.registry.loop, session.sandbox.files.download_one(paths[0], local,
+                                                                       overwrite="--overwrite" in flags))
         except FileNotFoundError:
             raise usage(f"no such file in session {session.name!r}: {paths[0]}", LINE_USAGE) from None
         print(f"Downloaded {paths[0]} from session {session.name!r} to {local}.")

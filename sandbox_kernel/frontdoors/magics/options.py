@@ -24,7 +24,7 @@ from sandbox_kernel.runtime.config_check import closest
 CELL_USAGE = ("%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--output-policy sanitize|isolate|trust] "
               "[-i NAME[,NAME...] ...] [-o NAME[,NAME...] ...] [--backend-option VALUE ...]")
 LINE_USAGE = ("%sandbox list | status [SESSION] | restart SESSION | stop SESSION|--all | "
-              "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--name SESSION] | "
+              "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--overwrite] [--name SESSION] | "
               "download --artifacts [--overwrite] [--name SESSION] | artifacts [--name SESSION] | "
               "allow HOST ... [--name SESSION] | push NAME ... [--name SESSION] | pull NAME ... [--name SESSION]")
 

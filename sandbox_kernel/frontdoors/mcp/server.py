@@ -23,7 +23,7 @@ import posixpath
 import re
 from typing import Any, Literal
 
-from ...core.errors import PathRefused, SandboxError
+from ...core.errors import FileTooLarge, PathRefused, SandboxError
 from ...runtime.paths import within
 from ...session.results import ExecutionResult
 from ..api import AsyncSandbox
@@ -159,13 +159,13 @@ def build_server(sessions: Any) -> Any:
     async def download_file(ctx: Context, path: str, encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
         """Read a file from the sandbox's working directory (path relative to it); as text, or
         base64 when encoding='base64' (binary files)."""
-        try:
-            data = await sessions.get(ctx).read_file(inside_workdir(path))
+        limit = sessions.get(ctx).max_output_bytes
+        try:  # a larger file is refused as it is read, never held whole on the host
+            data = await sessions.get(ctx).read_file(inside_workdir(path), max_bytes=limit)
+        except FileTooLarge:
+            raise ToolError(f"{path} has more than {limit:,} bytes, the server's --max-output-bytes.") from None
         except (SandboxError, OSError) as exc:
             raise ToolError(str(exc) or f"No such file in the sandbox: {path}") from None
-        limit = sessions.get(ctx).max_output_bytes
-        if limit and len(data) > limit:
-            raise ToolError(f"{path} has {len(data)} bytes, more than the server's max_output_bytes ({limit}).")
         if encoding == "base64":
             return base64.b64encode(data).decode()
         try:

@@ -160,8 +160,15 @@ class SessionFiles:
         return None
 
     # -- copying back --------------------------------------------------------------------------
-    async def download_one(self, remote: str, local: Path) -> Path:
-        """A sandbox file to ``local``, at most :data:`~.artifacts.MAX_BYTES`."""
+    async def download_one(self, remote: str, local: Path, *, overwrite: bool = False) -> Path:
+        """A sandbox file to ``local``, at most :data:`~.artifacts.MAX_BYTES` (``%sandbox
+        download REMOTE``, in the kernel and the magic).
+
+        Raises:
+            SandboxError: ``local`` exists and not ``overwrite``. FileNotFoundError,
+                FileTooLarge, NotSupported: as :meth:`Backend.download`.
+        """
+        refuse_overwrite(local, overwrite)
         self.backend.require("files", "file download")
         return await self.backend.download(remote, local, max_bytes=MAX_BYTES)
 
@@ -184,4 +191,11 @@ class SessionFiles:
         return render(report)["text/plain"].rstrip("\n")
 
 
-__all__ = ["BackendHint", "Copied", "FileOptions", "SessionFiles", "kernel_backend_hint"]
+def refuse_overwrite(local: Path, overwrite: bool) -> None:
+    """Raises SandboxError when ``local`` exists and not ``overwrite`` (a download never
+    replaces a file of the user's unasked)."""
+    if local.exists() and not overwrite:
+        raise SandboxError(f"{local} exists: add --overwrite to replace it.")
+
+
+__all__ = ["BackendHint", "Copied", "FileOptions", "SessionFiles", "kernel_backend_hint", "refuse_overwrite"]
