@@ -51,3 +51,9 @@ def kinds(outputs: list[dict]) -> list[str]:
 def stdout(outputs: list[dict], name: str = "stdout") -> str:
     return "".join(m["content"]["text"] for m in outputs
                    if m["header"]["msg_type"] == "stream" and m["content"]["name"] == name)
+
+
+JEDI_PARSED = "import parso.cache; print(sum(map(len, parso.cache.parser_cache.values())))"
+"""Code that prints how many files jedi has parsed in a Python sandbox: 0 until IPython's
+completer first ran (it parses typeshed's stubs of the builtins), so it shows a completion
+warm-up without asking for a completion."""

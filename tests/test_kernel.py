@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.kernels import kernel, kinds, run, stdout
+from tests.kernels import JEDI_PARSED, kernel, kinds, run, stdout
 
 pytestmark = pytest.mark.kernel
 
@@ -275,11 +275,6 @@ def test_the_first_kernel_info_reply_offers_the_sandbox_debugger_and_shows_no_ou
     assert shown == []
 
 
-PARSED = "import parso.cache; print(sum(map(len, parso.cache.parser_cache.values())))"
-"""Prints how many files jedi has parsed in the sandbox: 0 until IPython's completer first ran
-(it parses typeshed's stubs of the builtins)."""
-
-
 def test_local_sandbox_starts_with_the_kernel_then_first_cell_and_first_tab_are_warm():
     """``start_sandbox_at_launch`` left to the backend: local starts at launch (its sandbox boots
     on another core while the wrapper answers the frontend), and the kernel warms the sandbox's
@@ -291,6 +286,6 @@ def test_local_sandbox_starts_with_the_kernel_then_first_cell_and_first_tab_are_
             time.sleep(0.2)
         assert run(kc, "1 + 1")[0]["status"] == "ok"
         warm_deadline = time.monotonic() + 30
-        while stdout(run(kc, PARSED)[1]) == "0\n":
+        while stdout(run(kc, JEDI_PARSED)[1]) == "0\n":
             assert time.monotonic() < warm_deadline, "the sandbox's completer was never warmed"
             time.sleep(0.5)

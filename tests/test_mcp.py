@@ -160,37 +160,67 @@ def test_paths_inside_the_workdir():
     assert inside_workdir("a/./b/../c.txt") == "a/c.txt"
 
 
-def test_sigterm_removes_the_sandbox():
-    """An agent host that stops the server with SIGTERM (not by closing stdin) leaves nothing
-    behind either. Speaks JSON-RPC lines by hand: the SDK's client always closes stdin first."""
-    import signal
+class ByHand:
+    """``sandbox-kernel mcp --backend local`` over stdio, spoken to in JSON-RPC lines by hand
+    (the SDK's client always closes stdin first, then signals on its own schedule); initialized.
+    Use as a context manager: the server is killed at the end if still running."""
 
-    from mcp_types import LATEST_PROTOCOL_VERSION
+    def __init__(self) -> None:
+        from mcp_types import LATEST_PROTOCOL_VERSION
 
-    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--backend", "local"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--backend", "local"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._ids = iter(range(1, 1_000_000))
+        try:
+            self.call("initialize", {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                                     "clientInfo": {"name": "test", "version": "0"}})
+            self.send("notifications/initialized", None)
+        except BaseException:
+            self.__exit__()
+            raise
 
-    def call(msg_id: int, method: str, params: dict) -> dict:
-        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}) + "\n")
-        server.stdin.flush()
+    def send(self, method: str, params: dict | None, msg_id: int | None = None) -> None:
+        """One request (with ``msg_id``) or notification, not waiting for its reply."""
+        message = {"jsonrpc": "2.0", "method": method, **({"id": msg_id} if msg_id is not None else {}),
+                   **({"params": params} if params is not None else {})}
+        self.server.stdin.write(json.dumps(message) + "\n")
+        self.server.stdin.flush()
+
+    def call(self, method: str, params: dict) -> dict:
+        """The result of one request."""
+        msg_id = next(self._ids)
+        self.send(method, params, msg_id)
         while True:
-            reply = json.loads(server.stdout.readline())
+            reply = json.loads(self.server.stdout.readline())
             if reply.get("id") == msg_id:
                 return reply["result"]
 
-    try:
-        call(1, "initialize", {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
-                               "clientInfo": {"name": "test", "version": "0"}})
-        server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-        first = call(2, "tools/call", {"name": "run_code", "arguments": {"code": "x = 1"}})
+    def tool(self, name: str, arguments: dict) -> dict:
+        return self.call("tools/call", {"name": name, "arguments": arguments})
+
+    def status(self) -> dict:
+        return json.loads(self.tool("status", {})["content"][0]["text"])
+
+    def __enter__(self) -> ByHand:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.kill()
+        self.server.wait()
+
+
+def test_sigterm_removes_the_sandbox():
+    """An agent host that stops the server with SIGTERM (not by closing stdin) leaves nothing
+    behind either."""
+    import signal
+
+    with ByHand() as mcp:
+        first = mcp.tool("run_code", {"code": "x = 1"})
         assert not first.get("isError"), first
-        status = json.loads(call(3, "tools/call", {"name": "status", "arguments": {}})["content"][0]["text"])
+        status = mcp.status()
         assert Path(status["workdir"]).is_dir()
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0
-    finally:
-        server.kill()
-        server.wait()
+        mcp.server.send_signal(signal.SIGTERM)
+        assert mcp.server.wait(timeout=30) == 0
     assert not Path(status["workdir"]).exists() and process_gone(int(status["sandbox_id"]))
 
 
@@ -200,40 +230,16 @@ def test_sigterm_during_the_removal_that_stdins_end_began_waits_for_it():
     the sandbox was left behind). A busy kernel makes the removal last its 2 s grace here."""
     import signal
 
-    from mcp_types import LATEST_PROTOCOL_VERSION
-
-    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--backend", "local"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def send(message: dict) -> None:
-        server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
-        server.stdin.flush()
-
-    def reply(msg_id: int) -> dict:
-        while True:
-            answer = json.loads(server.stdout.readline())
-            if answer.get("id") == msg_id:
-                return answer["result"]
-
-    try:
-        send({"id": 1, "method": "initialize", "params": {
-            "protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}})
-        reply(1)
-        send({"method": "notifications/initialized"})
-        send({"id": 2, "method": "tools/call", "params": {"name": "run_code", "arguments": {"code": "x = 1"}}})
-        reply(2)
-        send({"id": 3, "method": "tools/call", "params": {"name": "status", "arguments": {}}})
-        status = json.loads(reply(3)["content"][0]["text"])
-        send({"id": 4, "method": "tools/call", "params": {"name": "run_code", "arguments": {
-            "code": "open('busy', 'w').close()\nwhile True: pass"}}})
+    with ByHand() as mcp:
+        mcp.tool("run_code", {"code": "x = 1"})
+        status = mcp.status()
+        mcp.send("tools/call", {"name": "run_code", "arguments": {"code": "open('busy', 'w').close()\nwhile True: pass"}},
+                 msg_id=0)
         assert wait_until(lambda: (Path(status["workdir"]) / "busy").exists(), timeout=30)
-        server.stdin.close()
+        mcp.server.stdin.close()
         time.sleep(0.5)  # the removal is under way
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0
-    finally:
-        server.kill()
-        server.wait()
+        mcp.server.send_signal(signal.SIGTERM)
+        assert mcp.server.wait(timeout=30) == 0
     assert not Path(status["workdir"]).exists(), "the sandbox's directory was left behind"
     assert wait_until(lambda: process_gone(int(status["sandbox_id"])))
 
