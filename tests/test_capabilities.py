@@ -19,9 +19,10 @@ JUPYTER = ["payloads", "history", "subshells", "debugger"]
 whole, history_request, kernel subshells (JEP 91), the debugger."""
 
 DECLARED = {
-    "local": [*KERNEL, "files", "pool", *JUPYTER],
+    # docs/checkpoints.md: a keeper process in the sandbox holds forks of its kernel
+    "local": [*KERNEL, "files", "pool", *JUPYTER, "checkpoints"],
     # docs/security.md, "Egress": docker changes a running sandbox's proxy, e2b calls update_network
-    "docker": [*KERNEL, "files", "pool", *JUPYTER, "egress_update"],
+    "docker": [*KERNEL, "files", "pool", *JUPYTER, "egress_update", "checkpoints"],
     "gateway": [*KERNEL, "files", "reattach", *JUPYTER],
     # docs/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
     # and comms; sandboxes can be paused and attached to by id (and it returns no payloads, takes
@@ -85,7 +86,8 @@ async def test_undeclared_operations_say_not_supported(tmp_path):
     with pytest.raises(NotSupported, match="The bare backend does not support file upload"):
         backend.require("files", "file upload")
     for call in (backend.complete("x", 1), backend.upload(tmp_path / "f", "f"), backend.comm_info(),
-                 backend.set_allow_hosts(["example.org"])):
+                 backend.set_allow_hosts(["example.org"]), backend.checkpoint("x"), backend.list_checkpoints(),
+                 backend.restore(1), backend.drop_checkpoint(1)):
         with pytest.raises(NotSupported):
             await call
 

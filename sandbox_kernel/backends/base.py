@@ -105,6 +105,12 @@ class Capabilities:
     """The hosts a running sandbox may reach (its ``allow_hosts`` option) can be changed without
     losing its state, in force within a second: :meth:`Backend.set_allow_hosts`."""
 
+    checkpoints: bool = False
+    """The sandbox's whole state can be checkpointed between cells and restored, and a dead
+    kernel's state comes back from its last checkpoint: :meth:`Backend.checkpoint`,
+    :meth:`Backend.list_checkpoints`, :meth:`Backend.restore`, :meth:`Backend.drop_checkpoint`
+    (docs/checkpoints.md)."""
+
     def names(self) -> list[str]:
         """The names of the capabilities this backend has, in declaration order."""
         return [name for name, has in asdict(self).items() if has]
@@ -292,6 +298,46 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
             NotSupported: the backend cannot change a running sandbox's hosts (``egress_update``).
         """
         raise NotSupported(self.name, "changing the allowed hosts of a running sandbox")
+
+    # -- checkpoints (capabilities.checkpoints) -------------------------------------------------
+    async def checkpoint(self, name: str | None = None, *, cell: int | None = None) -> Any:
+        """Take a checkpoint of the sandbox's state now (between cells); returns the
+        :class:`~sandbox_kernel.backends.checkpoint.Checkpoint`.
+
+        Args:
+            name: the checkpoint's name; an older one of that name is dropped.
+            cell: the execution count of the cell that just ended (the table shows it).
+
+        Raises:
+            CheckpointError: it could not be taken (the reason).
+            NotSupported: the backend keeps no checkpoints.
+        """
+        raise NotSupported(self.name, "checkpoints")
+
+    async def list_checkpoints(self) -> list[Any]:
+        """The checkpoints held, oldest first (:class:`~sandbox_kernel.backends.checkpoint.Checkpoint`,
+        with the bytes each holds now); empty while the sandbox is not running.
+
+        Raises:
+            NotSupported: the backend keeps no checkpoints."""
+        raise NotSupported(self.name, "checkpoints")
+
+    async def restore(self, checkpoint: int) -> Any:
+        """Replace the sandbox's state by checkpoint ``checkpoint`` (its ``id``), which stays for
+        another restore; returns it. The next cell's number continues the session's.
+
+        Raises:
+            CheckpointError: no such checkpoint, or it could not be restored (the message says
+                what runs now).
+            NotSupported: the backend keeps no checkpoints."""
+        raise NotSupported(self.name, "checkpoints")
+
+    async def drop_checkpoint(self, checkpoint: int) -> bool:
+        """Drop checkpoint ``checkpoint`` (its ``id``); whether it was there.
+
+        Raises:
+            NotSupported: the backend keeps no checkpoints."""
+        raise NotSupported(self.name, "checkpoints")
 
     def check_lock(self, **changes: Any) -> None:
         """Refuse ``changes`` to this backend's options (``allow_hosts=[...]``) that the

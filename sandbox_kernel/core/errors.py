@@ -42,15 +42,22 @@ class QuotaReached(SandboxStartError):
 
 
 class SandboxDied(SandboxError):
-    """The sandbox stopped while in use; its state is gone.
+    """The sandbox stopped while in use; its state is gone, or, with ``restored``, replaced by
+    the state of a checkpoint.
 
     Attributes:
         reason: why, as learned from the backend, e.g. "it ran out of memory (limit 1 GiB)".
+        restored: which checkpoint's state the sandbox runs on now, as a phrase ("the state
+            after cell 4, checkpointed 2 min ago"), or None (the state is lost).
     """
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(f"The sandbox stopped: {reason}. Its state is lost; the next cell starts a fresh sandbox.")
+    def __init__(self, reason: str, restored: str | None = None) -> None:
+        self.reason, self.restored = reason, restored
+        if restored:
+            super().__init__(f"The sandbox stopped: {reason}. What this cell did is lost; the next cell runs on "
+                             f"{restored}.")
+        else:
+            super().__init__(f"The sandbox stopped: {reason}. Its state is lost; the next cell starts a fresh sandbox.")
 
 
 class ExecutionTimeout(SandboxError):
@@ -68,6 +75,10 @@ class ExecutionTimeout(SandboxError):
             "and its state is lost." if restarted else
             f"The cell ran longer than {timeout:g} s and was interrupted; the sandbox's state is kept."
         )
+
+
+class CheckpointError(SandboxError):
+    """A checkpoint could not be taken, found or restored; the message says why."""
 
 
 class NotSupported(SandboxError):
@@ -245,4 +256,4 @@ class SandboxCellError(Exception):
         return self.traceback
 
 
-__all__ = ["SandboxError", "ConfigError", "BackendUnavailable", "SandboxStartError", "SandboxDied", "ExecutionTimeout", "NotSupported", "BadValue", "MountError", "QuotaReached", "Locked", "EgressError", "FileTooLarge", "WorkspaceError", "EngineLost", "Refused", "Missing", "ImageBuildError", "RequirementNotFound", "KernelGone", "GatewayUnreachable", "MessageDropped", "TransferError", "CommandRefused", "LineUsageError", "PathRefused", "StillRunning", "SandboxCellError"]
+__all__ = ["SandboxError", "ConfigError", "BackendUnavailable", "SandboxStartError", "SandboxDied", "ExecutionTimeout", "CheckpointError", "NotSupported", "BadValue", "MountError", "QuotaReached", "Locked", "EgressError", "FileTooLarge", "WorkspaceError", "EngineLost", "Refused", "Missing", "ImageBuildError", "RequirementNotFound", "KernelGone", "GatewayUnreachable", "MessageDropped", "TransferError", "CommandRefused", "LineUsageError", "PathRefused", "StillRunning", "SandboxCellError"]

@@ -37,6 +37,9 @@ from ...runtime.paths import within
 from ...runtime.traits import ByteSize, HostVariables, format_bytes
 from .. import pool
 from ..base import StdinHandler
+from ..checkpoint import CheckpointOptions
+from ..checkpoint.keeper import SOURCE as KEEPER_SOURCE
+from ..checkpoint.link import KeeperLink
 from ..egress import allow_hosts_trait, parse_secret, pypi_index_trait, secrets_trait
 from ..kernel_client import KernelClientBackend
 from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
@@ -65,6 +68,7 @@ from .spec import (
     container_spec,
     launcher_argv,
     prepare_hostdir,
+    runs_keeper,
     seal_hostdir,
     uid_gid,
     volume_options,
@@ -77,11 +81,12 @@ STREAM_END_WAIT = 5.0
 container's stop (its reason); then the container is removed and the stream's end is the reason."""
 
 
-class DockerBackend(KernelClientBackend):
+class DockerBackend(CheckpointOptions, KernelClientBackend):
     """A kernel in a hardened container, one per session (see the module docstring)."""
 
     name = "docker"
-    capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True, egress_update=True)
+    capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True, egress_update=True,
+                           checkpoints=True)
 
     @classmethod
     def pool_status(cls, asked: bool = False) -> list[dict[str, Any]]:
@@ -404,6 +409,7 @@ class DockerBackend(KernelClientBackend):
         image_id = await _run_blocking(image_identity, client, self._run_image)
         return pool.key_of({"spec": spec, "image_id": image_id, "transport": self._transport, "uid": self._uid_gid(),
                             "launcher": LAUNCHER, "relay": RELAY_SOURCE, "ttl": self.pool_ttl,
+                            "keeper": KEEPER_SOURCE if runs_keeper(self) else None,
                             "workspace_copy": self.workspace if relayed else "off"})  # its volume's owner
 
     def _pool_options(self) -> dict[str, Any]:
@@ -431,7 +437,9 @@ class DockerBackend(KernelClientBackend):
             if relayed:
                 secret = secrets.token_hex(32)
                 spec["environment"] = {**spec["environment"], **pooled_environment(
-                    {"key": secret, "argv": launcher_argv(INSIDE_DIR, "{connection_file}", self.history_file), "launcher": LAUNCHER,
+                    {"key": secret, "argv": launcher_argv(INSIDE_DIR, "{connection_file}", self.history_file,
+                                                          keeper=runs_keeper(self)),
+                     "launcher": LAUNCHER, "keeper": KEEPER_SOURCE if runs_keeper(self) else None,
                      "ttl": self.pool_ttl})}
                 record["connection_key"] = secret
             else:
@@ -505,15 +513,36 @@ class DockerBackend(KernelClientBackend):
         returns the connection info of the bridge's endpoints. Waits until the relay said its
         kernel's IOPub listens (or the container stopped: the death watch then says why)."""
         end = self._bridge_end = asyncio.get_running_loop().create_future()
-        argv = kernel_argv(self._kernelspec) if self._kernelspec else launcher_argv(INSIDE_DIR, "{connection_file}", self.history_file)
+        keeper = runs_keeper(self) and not self._kernelspec
+        argv = kernel_argv(self._kernelspec) if self._kernelspec else \
+            launcher_argv(INSIDE_DIR, "{connection_file}", self.history_file, keeper=keeper)
         self._bridge = AttachBridge(self._attached, argv=argv, launcher=None if self._kernelspec else LAUNCHER,
                                     max_frame=self.message_bound[0], on_drop=self._bridge_dropped,
-                                    on_end=lambda: end.done() or end.set_result(None))
+                                    on_end=lambda: end.done() or end.set_result(None),
+                                    keeper=KEEPER_SOURCE if keeper else None)
         self._attached = None
         self._bridge.start()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._bridge.hello.wait(), self.ready_timeout)
         return dict(self._bridge.connection)
+
+    async def _open_keeper(self) -> KeeperLink | None:
+        """The keeper's socket in the host directory (ipc), or its lines on the relay's stream (api)."""
+        if not runs_keeper(self) or self._kernelspec:
+            return None
+        if self._bridge is not None:
+            link = KeeperLink(send=self._bridge.send_keeper)
+            self._bridge.on_keeper = link.feed
+            return link
+        return await KeeperLink.connect(str(self._hostdir / "keeper"), self.ready_timeout)
+
+    def _keeper_death_reason(self, status: Any, oom: bool | None) -> str:
+        """The keeper's word, with the container's memory limit when it ran out of memory (the
+        OOM killer takes the kernel first: its ``oom_score_adj`` is raised)."""
+        reason = super()._keeper_death_reason(status, oom)
+        if self.memory_limit and (oom or (oom is None and status == -9)):
+            reason += f" ({'' if oom else 'maybe '}the limit is {format_bytes(self.memory_limit)})"
+        return reason
 
     def _iopub_taken(self) -> Callable[[int], None] | None:
         """The api transport's bridge counts each IOPub message until the client read it."""

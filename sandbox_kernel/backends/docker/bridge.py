@@ -44,7 +44,7 @@ import zmq
 import zmq.asyncio
 
 from ..kernel_client.client import shared_context
-from .inside import CHANNELS, HELLO, PORTS, Decoder, encode, preamble
+from .inside import CHANNELS, HELLO, KEEPER, PORTS, Decoder, encode, preamble
 
 DOCKER_FRAME = struct.Struct(">BxxxI")
 """The header of each piece of a multiplexed attach stream: stream (0 stdin, 1 stdout, 2 stderr),
@@ -117,6 +117,7 @@ class AttachBridge:
             :func:`.inside.pooled_environment`).
         launcher: Python source the relay writes as ``/tmp/.sandbox-kernel/launch.py``, or None.
         key: the connection key; a new one when None (a pooled relay's is given).
+        keeper: the source of the checkpoints' keeper, which ``argv`` starts; None: no keeper.
         max_frame: bytes; a longer frame from the sandbox is dropped (0: no bound).
         on_drop: called with the channel name of a dropped message.
         on_end: called once the stream ended, unless :meth:`close` ended it.
@@ -124,7 +125,7 @@ class AttachBridge:
 
     def __init__(self, attached: Any, *, argv: list[str] | None, launcher: str | None,
                  max_frame: int, on_drop: Callable[[str], None], on_end: Callable[[], None],
-                 key: str | None = None) -> None:
+                 key: str | None = None, keeper: str | None = None) -> None:
         self._attached, self._raw = attached, raw_socket(attached)
         self._on_drop, self._on_end = on_drop, on_end
         self.key = key or secrets.token_hex(32)
@@ -155,7 +156,8 @@ class AttachBridge:
             self._out = bytearray(encode(HELLO, [b"{}"]))
         else:
             self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,
-                                                                       "launcher": launcher}).encode()]))
+                                                                       "launcher": launcher,
+                                                                       "keeper": keeper}).encode()]))
         self._decoder = Decoder(self._record, self._dropped, max_frame)
         self._demux = Demux(self._decoder.feed, self._stderr)
         self.stderr = bytearray()
@@ -166,6 +168,8 @@ class AttachBridge:
         """True once the stream ended (container stopped, engine gone, broken wire) or on close."""
         self.error: str | None = None
         """Why the bridge stopped, when the sandbox broke the wire."""
+        self.on_keeper: Callable[[bytes], None] | None = None
+        """Called with each piece of what the sandbox's keeper said (its socket's bytes)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fd = -1
         self._writing = False
@@ -244,6 +248,9 @@ class AttachBridge:
     def _record(self, channel: int, frames: list[bytes]) -> None:
         if channel == HELLO:
             self.hello.set()
+        elif channel == KEEPER:
+            if self.on_keeper is not None and frames:
+                self.on_keeper(frames[0])
         elif channel == self._iopub and not self._subscribed:
             self._held.append(frames)
             self._hold(sum(map(len, frames)))
@@ -325,6 +332,11 @@ class AttachBridge:
                 _log.debug("sandbox kernel: %s", line)
 
     # -- to the sandbox ----------------------------------------------------------------------------
+    def send_keeper(self, data: bytes) -> None:
+        """Send ``data`` to the sandbox's keeper (a line of JSON)."""
+        self._out += encode(KEEPER, [data])
+        self._flush()
+
     async def _from_client(self, index: int, sock: zmq.asyncio.Socket) -> None:
         with contextlib.suppress(zmq.ZMQError):  # closed
             while True:

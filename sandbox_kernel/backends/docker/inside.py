@@ -12,7 +12,10 @@ The wire (both directions), one record per Jupyter message::
 
 The host's first record is HELLO with one frame, the JSON of the session: ``key`` (the
 connection key), ``argv`` (the kernel's command; ``{connection_file}`` is replaced),
-``launcher`` (Python source to run as ``launch.py``, or null). The relay writes the connection
+``launcher`` (Python source to run as ``launch.py``, or null), ``keeper`` (the source of the
+checkpoints' keeper to run as ``keeper.py``, or null: :mod:`..checkpoint.keeper`, which ``argv``
+then starts; the relay carries the lines of the keeper's socket on channel :data:`KEEPER`).
+The relay writes the connection
 file (ipc sockets under /tmp, private to the container), starts the kernel, connects a DEALER
 to its shell, control and stdin ROUTERs (one routing id for shell and stdin, as ipykernel
 addresses ``input_request`` to the shell request's sender) and a SUB to its IOPub, and relays.
@@ -39,6 +42,8 @@ import struct
 import sys
 
 CHANNELS = ("shell", "control", "stdin", "iopub")
+KEEPER = 4
+"""The channel of the keeper's socket: one frame of bytes each way, its lines of JSON."""
 HELLO = 255
 HEADER = struct.Struct(">BI")
 LENGTH = struct.Struct(">Q")
@@ -112,7 +117,7 @@ class Decoder:
                     return
                 self._channel, self._left = HEADER.unpack_from(self._buffer)
                 del self._buffer[:HEADER.size]
-                if self._channel >= len(CHANNELS) and self._channel != HELLO:
+                if self._channel >= len(CHANNELS) and self._channel not in (HELLO, KEEPER):
                     raise ValueError(f"not the relay's wire: channel {self._channel}")
                 self._dropped = False
                 if not self._left:
@@ -188,6 +193,9 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
     if session.get("launcher"):
         with open(f"{KERNEL_DIR}/launch.py", "w") as f:
             f.write(session["launcher"])
+    if session.get("keeper"):
+        with open(f"{KERNEL_DIR}/keeper.py", "w") as f:
+            f.write(session["keeper"])
     kernel = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
                               env={**os.environ, **(session.get("env") or {})})
 
@@ -209,6 +217,8 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
         sock.connect(f"ipc://{KERNEL_DIR}/k-{PORTS[name + '_port']}")
         sockets[index] = sock
     by_socket = {sock: index for index, sock in sockets.items()}
+    keeper = None  # the keeper's socket, once it listens (its lines go on channel KEEPER); False: gone
+    keeper_out = bytearray()
 
     # fd 0 is polled directly: its end (POLLHUP) shows as ZMQ_POLLERR, a non-zero event too.
     os.set_blocking(stdin, False)
@@ -233,6 +243,18 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                 kernel.wait()
         sys.exit(code)
 
+    def meet_keeper() -> None:
+        nonlocal keeper
+        import socket
+
+        try:
+            keeper = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            keeper.connect(f"{KERNEL_DIR}/keeper")
+            keeper.setblocking(False)
+            poller.register(keeper.fileno(), zmq.POLLIN)
+        except OSError:
+            keeper = None
+
     def greet() -> None:
         """HELLO to the host, once: the kernel's IOPub has greeted us and our stdin connection is
         complete, or WELCOME_WAIT has passed (see the module's text)."""
@@ -246,6 +268,8 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
     try:
         while True:
             greet()
+            if session.get("keeper") and keeper is None and greeted:
+                meet_keeper()
             if not claimed and ttl and time.monotonic() - started > ttl:  # pooled, and nobody took it
                 stop(0)
             if (len(outgoing) < OUTGOING_BYTES) != reading:  # a flood waits in the kernel, not here
@@ -292,9 +316,28 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
                     stop(0)
                 if data:
                     decoder.feed(data)
+            if keeper and events.get(keeper.fileno()):
+                try:
+                    data = keeper.recv(1 << 16)
+                except BlockingIOError:
+                    data = None
+                if data:
+                    outgoing += encode(KEEPER, [data])
+                elif data == b"":  # the keeper ended: the kernel's end follows
+                    poller.unregister(keeper.fileno())
+                    keeper.close()
+                    keeper = False
             for index, frames in inbox:
-                sockets[index].send_multipart(frames)
+                if index == KEEPER:
+                    keeper_out.extend(frames[0] if frames else b"")
+                else:
+                    sockets[index].send_multipart(frames)
             inbox.clear()
+            if keeper and keeper_out:
+                try:
+                    del keeper_out[:keeper.send(keeper_out)]
+                except BlockingIOError:
+                    pass
             if outgoing and claimed:  # at once: a full pipe raises, and the next poll waits for room
                 try:
                     del outgoing[:os.write(stdout, outgoing)]

@@ -22,6 +22,7 @@ from typing import Any
 
 from ...core.errors import ConfigError, MountError
 from ...runtime.traits import host_variables
+from ..checkpoint.keeper import SOURCE as KEEPER_SOURCE
 from ..egress.options import packages_environment
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, history_args
 from ..kernel_client.launcher import IOPUB_APP
@@ -154,8 +155,9 @@ def prepare_hostdir(hostdir: Path, uid: int) -> dict[str, Any]:
               "kernel_name": "", **PORTS}
     (hostdir / "kernel.json").write_text(json.dumps({**common, "ip": f"{KERNEL_DIR}/k"}))
     (hostdir / "launch.py").write_text(LAUNCHER)
+    (hostdir / "keeper.py").write_text(KEEPER_SOURCE)
     (hostdir / EMPTY).write_bytes(b"")  # what covers a file a bound workspace leaves out
-    for path in (hostdir / "kernel.json", hostdir / "launch.py", hostdir / EMPTY):
+    for path in (hostdir / "kernel.json", hostdir / "launch.py", hostdir / "keeper.py", hostdir / EMPTY):
         path.chmod(0o444)
     if os.geteuid() == 0:
         os.chown(hostdir, uid, -1)
@@ -207,12 +209,25 @@ def host_mounts(backend: Any, uid: int, gid: int, engine_here: bool = True) -> l
     return [m.to_docker() for m in mounts]
 
 
-def launcher_argv(directory: str, connection_file: str, history_file: str) -> list[str]:
+def launcher_argv(directory: str, connection_file: str, history_file: str, keeper: bool = False,
+                  stdin: bool = False) -> list[str]:
     """The kernel's command: :data:`LAUNCHER` as ``directory/launch.py`` on ``connection_file``.
     ``ipc``: both in the mounted :data:`KERNEL_DIR`; ``api``: in the relay's :data:`INSIDE_DIR`,
     with ``{connection_file}`` for the relay to fill in (see :mod:`.inside`). IPython keeps its
-    history at ``history_file`` (a path inside the container, or ``:memory:``)."""
-    return ["python", f"{directory}/launch.py", "-f", connection_file, *KERNEL_ARGS, *history_args(history_file)]
+    history at ``history_file`` (a path inside the container, or ``:memory:``). With ``keeper``,
+    the kernel runs as the child of the checkpoints' keeper (``directory/keeper.py``, its socket
+    ``directory/keeper``; :mod:`..checkpoint.keeper`), which watches the container's stdin (the
+    host's attach) when ``stdin``."""
+    kernel = ["python", f"{directory}/launch.py", "-f", connection_file, *KERNEL_ARGS, *history_args(history_file)]
+    if not keeper:
+        return kernel
+    return ["python", f"{directory}/keeper.py", f"{directory}/keeper", connection_file, *(["--stdin"] if stdin else []),
+            "--", *kernel]
+
+
+def runs_keeper(backend: Any) -> bool:
+    """Whether the sandbox runs the checkpoints' keeper: checkpoints on, and a Python kernel."""
+    return bool(backend.checkpoints) and not backend.kernel_name
 
 
 def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, labels: dict[str, str],
@@ -238,7 +253,8 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
         run = dict(entrypoint=["python", "-c", BOOTSTRAP], command=[], stdin_open=True, detach=False)
         kernel_mounts = []
     else:
-        argv = launcher_argv(KERNEL_DIR, f"{KERNEL_DIR}/kernel.json", backend.history_file)
+        argv = launcher_argv(KERNEL_DIR, f"{KERNEL_DIR}/kernel.json", backend.history_file,
+                             keeper=runs_keeper(backend), stdin=True)
         run = dict(stdin_open=True, detach=False, entrypoint=argv[:1], command=argv[1:])
         kernel_mounts = [docker.types.Mount(KERNEL_DIR, str(hostdir), type="bind")]
     spec: dict[str, Any] = dict(

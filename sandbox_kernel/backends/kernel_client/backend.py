@@ -22,10 +22,13 @@ from typing import Any
 from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import Float
 
-from ...core.errors import ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
-from ...core.events import Emit, Event, Outcome, SandboxReplaced
+from ...core.errors import CheckpointError, ExecutionTimeout, SandboxDied, SandboxError, SandboxStartError
+from ...core.events import Emit, Event, Outcome, SandboxReplaced, Stream
 from ...runtime.traits import ByteSize
 from ..base import Backend, Capabilities, StdinHandler, request_msg_id, request_subshell_id
+from ..checkpoint import Checkpoint, death_of
+from ..checkpoint.link import KeeperLink
+from .checkpoints import KeptCheckpoints
 from .client import FILES_PER_SESSION, SandboxKernelClient, check_open_files, shared_context
 from .control import ControlChannel, Subshells, route_replies
 from .message_bound import (
@@ -72,6 +75,9 @@ class KernelClientBackend(Backend):
         self._control: ControlChannel | None = None  # ... its control channel
         self._subshells: Subshells | None = None  # ... the subshells made on it
         self._warming: asyncio.Future | None = None  # ... its completion warm-up
+        self._kept: KeptCheckpoints | None = None  # the sandbox's keeper, when it runs one
+        self._restored: Checkpoint | None = None  # what the keeper put in place of a kernel that died
+        self._last_count = 0  # the highest execution_count a cell ended with
 
     @property
     def message_bound(self) -> tuple[int, str]:
@@ -99,6 +105,19 @@ class KernelClientBackend(Backend):
         """Return, with the reason as a phrase ("it ran out of memory (limit 1 GiB)"), once
         the kernel's process has stopped. Cancelled at shutdown."""
 
+    async def _open_keeper(self) -> KeeperLink | None:
+        """After :meth:`_launch`: the link to the keeper the sandbox runs (:mod:`..checkpoint`),
+        or None when it runs none (no checkpoints; the default).
+
+        Raises:
+            CheckpointError: the keeper did not answer."""
+        return None
+
+    def _keeper_death_reason(self, status: Any, oom: bool | None) -> str:
+        """Why the kernel died, from what the keeper reports (it outlived the kernel): its
+        status, and whether the OOM killer took it (None: unknown)."""
+        return "its kernel ran out of memory" if oom else death_of(status)
+
     # -- lifecycle ---------------------------------------------------------------------------
     @property
     def started(self) -> bool:
@@ -111,6 +130,7 @@ class KernelClientBackend(Backend):
             check_open_files(FILES_PER_SESSION)
             info = await self._launch()
             try:
+                await self._meet_keeper()
                 self._client, self.kernel_info = await self._connect(info)
             except BaseException:
                 if self._death is not None:  # its watch would fail on the terminated kernel
@@ -151,6 +171,16 @@ class KernelClientBackend(Backend):
                 self._requests.pop(msg["header"]["msg_id"], None)
             await self._subshells.delete(self.WARM_UP)
 
+    async def _meet_keeper(self) -> None:
+        """Connect to the sandbox's keeper, if it runs one, and tell it its bounds."""
+        try:
+            link = await self._open_keeper()
+            if link is not None:
+                self._kept = KeptCheckpoints(link, self, self.run_silently)
+                await self._kept.hello()
+        except CheckpointError as exc:
+            raise SandboxStartError(f"The sandbox started, but {exc}") from exc
+
     def _start_readers(self) -> None:
         loop = asyncio.get_running_loop()
         self._control = ControlChannel(self._client, self._requests, self._until_replied)
@@ -179,7 +209,7 @@ class KernelClientBackend(Backend):
         Raises:
             SandboxStartError: the kernel stopped, or did not answer within ``ready_timeout``."""
         client = await self._open_client(info)
-        self._death = asyncio.get_running_loop().create_task(self._wait_dead())
+        self._death = asyncio.get_running_loop().create_task(self._watch_death())
         ready = asyncio.ensure_future(self._first_kernel_info(client))
         await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)
         if not ready.done():
@@ -290,13 +320,36 @@ class KernelClientBackend(Backend):
             await asyncio.wait({death}, timeout=self.END_GRACE_S)
             ended.cancel()
 
+    async def _watch_death(self) -> str:
+        """The death watch: :meth:`_wait_dead`, or the keeper's word that the kernel died. When the
+        keeper put a checkpoint in its place, that is :attr:`_restored` (the sandbox runs on)."""
+        dead = asyncio.ensure_future(self._wait_dead())
+        if self._kept is None:
+            return await dead
+        said = asyncio.ensure_future(self._kept.death())
+        try:
+            await asyncio.wait({dead, said}, return_when=asyncio.FIRST_COMPLETED)
+            if dead.done():
+                return dead.result()
+            event = said.result()
+            if event["restored"] is None:  # the keeper ends the sandbox: the subclass says why
+                return await dead
+            self._restored = event["restored"]
+            return self._keeper_death_reason(event["status"], event["oom"])
+        finally:
+            dead.cancel()
+            said.cancel()
+
     async def shutdown(self) -> None:
         async with self._lock:
             await self._ask_to_end()
             for task in [*self._tasks, *([self._death] if self._death else [])]:
                 task.cancel()
             self._tasks, self._death, self.kernel_info = [], None, None
-            self._control = self._subshells = self._warming = None
+            self._control = self._subshells = self._warming = self._restored = None
+            if self._kept is not None:
+                self._kept.close()
+                self._kept = None
             if self._recovery is not None:
                 self._recovery.stop()
                 self._recovery = None
@@ -345,7 +398,13 @@ class KernelClientBackend(Backend):
 
     # -- running code ------------------------------------------------------------------------
     async def _ensure_alive(self, emit: Emit) -> None:
-        """Start the sandbox, or replace one that stopped between cells (saying so)."""
+        """Start the sandbox, or replace one that stopped between cells (saying so): by the
+        checkpoint its keeper put in place of a dead kernel, else by a fresh sandbox."""
+        if self._death is not None and self._death.done() and self._restored is not None:
+            reason, restored = self._death.result(), self._restored
+            await self._after_recovery()
+            emit(Stream("stderr", f"[The sandbox had stopped ({reason}); this cell runs on {restored.phrase()}.]\n"))
+            return
         if self._death is not None and self._death.done():
             reason = self._death.result()
             await self.shutdown()
@@ -368,6 +427,8 @@ class KernelClientBackend(Backend):
         try:
             await self._race(relay, timeout)
             if relay.done():
+                count = relay.result().execution_count
+                self._last_count = max(self._last_count, count if isinstance(count, int) else 0)
                 return relay.result()
             request.timed_out = True  # the interrupt's KeyboardInterrupt output is ours to replace
             await self.interrupt()
@@ -393,6 +454,8 @@ class KernelClientBackend(Backend):
         await asyncio.wait({work, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if not work.done() and death.done():
             reason = death.result()
+            if self._restored is not None:  # the keeper runs a checkpoint instead: the next cell says so
+                raise SandboxDied(reason, restored=self._restored.phrase())
             if in_cell:
                 await self.shutdown()
             raise SandboxDied(reason)
@@ -438,9 +501,101 @@ class KernelClientBackend(Backend):
             self._requests.pop(msg_id, None)
 
     async def restart(self) -> None:
-        """A fresh kernel: :meth:`shutdown`, then :meth:`start`."""
+        """A fresh kernel: from the sandbox's keeper, which keeps the checkpoints (and the
+        sandbox's files), else :meth:`shutdown`, then :meth:`start`."""
+        if self._kept is not None and self._death is not None and not self._death.done():
+            self._replacing()
+            try:
+                await self._kept.fresh()
+                await self._kernel_replaced()
+                self._last_count = 0
+                return
+            except (CheckpointError, SandboxError) as exc:
+                self.log.warning("The sandbox's keeper could not start a fresh kernel (%s); restarting the sandbox", exc)
         await self.shutdown()
         await self.start()
+
+    # -- checkpoints (a keeper in the sandbox: ..checkpoint) -------------------------------------
+    def _keeper(self) -> KeptCheckpoints:
+        if self._kept is None:
+            why = "they are turned off (checkpoints=False)" if not getattr(self, "checkpoints", False) else \
+                "this sandbox runs no keeper (a kernel other than Python's, or it is not started)"
+            raise CheckpointError(f"This {self.name} sandbox keeps no checkpoints: {why}.")
+        return self._kept
+
+    async def checkpoint(self, name: str | None = None, *, cell: int | None = None) -> Checkpoint:
+        await self.start()
+        return await self._keeper().take(name, cell)
+
+    async def list_checkpoints(self) -> list[Checkpoint]:
+        if not self.started:
+            return []
+        return await self._keeper().list()
+
+    async def restore(self, checkpoint: int) -> Checkpoint:
+        await self.start()
+        kept = self._keeper()
+        self._replacing()
+        try:
+            restored = await kept.restore(checkpoint)
+        finally:
+            await self._kernel_replaced()
+        await self._continue_count(self._last_count + 1)
+        return restored
+
+    async def drop_checkpoint(self, checkpoint: int) -> bool:
+        return await self._keeper().drop(checkpoint) if self.started else False
+
+    def _replacing(self) -> None:
+        """Before the keeper replaces the kernel: its connections will close, which is no lost
+        message (the drop watch would take it for one)."""
+        if self._recovery is not None:
+            self._recovery.stop()
+            self._recovery = None
+
+    async def _after_recovery(self) -> None:
+        """The keeper put a checkpoint in place of a dead kernel: watch the new one and continue."""
+        self._restored = None
+        self._replacing()
+        self._death = asyncio.get_running_loop().create_task(self._watch_death())
+        await self._kernel_replaced()
+        await self._continue_count(self._last_count + 2)  # the cell that died had the next number
+
+    async def _kernel_replaced(self) -> None:
+        """The kernel process behind the connection changed (a restore, a recovery, a fresh
+        interpreter): the old one's subshells are gone; returns once the new one answers a
+        ``kernel_info_request`` on shell and IOPub (the client's sockets reconnected by themselves).
+
+        Raises:
+            SandboxError: it did not within ``ready_timeout``."""
+        self._replacing()
+        self._warming = None
+        self._subshells = Subshells(self._control, self._subshells.available if self._subshells else False,
+                                    self.request_timeout)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ready_timeout
+        while loop.time() < deadline and not self._death.done():
+            msg = self._client.session.msg("kernel_info_request", {})
+            request = self._requests[msg["header"]["msg_id"]] = _Request(shown=False)
+            try:
+                self._client.shell_channel.send(msg)
+                await asyncio.wait({request.reply}, timeout=self.READY_RESEND_S)
+                if request.reply.done():
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(request.iopub.get(), self.READY_RESEND_S)
+                        self._watch_drops(self._client)
+                        return
+            finally:
+                request.iopub.close()
+                self._requests.pop(msg["header"]["msg_id"], None)
+        raise SandboxError(f"The sandbox's kernel did not answer within {self.ready_timeout:g} s after it was "
+                           "replaced.")
+
+    async def _continue_count(self, count: int) -> None:
+        """Number the next cell ``count`` (a restored state's own count is older: numbers stay unique)."""
+        if count > 1:
+            with contextlib.suppress(SandboxError):
+                await self.run_silently(f"get_ipython().execution_count = max(get_ipython().execution_count, {count})")
 
     async def run_silently(self, code: str, expressions: dict[str, str] | None = None) -> dict[str, Any]:
         """Run ``code`` as a silent ``execute_request`` (no outputs, no history, no new execution

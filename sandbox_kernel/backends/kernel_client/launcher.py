@@ -13,6 +13,8 @@ queue keeps libzmq's default bound, and the backend bounds in bytes what it hold
 
 from __future__ import annotations
 
+from ..checkpoint.inside import launcher_prelude
+
 READY_VARIABLE = "SANDBOX_KERNEL_SAY_READY"
 READY_LINE = "sandbox-kernel: kernel ready"
 """With :data:`READY_VARIABLE` set, the kernel writes this line on its stderr once its sockets are
@@ -43,7 +45,9 @@ class LosslessIOPubKernelApp(IPKernelApp):
         super().start()
 
 
+""" + launcher_prelude() + """
 LosslessIOPubKernelApp.launch_instance()
 """
 """Python source that starts ipykernel as ``ipykernel_launcher`` does (``-f CONNECTION_FILE``
-and options on its argv), its IOPub socket with no high-water mark. Standard ipykernel only."""
+and options on its argv), its IOPub socket with no high-water mark, and with the module that
+checkpoints its process (:func:`..checkpoint.inside.launcher_prelude`). Standard ipykernel only."""

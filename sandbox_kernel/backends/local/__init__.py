@@ -10,6 +10,7 @@ user's files and use the network. Use the docker or e2b backend for untrusted co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -25,10 +26,13 @@ from jupyter_client.connect import write_connection_file
 from jupyter_client.launcher import launch_kernel
 from traitlets import Float, Integer, Unicode
 
-from ...core.errors import SandboxStartError
+from ...core.errors import SandboxError, SandboxStartError
 from ...runtime.traits import ByteSize, HostVariables, format_bytes, host_variables
 from .. import pool, workspace
 from ..bounded import write_chunks
+from ..checkpoint import CheckpointOptions
+from ..checkpoint import keeper as keeper_process
+from ..checkpoint.link import KeeperLink
 from ..egress import refused_allow_hosts
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, KernelClientBackend, history_args
 from ..kernel_client.launcher import IOPUB_APP
@@ -59,11 +63,11 @@ def default_history_file() -> str:
     return str(path)
 
 
-class LocalBackend(KernelClientBackend):
+class LocalBackend(CheckpointOptions, KernelClientBackend):
     """A kernel process on this machine, in a scratch directory deleted at shutdown."""
 
     name = "local"
-    capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True)
+    capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True, checkpoints=True)
 
     @classmethod
     def pool_status(cls, asked: bool = False) -> list[dict[str, Any]]:
@@ -138,12 +142,16 @@ class LocalBackend(KernelClientBackend):
         return {"as": self.memory_limit, "cpu": int(self.cpu_time_limit + 0.999), "nproc": self.max_processes,
                 "fsize": self.max_file_size}
 
-    def _command(self, connection_file: str, runtime: Path | None = None) -> list[str]:
+    def _command(self, connection_file: str, runtime: Path | None = None, keeper: bool = False) -> list[str]:
         """The kernel's command line: ``launch.py`` in ``runtime`` (default: this session's)
-        under the resource limits."""
+        under the resource limits; with ``keeper``, as the child of the keeper (``keeper.py``
+        beside it, its socket ``keeper``: :mod:`..checkpoint.keeper`)."""
+        runtime = runtime or self._runtime
         wrapper = [sys.executable, "-m", "sandbox_kernel.backends.local.rlimits"]
         wrapper += [f"--{name}={value}" for name, value in self._limits().items() if value]
-        return [*wrapper, "--", self.python, str((runtime or self._runtime) / "launch.py"), "-f", connection_file,
+        if keeper:
+            wrapper += ["--", self.python, str(runtime / "keeper.py"), str(runtime / "keeper"), connection_file]
+        return [*wrapper, "--", self.python, str(runtime / "launch.py"), "-f", connection_file,
                 *KERNEL_ARGS, *history_args(self.history_file or default_history_file())]
 
     async def _launch(self) -> dict[str, Any]:
@@ -158,14 +166,16 @@ class LocalBackend(KernelClientBackend):
         )
         (self._runtime / "launch.py").write_text(f"import sys\nif sys.path and sys.path[0] == {str(self._runtime)!r}:\n"
                                                  f"    del sys.path[0]\n{IOPUB_APP}")
+        if self.checkpoints:
+            (self._runtime / "keeper.py").write_text(keeper_process.SOURCE)
         try:
             prefix = self._workspace()
         except BaseException:
             await self._terminate()
             raise
         try:
-            self._proc = launch_kernel([*prefix, *self._command(connection_file)], env=self._environment(),
-                                       cwd=str(self.workdir))
+            self._proc = launch_kernel([*prefix, *self._command(connection_file, keeper=self.checkpoints)],
+                                       env=self._environment(), cwd=str(self.workdir))
         except OSError as exc:
             raise SandboxStartError(f"Could not start the local kernel with {self.python!r}: {exc}.") from exc
         return info
@@ -208,6 +218,12 @@ class LocalBackend(KernelClientBackend):
 
     def _pool_options(self) -> dict[str, Any]:
         return pool.options_of(self)
+
+    async def _open_keeper(self) -> KeeperLink | None:
+        """The keeper's socket in the runtime directory (a pooled kernel runs none)."""
+        if self._pooled_name is not None or not self.checkpoints:
+            return None
+        return await KeeperLink.connect(str(self._runtime / "keeper"), self.ready_timeout)
 
     async def _pool_launch(self) -> tuple[str, dict[str, Any]]:
         """A kernel in its own session (it outlives this process), waiting on its claim socket."""
@@ -306,6 +322,9 @@ class LocalBackend(KernelClientBackend):
         bubblewrap, of its innermost process: the kernel."""
         proc = self._proc
         pid = view.innermost(proc.pid) if proc is not None and self._bwrap else proc and proc.pid
+        if self._kept is not None:  # the kernel is the keeper's child
+            with contextlib.suppress(SandboxError):
+                pid = await self._kept.kernel_pid()
         memory = pooled.process_memory(pid) if pid else None
         if memory is None:
             return None

@@ -1,0 +1,120 @@
+"""What a kernel-client backend asks of its sandbox's keeper (:mod:`..checkpoint`): checkpoints
+taken, listed, restored and dropped, a fresh interpreter that keeps them, and the keeper's word
+when the kernel died. The backend (:mod:`.backend`) reconnects its client after the kernel
+process behind its connection changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ...core.errors import CheckpointError
+from ..checkpoint import Checkpoint, max_bytes_of
+from ..checkpoint.inside import MODULE
+from ..checkpoint.link import KeeperLink
+
+RunSilently = Callable[[str, dict[str, str]], Awaitable[dict[str, Any]]]
+MAX_ANSWER = 64 * 1024
+"""Characters of the kernel's answer to a take that are read at most."""
+
+
+class KeptCheckpoints:
+    """The checkpoints of one sandbox, through its keeper.
+
+    Args:
+        link: the host's connection to the keeper.
+        options: the backend, whose ``checkpoint_keep``, ``checkpoint_max_bytes`` and
+            ``memory_limit`` bound them.
+        run_silently: the backend's silent execution (a take runs in the kernel's process).
+    """
+
+    def __init__(self, link: KeeperLink, options: Any, run_silently: RunSilently) -> None:
+        self.link, self._options, self._run_silently = link, options, run_silently
+
+    async def hello(self) -> list[Checkpoint]:
+        """Tell the keeper its bounds; the checkpoints it holds."""
+        answer = await self.link.request("hello", keep=int(self._options.checkpoint_keep),
+                                         max_bytes=max_bytes_of(self._options), recover=True)
+        return _checkpoints(answer)
+
+    async def take(self, name: str | None, cell: int | None) -> Checkpoint:
+        """Fork the kernel's process into a checkpoint (see :func:`..checkpoint.inside.take`).
+
+        Raises:
+            CheckpointError: the kernel or the keeper could not take it (the reason)."""
+        expression = f"__import__({MODULE!r}).take({cell!r}, {name!r})"
+        reply = await self._run_silently("", {"checkpoint": expression})
+        value = (reply.get("user_expressions") or {}).get("checkpoint") or {}
+        if value.get("status") != "ok":
+            raise CheckpointError(f"The sandbox could not take a checkpoint: {value.get('ename', 'no answer')} "
+                                  f"{value.get('evalue', '')}".strip())
+        answer = _parsed(((value.get("data") or {}).get("text/plain")))
+        if "error" in answer:
+            raise CheckpointError(f"The sandbox could not take a checkpoint: {str(answer['error'])[:300]}.")
+        return Checkpoint.of({**answer, "cell": cell, "name": name, "time": time.time(), "bytes": None})
+
+    async def list(self) -> list[Checkpoint]:
+        """The checkpoints held, oldest first, with the bytes each holds now."""
+        return _checkpoints(await self.link.request("list"))
+
+    async def restore(self, checkpoint: int) -> Checkpoint:
+        """Replace the kernel by checkpoint ``checkpoint`` (an id); the checkpoint stays. Returns
+        once its kernel serves on the old connection.
+
+        Raises:
+            CheckpointError: no such checkpoint, or it could not become a kernel (the sandbox then
+                runs a fresh interpreter, which the message says)."""
+        try:
+            answer = await self.link.request("restore", id=checkpoint)
+        except CheckpointError as exc:
+            if "no checkpoint" in str(exc):
+                raise
+            raise CheckpointError(f"The checkpoint could not be restored ({exc}); the sandbox runs a fresh "
+                                  "interpreter now.") from None
+        return Checkpoint.of(answer)
+
+    async def kernel_pid(self) -> int:
+        """The running kernel's pid, as the keeper knows it (0: none)."""
+        pid = (await self.link.request("list", measure=False)).get("kernel")
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) else 0
+
+    async def fresh(self) -> None:
+        """Replace the kernel by a fresh interpreter; the checkpoints stay."""
+        await self.link.request("fresh")
+
+    async def drop(self, checkpoint: int) -> bool:
+        """Drop checkpoint ``checkpoint`` (an id); whether it was there."""
+        return bool((await self.link.request("drop", id=checkpoint)).get("found"))
+
+    async def death(self) -> dict[str, Any]:
+        """The keeper's next word that the kernel died: ``{"status", "oom", "restored"}``
+        (``oom``: the OOM killer took it, None: unknown; ``restored``: the :class:`Checkpoint`
+        running now, or None); waits for ever if the link ends first."""
+        while True:
+            event = await self.link.events.get()
+            if event.get("op") == "died":
+                restored = event.get("restored")
+                oom = event.get("oom")
+                return {"status": event.get("status"), "oom": oom if isinstance(oom, bool) else None,
+                        "restored": Checkpoint.of(restored) if isinstance(restored, dict) else None}
+
+    def close(self) -> None:
+        self.link.close()
+
+
+def _parsed(text: Any) -> dict[str, Any]:
+    """The JSON the kernel's take returned, read from its ``text/plain`` repr (untrusted)."""
+    try:
+        value = json.loads(ast.literal_eval(text[:MAX_ANSWER])) if isinstance(text, str) else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    return value if isinstance(value, dict) else {"error": "the kernel's answer was not understood"}
+
+
+def _checkpoints(answer: dict[str, Any]) -> list[Checkpoint]:
+    found = answer.get("checkpoints")
+    return [Checkpoint.of(record) for record in found if isinstance(record, dict)] if isinstance(found, list) else []
