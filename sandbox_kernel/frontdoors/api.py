@@ -31,6 +31,7 @@ from traitlets import Bool, Float, List, TraitError, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..backends.base import Backend, Capabilities
+from ..backends.checkpoint import Checkpoint
 from ..core.errors import BadValue, ConfigError, SandboxError
 from ..core.events import Emit, Event, Outcome
 from ..policy import OutputOptions
@@ -38,6 +39,7 @@ from ..runtime.config_check import closest
 from ..runtime.loop_thread import at_exit, shared_loop
 from ..runtime.traits import ByteSize
 from ..session import commands
+from ..session.checkpoints import check_name
 from ..session.files import Copied, FileOptions
 from ..session.pipeline import OutputPipeline
 from ..session.results import Collector, CommandResult, ExecutionResult
@@ -205,6 +207,44 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         """
         return await self.session.run_command(command, timeout=self.timeout if timeout is None else timeout,
                                               max_output_bytes=self.max_output_bytes, allowlist=self._allowlist)
+
+    # -- checkpoints (docs/checkpoints.md) --------------------------------------------------
+    async def checkpoint(self, name: str | None = None) -> Checkpoint:
+        """Take a checkpoint of the sandbox's whole state now (its kernel process: variables,
+        open files, generators, C-extension objects); one is also taken after each run of at
+        least the backend's ``checkpoint_min_seconds``. ``name``: letters, digits, ``_.-``;
+        an older checkpoint of that name is dropped.
+
+        Returns:
+            The :class:`~sandbox_kernel.backends.checkpoint.Checkpoint` (``id``, ``cell``: the
+            execution count of the last run, ``name``, ``time``).
+
+        Raises:
+            CheckpointError: it could not be taken, or checkpoints are turned off.
+            NotSupported: the backend keeps no checkpoints (``capabilities.checkpoints``).
+        """
+        return await self.session.checkpoints.take(check_name(name) if name is not None else None)
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        """The checkpoints kept, oldest first, each with ``bytes``: the memory only it holds."""
+        return await self.session.checkpoints.list()
+
+    async def restore(self, checkpoint: Checkpoint | int | str) -> Checkpoint:
+        """Put the sandbox back in the state of ``checkpoint``: a :class:`Checkpoint`, the
+        execution count of a run (the checkpoint after it), or a name. The checkpoint stays
+        (restore it again to try another continuation); files are not restored.
+
+        Raises:
+            CheckpointError: no such checkpoint (the message lists those kept), or it could not
+                be restored (the sandbox then runs a fresh interpreter, which the message says).
+            NotSupported: the backend keeps no checkpoints.
+        """
+        return await self.session.checkpoints.restore(checkpoint)
+
+    async def undo(self) -> Checkpoint:
+        """Put the sandbox back in the state it had before its last run (the newest checkpoint
+        taken before it); returns that checkpoint. Raises as :meth:`restore`."""
+        return (await self.session.checkpoints.undo())[0]
 
     # -- network ---------------------------------------------------------------------------
     async def allow(self, *hosts: str) -> list[str]:

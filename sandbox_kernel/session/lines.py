@@ -10,8 +10,12 @@ magic loaded in the sandbox itself has ``%sandbox status SESSION``, ``--name``..
     %sandbox download REMOTE [LOCAL]         a sandbox file into the host's folder
     %sandbox download --artifacts [--overwrite]
     %sandbox allow HOST ...                  let the sandbox reach HOST as well (egress allowlist)
-    %sandbox restart                         a fresh interpreter
+    %sandbox restart                         a fresh interpreter (the checkpoints stay)
     %sandbox stop                            the sandbox goes; the next cell starts a fresh one
+    %sandbox checkpoints                     the checkpoints kept: cell, name, age, size
+    %sandbox undo                            the state as before the last cell
+    %sandbox restore N | NAME                the state as after cell N, or named NAME
+    %sandbox checkpoint [NAME]               a checkpoint now, named NAME
 
 A cell's text is the notebook's, and a notebook may come from anyone; ``upload`` and ``download``
 touch the host's files, so under ``file_commands="ask"`` (the kernel's default) they first ask
@@ -30,11 +34,12 @@ from typing import Any
 from ..core.errors import LineUsageError, SandboxError
 from ..core.events import Emit, Error, Outcome, Stream
 from ..runtime.traits import format_bytes
+from . import checkpoints
 from .files import refuse_overwrite
 
 LINE = re.compile(r"^\s*%sandbox(?:\s|$)")
 USAGE = ("%sandbox status | artifacts | upload LOCAL [REMOTE] | download REMOTE [LOCAL] | download --artifacts "
-         "[--overwrite] | allow HOST ... | restart | stop")
+         "[--overwrite] | allow HOST ... | restart | stop | checkpoints | undo | restore N|NAME | checkpoint [NAME]")
 FILE_COMMANDS = ("ask", "allow", "deny")
 
 Ask = Callable[[str, bool], Awaitable[str]]
@@ -46,7 +51,8 @@ def UsageError(message: str) -> LineUsageError:
 
 
 OWN = {"status": (0, 0, ()), "artifacts": (0, 0, ()), "restart": (0, 0, ()), "stop": (0, 0, ()),
-       "upload": (1, 2, ()), "download": (0, 2, ("--artifacts", "--overwrite")), "allow": (1, 64, ())}
+       "upload": (1, 2, ()), "download": (0, 2, ("--artifacts", "--overwrite")), "allow": (1, 64, ()),
+       **{verb: (least, most, ()) for verb, (least, most) in checkpoints.VERBS.items()}}
 """The commands a session answers: ``name: (least, most positional arguments, flags)``."""
 
 
@@ -195,7 +201,20 @@ class Lines:
     async def _do_restart(self, args: list[str], stdin: Ask | None) -> str:
         _no_args("restart", args)
         await self.session.restart()
-        return "Restarted: a fresh interpreter; variables are gone."
+        kept = " (%sandbox restore brings a checkpoint back)" if self.session.checkpoints.kept else ""
+        return f"Restarted: a fresh interpreter; variables are gone{kept}."
+
+    async def _do_checkpoints(self, args: list[str], stdin: Ask | None) -> str:
+        return await checkpoints.command(self.session.checkpoints, "checkpoints", _positional("checkpoints", args, 0, 0))
+
+    async def _do_undo(self, args: list[str], stdin: Ask | None) -> str:
+        return await checkpoints.command(self.session.checkpoints, "undo", _positional("undo", args, 0, 0))
+
+    async def _do_restore(self, args: list[str], stdin: Ask | None) -> str:
+        return await checkpoints.command(self.session.checkpoints, "restore", _positional("restore", args, 1, 1))
+
+    async def _do_checkpoint(self, args: list[str], stdin: Ask | None) -> str:
+        return await checkpoints.command(self.session.checkpoints, "checkpoint", _positional("checkpoint", args, 0, 1))
 
     async def _do_stop(self, args: list[str], stdin: Ask | None) -> str:
         _no_args("stop", args)

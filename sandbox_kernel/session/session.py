@@ -19,6 +19,7 @@ files, variables and shell commands behind the capability each needs.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -33,6 +34,7 @@ from ..core.errors import SandboxDied, SandboxError
 from ..core.events import Display, Emit, Event, Outcome
 from ..policy import OutputPolicy
 from . import commands, replies, transfer
+from .checkpoints import SessionCheckpoints
 from .files import FileOptions, SessionFiles
 from .lines import Lines, leading
 from .pipeline import NO_COMMS_NOTE, Cell, OutputPipeline
@@ -97,6 +99,8 @@ class SandboxSession:
         self.backend.set_comm_handler(self._unsolicited)
         self.files = SessionFiles(self.backend, files)
         self.on_replaced(self.files.replaced)
+        self.checkpoints = SessionCheckpoints(self.backend)
+        """Automatic checkpoints after long cells, and undo / restore (docs/checkpoints.md)."""
         self.lines = None if line_commands is None else Lines(self, self.files.folder, line_commands,
                                                               egress_commands=egress_commands)
 
@@ -134,8 +138,11 @@ class SandboxSession:
         await self.backend.shutdown()
 
     async def restart(self) -> None:
-        """A fresh interpreter with the same settings; the state is lost."""
+        """A fresh interpreter with the same settings; the state is lost (its checkpoints stay,
+        where the backend keeps them: ``%sandbox restore`` brings it back)."""
+        await self.checkpoints.before_cell()
         await self.backend.restart()
+        self.checkpoints.forget_cells()
         self._said_replaced()
 
     async def interrupt(self) -> None:
@@ -230,7 +237,9 @@ class SandboxSession:
                                                user_expressions=user_expressions)
                 except SandboxError as exc:
                     failures.append(exc)
-                    self._lost = isinstance(exc, SandboxDied)
+                    self._lost = isinstance(exc, SandboxDied) and not exc.restored
+                    if isinstance(exc, SandboxDied) and exc.restored:
+                        self.checkpoints.recovered()
                     raise
 
         outcome = await self.cell(sink, max_output_bytes=max_output_bytes, policy=policy).run(work)
@@ -247,10 +256,19 @@ class SandboxSession:
     async def _execute(self, code: str, emit: Emit, timeout: float | None, stdin: StdinHandler | None,
                        **request: Any) -> Outcome:
         """The backend's execution of ``code`` (``request``: ``silent``, ``store_history``,
-        ``user_expressions``), with the session's files around it (:mod:`.files`)."""
-        return await self.files.run_cell(
-            emit, lambda watched: self.backend.execute(code, watched, timeout=timeout, stdin=stdin, **request),
-            lambda: self._start_showing(emit))
+        ``user_expressions``), with the session's files around it (:mod:`.files`), after the
+        checkpoint of the cell before, and followed by its own when it ran long enough."""
+        await self.checkpoints.before_cell()
+
+        async def timed(watched: Emit) -> Outcome:
+            await self._start_showing(emit)  # a start is not the cell's time
+            started = time.monotonic()
+            outcome = await self.backend.execute(code, watched, timeout=timeout, stdin=stdin, **request)
+            if not request.get("silent"):
+                self.checkpoints.after_cell(outcome, time.monotonic() - started)
+            return outcome
+
+        return await self.files.run_cell(emit, timed, lambda: self._start_showing(emit))
 
     async def _answer_lines(self, code: str, cell: Cell, stdin: StdinHandler | None) -> tuple[Outcome | None, str]:
         """Answer the cell's leading ``%sandbox`` lines (:mod:`.lines`) into ``cell``; returns the

@@ -45,12 +45,14 @@ class Checkpoint:
     time: float
     bytes: int | None = None
 
-    def phrase(self, now: float | None = None) -> str:
-        """How a message names its state: "the state after cell 4 (checkpoint 'clean'), taken 2 min ago"."""
+    def what(self) -> str:
+        """How a message names its state: "the state after cell 4 (checkpoint 'clean')"."""
         what = f"the state after cell {self.cell}" if self.cell is not None else f"the state of checkpoint {self.id}"
-        if self.name:
-            what += f" (checkpoint {self.name!r})"
-        return f"{what}, taken {age(self.time, now)}"
+        return what + (f" (checkpoint {self.name!r})" if self.name else "")
+
+    def phrase(self, now: float | None = None) -> str:
+        """:meth:`what`, and its age: "the state after cell 4, taken 2 min ago"."""
+        return f"{self.what()}, taken {age(self.time, now)}"
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> Checkpoint:

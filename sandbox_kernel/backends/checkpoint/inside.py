@@ -55,6 +55,7 @@ ORIGINAL_FDS: tuple = ()
 ipykernel's capture): a snapshot's log goes there."""
 
 _children: list = []  # snapshots forked by this process, reaped at the next take()
+_base_limit = 0  # the recursion limit before the first promotion
 
 
 def take(cell=None, name=None) -> str:
@@ -106,10 +107,12 @@ def fork_snapshot(path: str, record: dict) -> dict:
 def _read_answer(fd: int) -> dict:
     import select
 
+    poll = select.poll()  # not select(): descriptors may be numbered past FD_SETSIZE
+    poll.register(fd, select.POLLIN)
     data, deadline = b"", time.monotonic() + REGISTER_WAIT_S
     while b"\n" not in data:
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if left <= 0 or not poll.poll(left * 1000):
             return {"error": "the snapshot did not register with the keeper in time"}
         chunk = os.read(fd, 4096)
         if not chunk:
@@ -182,6 +185,14 @@ def _prctl_death_signal() -> None:
         pass
 
 
+def _frames() -> list:
+    frames, frame = [], sys._getframe()
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
 def _say(text: str) -> None:
     try:
         os.write(2, f"sandbox-kernel: {text}\n".encode())
@@ -193,7 +204,9 @@ def _say(text: str) -> None:
 def private_files(keep: set) -> None:
     """Make this process's descriptors its own (see the module's text): regular files opened
     again at the same offset (deleted ones copied), everything else but ``keep``, 0-2,
-    directories and character devices pointed at ``/dev/null``."""
+    directories and character devices pointed at ``/dev/null``. The kernel machinery's among
+    the latter (:func:`_machinery`) are noted in :data:`_spent`, to be closed by a promotion."""
+    machinery = _machinery(keep)
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
         for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):
@@ -210,8 +223,53 @@ def private_files(keep: set) -> None:
             os.dup2(devnull if copy is None else copy, fd, inheritable=inheritable)
             if copy is not None:
                 os.close(copy)
+            elif fd in machinery:
+                _spent.add(fd)
     finally:
         os.close(devnull)
+
+
+_spent: set = set()  # descriptors of the kernel machinery a promotion closes (see private_files)
+
+
+_started: dict = {}  # the kernel machinery's descriptors when the kernel had started: {fd: (dev, inode)}
+
+
+def kernel_started() -> None:
+    """Note the descriptors the kernel (ipykernel, libzmq) holds once started (see :func:`_machinery`)."""
+    _started.clear()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            info = os.fstat(int(name))
+        except OSError:
+            continue
+        if int(name) > 2:
+            _started[int(name)] = (info.st_dev, info.st_ino)
+
+
+def _machinery(keep: set) -> set:
+    """The descriptors only the kernel machinery uses (libzmq's and ipykernel's, whose code never
+    runs again in a snapshot): those it held when it started (:func:`kernel_started`, the same
+    file still), event fds and epoll instances (``anon_inode:``), and its ZMQ connections (unix
+    sockets bound to one of its listening addresses). A promotion closes them; the others stay on
+    ``/dev/null``, since a Python object (a user's socket) may close its number later."""
+    addresses = {address[len("ipc://"):] for address in listening()}
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in keep or fd <= 2:
+            continue
+        try:
+            target, info = os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd)
+            if target.startswith("anon_inode:") or _started.get(fd) == (info.st_dev, info.st_ino):
+                found.add(fd)
+            elif target.startswith("socket:") and addresses:
+                with socket.socket(fileno=os.dup(fd)) as sock:
+                    if sock.family == socket.AF_UNIX and sock.getsockname() in addresses:
+                        found.add(fd)
+        except OSError:
+            continue
+    return found - set(listening().values())
 
 
 def _own_copy(fd: int) -> int | None:
@@ -273,6 +331,15 @@ def _promote(path: str, record: dict, keeper: socket.socket) -> None:
     copy = fork_snapshot(path, {**record, "replace": True})  # the snapshot stays, for another restore
     if "error" in copy:
         _say(f"the restored checkpoint is not kept: {copy['error']}")
+    for fd in _spent:  # the old kernel machinery's (see _machinery); never the kept ones
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _spent.clear()
+    global _base_limit
+    _base_limit = _base_limit or sys.getrecursionlimit()
+    sys.setrecursionlimit(_base_limit + len(_frames()))  # this kernel runs inside the old one's calls
     gc.enable()
     _prctl_death_signal()  # the keeper adopted this process when the kernel before it ended
     _oom_adj(KERNEL_OOM_ADJ)
@@ -314,12 +381,29 @@ def build_kernel():
 
     app = Promoted.instance()
     app.initialize(argv)
+    kernel_started()
     _adopt(shell, app.kernel)
-    if history.enabled:
-        history.new_session()  # the old session has lines numbered past this state's execution count
-        history.save_thread = None  # the old one is not in this process
-        history._restart_thread_if_stopped()
+    _history_of_its_own(history)
     return app
+
+
+def _history_of_its_own(history) -> None:
+    """IPython's history after a fork: an in-memory database is this process's own copy and
+    goes on in a new session (the old one has lines numbered past this state's count). A file's
+    connection is not usable after a fork (SQLite's locks are per process, its lock state is the
+    old process's: "database is locked"), so the history goes on in memory."""
+    if not history.enabled:
+        return
+    history.save_thread = None  # the old process's thread; none in this one
+    if history.hist_file != ":memory:":
+        _stale.append(history.db)  # never closed: closing could release this process's new locks
+        history.hist_file = ":memory:"
+        history.init_db()
+        history.using_thread = False
+    history.new_session()
+
+
+_stale: list = []
 
 
 def serve_on_inherited(zmq) -> None:

@@ -13,6 +13,7 @@ queue keeps libzmq's default bound, and the backend bounds in bytes what it hold
 
 from __future__ import annotations
 
+from ..checkpoint.inside import MODULE as CHECKPOINTS_MODULE
 from ..checkpoint.inside import launcher_prelude
 
 READY_VARIABLE = "SANDBOX_KERNEL_SAY_READY"
@@ -42,6 +43,7 @@ class LosslessIOPubKernelApp(IPKernelApp):
         if _SAY_READY:  # a pooled sandbox: its filler waits for this line
             sys.__stderr__.write("{READY_LINE}\\n")
             sys.__stderr__.flush()
+        sys.modules["{CHECKPOINTS_MODULE}"].kernel_started()
         super().start()
 
 

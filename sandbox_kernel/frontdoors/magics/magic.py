@@ -25,6 +25,7 @@ from sandbox_kernel.core.events import Error
 from sandbox_kernel.policy import OutputOptions, OutputPolicy
 from sandbox_kernel.runtime.config_check import unknown_options
 from sandbox_kernel.runtime.traits import ByteSize
+from sandbox_kernel.session import checkpoints
 from sandbox_kernel.session.files import FileOptions
 from sandbox_kernel.session.pipeline import NO_COMMS_NOTE
 from sandbox_kernel.session.session import SandboxSession
@@ -92,6 +93,10 @@ class SandboxMagics(Magics, OutputOptions):
             %sandbox allow HOST ... [--name SESSION]    the sandbox may reach HOST as well
             %sandbox push NAME ... [--name SESSION]     host variables into the sandbox
             %sandbox pull NAME ... [--name SESSION]     sandbox variables onto the host
+            %sandbox checkpoints [--name SESSION]       its checkpoints: cell, name, age, size
+            %sandbox undo [--name SESSION]              its state as before its last cell
+            %sandbox restore N|NAME [--name SESSION]    its state as after cell N, or named NAME
+            %sandbox checkpoint [NAME] [--name SESSION] a checkpoint now
 
         ``-i NAME`` / ``-o NAME`` on the cell's line (repeatable, or comma lists) copy host
         variables in before the cell, and sandbox variables back after it succeeded, as data
@@ -293,6 +298,26 @@ class SandboxMagics(Magics, OutputOptions):
         if not names:
             raise usage(f"{command} needs variable names", LINE_USAGE)
         return names
+
+    def _checkpoints(self, verb: str, args: list[str]) -> None:
+        """``%sandbox checkpoints | undo | restore N|NAME | checkpoint [NAME]`` (``--name SESSION``)."""
+        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
+        least, most = checkpoints.VERBS[verb]
+        rest = self._positional(verb, rest, least, most)
+        session = self._existing(found.get("name", "default"))
+        print(wait(self.registry.loop, checkpoints.command(session.sandbox.checkpoints, verb, rest)))
+
+    def _cmd_checkpoints(self, args: list[str]) -> None:
+        self._checkpoints("checkpoints", args)
+
+    def _cmd_undo(self, args: list[str]) -> None:
+        self._checkpoints("undo", args)
+
+    def _cmd_restore(self, args: list[str]) -> None:
+        self._checkpoints("restore", args)
+
+    def _cmd_checkpoint(self, args: list[str]) -> None:
+        self._checkpoints("checkpoint", args)
 
     def _cmd_artifacts(self, args: list[str]) -> None:
         found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)

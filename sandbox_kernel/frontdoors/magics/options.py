@@ -26,7 +26,8 @@ CELL_USAGE = ("%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [
 LINE_USAGE = ("%sandbox list | status [SESSION] | restart SESSION | stop SESSION|--all | "
               "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--overwrite] [--name SESSION] | "
               "download --artifacts [--overwrite] [--name SESSION] | artifacts [--name SESSION] | "
-              "allow HOST ... [--name SESSION] | push NAME ... [--name SESSION] | pull NAME ... [--name SESSION]")
+              "allow HOST ... [--name SESSION] | push NAME ... [--name SESSION] | pull NAME ... [--name SESSION] | "
+              "checkpoints | undo | restore N|NAME | checkpoint [NAME] [--name SESSION]")
 
 _OWN = {"--backend": "backend", "-b": "backend", "--name": "name", "-n": "name", "--timeout": "timeout",
         "-t": "timeout", "--output-policy": "output_policy"}

@@ -10,6 +10,9 @@ Each tool drives the :class:`~sandbox_kernel.frontdoors.api.AsyncSandbox` of the
 ``upload_file`` / ``download_file``   file content to/from a path inside the sandbox's working
                   directory (absolute paths and ``..`` are refused).
 ``restart``, ``status``.
+``checkpoint`` / ``list_checkpoints`` / ``restore`` / ``undo``   the sandbox's whole state saved
+                  and brought back (docs/checkpoints.md): try several continuations from one
+                  state, keep the best.
 
 Outputs pass the same cell pipeline as the kernel's: under the default ``sanitize`` policy an
 HTML result arrives as sanitized HTML text, never with scripts.
@@ -181,6 +184,46 @@ def build_server(sessions: Any) -> Any:
         except SandboxError as exc:
             raise ToolError(str(exc)) from None
         return "The sandbox restarted with a fresh interpreter."
+
+    @server.tool()
+    async def checkpoint(ctx: Context, name: str | None = None) -> str:
+        """Save the sandbox's whole state now (variables, open files, models, data frames), to
+        come back to with restore. name: optional, letters/digits/_.- (a later one of the same
+        name replaces it). One is also taken automatically after each long run_code."""
+        try:
+            taken = await sessions.get(ctx).checkpoint(name)
+        except SandboxError as exc:
+            raise ToolError(str(exc)) from None
+        return f"Checkpoint taken: {taken.what()}."
+
+    @server.tool()
+    async def list_checkpoints(ctx: Context) -> str:
+        """The saved states: the run (execution count) each follows, its name, age and size."""
+        sandbox = sessions.get(ctx)
+        try:
+            return sandbox.session.checkpoints.table(await sandbox.checkpoints())
+        except SandboxError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool()
+    async def restore(ctx: Context, checkpoint: str) -> str:
+        """Put the sandbox back in a saved state: checkpoint is a name, or the number of the run
+        it follows (see list_checkpoints). The saved state stays, to restore again. Files in the
+        working directory are not restored."""
+        try:
+            restored = await sessions.get(ctx).restore(int(checkpoint) if checkpoint.isdigit() else checkpoint)
+        except SandboxError as exc:
+            raise ToolError(str(exc)) from None
+        return f"Restored: the sandbox runs on {restored.phrase()}."
+
+    @server.tool()
+    async def undo(ctx: Context) -> str:
+        """Put the sandbox back in the state it had before the last run_code (files excepted)."""
+        try:
+            restored = await sessions.get(ctx).undo()
+        except SandboxError as exc:
+            raise ToolError(str(exc)) from None
+        return f"Undone: the sandbox runs on {restored.phrase()}."
 
     @server.tool()
     async def status(ctx: Context) -> str:

@@ -1,0 +1,216 @@
+"""Checkpoints of a sandbox's whole kernel process (docs/checkpoints.md), on the real backends:
+state that pickle cannot carry comes back by value after undo, restore N and a kernel killed
+from outside; restores are repeatable; restart keeps the checkpoints; the bounds hold and 50
+cycles leave nothing behind; the keeper's socket is its user's only."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import time
+
+import pytest
+
+from sandbox_kernel import Sandbox
+from sandbox_kernel.core.errors import CheckpointError, SandboxDied
+from tests import targets
+from tests.support.backends import prepared
+
+pytestmark = pytest.mark.kernel
+
+BACKENDS = ["local", "docker"]
+DATAFRAME_BYTES = 200 * 1024**2
+
+STATE = f"""
+import os, re, sqlite3, threading, json
+import numpy as np, pandas as pd
+from sklearn.linear_model import LogisticRegression
+with open('lines.txt', 'w') as w:
+    w.write(''.join(f'line {{i}}\\n' for i in range(5000)))
+f = open('lines.txt')
+for _ in range(10):
+    f.readline()
+gen = (i * i for i in range(1000))
+for _ in range(5):
+    next(gen)
+db = sqlite3.connect(':memory:')
+db.executescript('pragma temp_store=file; pragma cache_size=-64; create temp table t(x, pad)')
+db.executemany('insert into t values (?, ?)', [(i, 'p' * 200) for i in range(20000)])
+ev = threading.Event()
+ev.set()
+results = []
+worker = threading.Thread(target=lambda: results.append(sum(range(10_000))))
+worker.start()
+worker.join()
+rx = re.compile(r'(a+)b')
+X = np.random.RandomState(0).rand(300, 3)
+model = LogisticRegression().fit(X, (X.sum(1) > 1.5).astype(int))
+df = pd.DataFrame(np.random.RandomState(1).rand({DATAFRAME_BYTES} // 32, 4))
+
+
+def fingerprint():
+    return json.dumps({{
+        'line': f.readline(), 'offset': f.tell(), 'gen': next(gen), 'event': ev.is_set(),
+        'sqlite': db.execute('select count(*), sum(x) from t').fetchone(), 'thread': results,
+        'regex': rx.match('aab').group(1), 'model': model.predict_proba(X[:5]).round(9).tolist(),
+        'df': int(pd.util.hash_pandas_object(df).sum() % 2**61), 'df_bytes': int(df.memory_usage().sum()),
+        'spilled': any(os.readlink(f'/proc/self/fd/{{d}}').endswith('(deleted)') for d in os.listdir('/proc/self/fd'))}})
+"""
+"""A namespace pickle cannot carry (an open file mid-read, a generator half consumed, a sqlite
+connection whose temporary table spilled to a deleted file, a threading.Event and a thread's
+result, a compiled regex, a fitted scikit-learn model, a 200 MB DataFrame), and
+``fingerprint()``: its values as JSON (consuming the file and the generator the same way)."""
+
+MUTATE = ("f.readline(); next(gen); db.execute('delete from t where x % 2 = 0'); ev.clear(); results.append(0); "
+          "model.fit(X[:50], (X[:50, 0] > 0.5).astype(int)); df.iloc[:, :] = 0.0; rx = re.compile('(a)a+b')")
+"""Changes every part of :data:`STATE` (the DataFrame's every page)."""
+
+
+def fingerprint(sb) -> dict:
+    import ast
+
+    return json.loads(ast.literal_eval(sb.run("fingerprint()").text))
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def sb(request):
+    """One sandbox per backend, holding :data:`STATE`, a checkpoint after every cell."""
+    name = request.param
+    with targets.env_vars(prepared(name).kernel_env):
+        options = {**prepared(name).traits, "checkpoint_min_seconds": 0}
+        if name == "docker":
+            options.update(packages=["scikit-learn==1.9.1"], build_wheelhouse=str(WHEELS / "x86_64"))
+        sandbox = Sandbox(name, **options)
+    with sandbox:
+        ran = sandbox.run(STATE)
+        assert ran.error is None, ran.error
+        sandbox.kind = name
+        yield sandbox
+
+
+WHEELS = __import__("pathlib").Path(__file__).resolve().parents[1] / "build" / "test-wheels"
+
+
+def test_state_pickle_cannot_carry_comes_back_by_value_after_undo_and_restore_n(sb):
+    setup = sb.checkpoints()[-1]  # after the cell that made the state
+    expected = fingerprint(sb)  # its values (reading the file and the generator on)
+    assert expected["spilled"] is True, "the temporary table did not spill to a deleted file"
+    sb.restore(setup.cell)  # as the setup left it again
+    sb.run(MUTATE)
+    undone = sb.undo()  # the state before MUTATE's cell: the setup's
+    assert undone.id == setup.id and fingerprint(sb) == expected
+    sb.run(MUTATE)
+    assert fingerprint(sb) != expected
+    sb.run("x = 1")
+    assert sb.restore(setup.cell).id == setup.id  # by the cell's number, again
+    assert fingerprint(sb) == expected
+    assert sb.run("'x' in globals()").text == "False"
+
+
+def test_a_kernel_killed_from_outside_comes_back_on_its_last_checkpoint(sb):
+    sb.restore(sb.checkpoints()[0].cell)
+    expected_cell = sb.run("y = 'kept'").execution_count
+    expected = fingerprint(sb)
+    sb.restore(expected_cell)
+    pid = sb.run("os.getpid()").text
+    kill = f"import os, signal, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), " \
+           f"os.kill({pid}, signal.SIGKILL))).start()\ntime.sleep(30)"
+    with pytest.raises(SandboxDied, match="killed by SIGKILL.*the next cell runs on the state after cell"):
+        sb.run(kill)
+    recovered = sb.run("y")
+    assert "this cell runs on the state after cell" in recovered.stderr and recovered.text == "'kept'"
+    del expected["line"], expected["offset"], expected["gen"]  # the checkpoint is the one after `y`'s cell
+    assert {k: v for k, v in fingerprint(sb).items() if k not in ("line", "offset", "gen")} == expected
+
+
+def test_restart_is_a_fresh_interpreter_and_restore_brings_the_state_back(sb):
+    cell = sb.run("z = 42").execution_count
+    sb.restart()
+    assert sb.run("'z' in globals()").text == "False"
+    sb.restore(cell)
+    assert sb.run("z").text == "42"
+
+
+def test_no_checkpoint_and_a_bad_name_are_one_line(sb):
+    with pytest.raises(CheckpointError, match=r"No checkpoint after cell 9999\. There are checkpoints after cells"):
+        sb.restore(9999)
+    with pytest.raises(CheckpointError, match="not a checkpoint name"):
+        sb.checkpoint("3rd")
+    taken = sb.checkpoint("clean")
+    assert sb.restore("clean").id == taken.id
+
+
+# -- bounds, leftovers, permissions ---------------------------------------------------------------
+def processes(sb) -> dict[str, int]:
+    """How many processes the sandbox runs: ``kernel`` (the kernel and its checkpoints: the same
+    command line) and ``keeper``, seen from its kernel."""
+    code = ("import os, json\nmine = open('/proc/self/cmdline').read()\ncount = {'kernel': 0, 'keeper': 0}\n"
+            "for p in filter(str.isdigit, os.listdir('/proc')):\n    try:\n        line = open(f'/proc/{p}/cmdline').read()\n"
+            "    except OSError:\n        continue\n    count['kernel'] += line == mine\n"
+            "    count['keeper'] += 'keeper.py' in line and os.path.dirname(line.split('\\0')[1]) == "
+            "os.path.dirname(mine.split('\\0')[1])\nprint(json.dumps(count))")
+    return json.loads(sb.run(code).stdout)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_fifty_cycles_keep_the_bounds_and_leave_nothing_behind(name, tmp_path):
+    with targets.env_vars(prepared(name).kernel_env):
+        sandbox = Sandbox(name, **prepared(name).traits, checkpoint_min_seconds=-1, checkpoint_keep=3)
+    with sandbox:
+        sandbox.run("n = 0")
+        for i in range(50):
+            taken = sandbox.checkpoint()
+            sandbox.run(f"n = {i + 1}")
+            sandbox.restore(taken)
+            assert sandbox.run("n").text == str(i)
+            sandbox.run(f"n = {i + 1}")
+        kept = sandbox.checkpoints()
+        assert len(kept) == 3 and [c.id for c in kept] == sorted(c.id for c in kept)
+        assert processes(sandbox) == {"kernel": 1 + 3, "keeper": 1}  # the kernel, its three checkpoints
+        runtime = sandbox.aio.backend._runtime if name == "local" else None
+    if runtime is not None:  # local: its folders and every process are gone
+        assert not runtime.exists()
+        left = [p for p in os.listdir("/proc") if p.isdigit() and str(runtime) in _cmdline(p)]
+        assert not left
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_the_oldest_go_first_past_max_bytes_and_the_socket_is_the_users_own(name):
+    with targets.env_vars(prepared(name).kernel_env):
+        sandbox = Sandbox(name, **prepared(name).traits, checkpoint_min_seconds=-1, checkpoint_max_bytes="64m")
+    with sandbox:
+        sandbox.run("import numpy as np\na = np.ones(12 * 1024**2)")  # 96 MiB
+        first = sandbox.checkpoint("first")
+        sandbox.run("a[:] = 2")  # the first now holds 96 MiB of its own
+        second = sandbox.checkpoint("second")
+        for _ in range(50):  # measured at a new checkpoint and every 2 s
+            if [c.name for c in sandbox.checkpoints()] == ["second"]:
+                break
+            time.sleep(0.1)
+        assert [c.id for c in sandbox.checkpoints()] == [second.id], first
+        backend = sandbox.aio.backend
+        if name == "local":
+            assert os.stat(backend._runtime).st_mode & 0o777 == 0o700
+            socket_path = backend._runtime / "keeper"
+        else:
+            socket_path = backend._hostdir / "keeper" if backend._hostdir is not None else None
+        if socket_path is not None:
+            assert stat.S_IMODE(os.stat(socket_path).st_mode) == 0o600
+
+
+def test_checkpoints_turned_off_are_said_in_one_line():
+    with Sandbox("local", checkpoints=False) as sandbox:
+        sandbox.run("x = 1")
+        with pytest.raises(CheckpointError, match=re.escape("Checkpoints are turned off for this sandbox "
+                                                            "(--LocalBackend.checkpoints=False).")):
+            sandbox.undo()
+        assert processes(sandbox) == {"kernel": 1, "keeper": 0}
