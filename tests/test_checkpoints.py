@@ -80,8 +80,8 @@ def sb(request):
     name = request.param
     with targets.env_vars(prepared(name).kernel_env):
         options = {**prepared(name).traits, "checkpoint_min_seconds": 0}
-        if name == "docker":
-            options.update(packages=["scikit-learn==1.9.1"], build_wheelhouse=str(WHEELS / "x86_64"))
+        if name == "docker":  # room for the state, its changed copy and the checkpoints' (the pressure test below)
+            options.update(packages=["scikit-learn==1.9.1"], build_wheelhouse=str(WHEELS / "x86_64"), memory_limit="2g")
         sandbox = Sandbox(name, **options)
     with sandbox:
         ran = sandbox.run(STATE)
@@ -205,6 +205,29 @@ def test_the_oldest_go_first_past_max_bytes_and_the_socket_is_the_users_own(name
             socket_path = backend._hostdir / "keeper" if backend._hostdir is not None else None
         if socket_path is not None:
             assert stat.S_IMODE(os.stat(socket_path).st_mode) == 0o600
+
+
+def test_checkpoints_give_their_memory_back_to_a_cell_that_needs_it():
+    """Under the container's limit the checkpoints' memory is the kernel's first: the keeper drops
+    the oldest past 85 % of the limit, and when the OOM killer was faster (it takes the kernel
+    first), the next cell runs on the newest checkpoint and the older ones are gone, so the cell
+    fits when run again."""
+    name = "docker"
+    with targets.env_vars(prepared(name).kernel_env):
+        sandbox = Sandbox(name, **prepared(name).traits, memory_limit="512m", checkpoint_min_seconds=0)
+    with sandbox:
+        sandbox.run("import numpy as np\na = np.ones(12 * 1024**2)")  # 96 MiB, checkpointed
+        for value in (2, 3):  # each checkpoint before holds 96 MiB of its own
+            sandbox.run(f"a[:] = {value}")
+        assert len(sandbox.checkpoints()) == 3
+        grow = "b = np.ones(26 * 1024**2); int(b.sum())"  # 208 MiB: fits beside a, not beside the checkpoints
+        try:
+            done = sandbox.run(grow)
+        except SandboxDied as exc:
+            assert exc.restored and "ran out of memory" in str(exc)
+            done = sandbox.run(grow)
+        assert done.text == str(26 * 1024**2)
+        assert len(sandbox.checkpoints()) <= 2 and sandbox.run("int(a[0])").text == "3"
 
 
 def test_checkpoints_turned_off_are_said_in_one_line():

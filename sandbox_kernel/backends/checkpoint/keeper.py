@@ -47,6 +47,11 @@ PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 POOL_TTL_VARIABLE = "SANDBOX_KERNEL_POOL_TTL"
 MEASURE_S = 2.0
 """Seconds between measures of the snapshots' memory (and checks of the parent)."""
+PRESSURE_S = 0.1
+"""Seconds between looks at the sandbox's memory, while it holds snapshots and has a limit."""
+PRESSURE = 0.85
+"""Past this share of its memory limit the sandbox drops its oldest snapshot (never the newest),
+one per look, so the kernel gets the memory before the OOM killer acts."""
 PROMOTE_WAIT_S = 30.0
 """Seconds a snapshot has to bind its kernel's sockets once promoted."""
 STOP_WAIT_S = 1.5
@@ -179,17 +184,20 @@ class Keeper:
 
     # -- the loop -----------------------------------------------------------------------------
     def loop(self) -> None:
-        measured = time.monotonic()
+        measured = looked = time.monotonic()
         while True:
             if self.stopping:
                 self.end(143)
-            for key, _ in self.selector.select(timeout=0.5):
+            for key, _ in self.selector.select(timeout=PRESSURE_S if len(self.snapshots) > 1 else 0.5):
                 getattr(self, f"on_{key.data}" if isinstance(key.data, str) else "on_conn")(key)
             now = time.monotonic()
             if not self.claimed and now - self.started > self.ttl:
                 self.end(0)  # a pooled sandbox nobody took
             if self.pending and now > self.pending["deadline"]:
                 self.replaced(None, "the checkpoint did not become a kernel in time")
+            if len(self.snapshots) > 1 and now - looked >= PRESSURE_S:
+                looked = now
+                self.relieve()
             if self.measure_soon or now - measured > MEASURE_S:
                 measured, self.measure_soon = now, False
                 if os.getppid() != self.parent:
@@ -270,6 +278,9 @@ class Keeper:
             self.tell({"op": "died", "status": status, "oom": oom, "restored": None})
             self.end(128 - status if status < 0 else status)
         newest = max(self.snapshots.values(), key=lambda s: (s["time"], s["id"]))
+        if oom:  # the memory the older ones hold is what the next try of the cell needs
+            for older in [s for s in self._ordered() if s["id"] != newest["id"] and not s["name"]]:
+                self.forget(older["id"])
         self.pending = {"op": "recover", "status": status, "oom": oom, "id": newest["id"], "conn": None, "seq": None,
                         "killed": False, "deadline": time.monotonic() + PROMOTE_WAIT_S}
         self.replace_now()
@@ -414,6 +425,16 @@ class Keeper:
         conn.send({"op": "dropped", "seq": message.get("seq"), "found": found})
 
     # -- bounds ---------------------------------------------------------------------------------
+    def relieve(self) -> None:
+        """Under memory pressure (:data:`PRESSURE`), drop the oldest snapshot but the newest."""
+        used, limit = _memory()
+        if limit and used > PRESSURE * limit:
+            ordered = [s for s in self._ordered() if s["id"] != (self.pending or {}).get("id")]
+            victims = [s for s in ordered[:-1] if not s["name"]] or [s for s in ordered[:-1]]
+            if victims:
+                self.forget(victims[0]["id"])
+                self.tell({"op": "dropped", "reason": "memory", "id": victims[0]["id"]})
+
     def _ordered(self) -> list:
         return sorted(self.snapshots.values(), key=lambda s: (s["time"], s["id"]))
 
@@ -454,28 +475,62 @@ def _private_bytes(pid: int) -> int:
     return total
 
 
-def _oom_kills() -> int | None:
-    """How many processes the OOM killer took in this process's memory cgroup so far (cgroup v1
-    ``memory.oom_control`` or v2 ``memory.events``: ``oom_kill``), or None where unknown."""
-    places = ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"]
+def _cgroup_file(v1: str, v2: str) -> str | None:
+    """The path of this process's memory cgroup's file (``v1`` under cgroup v1, ``v2`` under v2):
+    its own cgroup's path, else the root of what it sees (a container's own cgroup)."""
+    places = []
     try:
         with open("/proc/self/cgroup") as f:
             for line in f:
                 _, controllers, path = line.rstrip("\n").split(":", 2)
                 if controllers == "":
-                    places.append(f"/sys/fs/cgroup{path}/memory.events")
+                    places.append(f"/sys/fs/cgroup{path}/{v2}")
                 elif "memory" in controllers.split(","):
-                    places.append(f"/sys/fs/cgroup/memory{path}/memory.oom_control")
+                    places.append(f"/sys/fs/cgroup/memory{path}/{v1}")
     except (OSError, ValueError):
         pass
-    for place in places:
-        try:
-            with open(place) as f:
-                for line in f:
-                    if line.startswith("oom_kill "):
-                        return int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
+    places += [f"/sys/fs/cgroup/memory/{v1}", f"/sys/fs/cgroup/{v2}"]
+    return next((place for place in places if os.path.exists(place)), None)
+
+
+_MEMORY_FILES: dict = {}
+
+
+def _memory() -> tuple:
+    """``(used, limit)`` bytes of this process's memory cgroup: its usage less the inactive file
+    cache (as ``docker stats``); limit 0 when it has none (or it is the machine's)."""
+    if not _MEMORY_FILES:
+        _MEMORY_FILES.update(usage=_cgroup_file("memory.usage_in_bytes", "memory.current"),
+                             limit=_cgroup_file("memory.limit_in_bytes", "memory.max"),
+                             stat=_cgroup_file("memory.stat", "memory.stat"))
+    try:
+        with open(_MEMORY_FILES["limit"]) as f:
+            text = f.read().strip()
+        limit = 0 if text == "max" or int(text) >= 1 << 60 else int(text)
+        if not limit:
+            return 0, 0
+        with open(_MEMORY_FILES["usage"]) as f:
+            used = int(f.read())
+        with open(_MEMORY_FILES["stat"]) as f:
+            for line in f:
+                if line.startswith(("total_inactive_file ", "inactive_file ")):
+                    used -= int(line.split()[1])
+                    break
+        return used, limit
+    except (OSError, ValueError, TypeError):
+        return 0, 0
+
+
+def _oom_kills() -> int | None:
+    """How many processes the OOM killer took in this process's memory cgroup so far (cgroup v1
+    ``memory.oom_control`` or v2 ``memory.events``: ``oom_kill``), or None where unknown."""
+    try:
+        with open(_cgroup_file("memory.oom_control", "memory.events") or "") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
     return None
 
 
