@@ -237,3 +237,30 @@ def test_checkpoints_turned_off_are_said_in_one_line():
                                                             "(--LocalBackend.checkpoints=False).")):
             sandbox.undo()
         assert processes(sandbox) == {"kernel": 1, "keeper": 0}
+
+
+def test_the_kernels_lines_say_what_they_did():
+    """``%sandbox checkpoints | undo | restore N|NAME | checkpoint NAME`` through a real kernel."""
+    from tests.kernels import kernel, run, stdout
+
+    def cell(kc, code):
+        reply, outputs = run(kc, code, timeout=120)
+        errors = [m["content"]["evalue"] for m in outputs if m["header"]["msg_type"] == "error"]
+        return reply, (stdout(outputs) + stdout(outputs, "stderr")).strip(), errors
+
+    with kernel("local", "--LocalBackend.checkpoint_min_seconds=0") as (_, kc):
+        first = cell(kc, "x = 1")[0]["execution_count"]
+        cell(kc, "x = 2")
+        _, table, _ = cell(kc, "%sandbox checkpoints")
+        assert table.splitlines()[0].split() == ["cell", "name", "taken", "size"]
+        assert "2 checkpoints" in table and "%sandbox undo" in table
+        _, said, _ = cell(kc, "%sandbox undo")
+        assert said.startswith(f"Undone cell {first + 1}: the sandbox runs on the state after cell {first}, taken")
+        assert cell(kc, "print(x)")[1] == "1"
+        assert cell(kc, "%sandbox checkpoint clean")[1] == f"Checkpoint taken: the state after cell {first + 2} " \
+                                                          "(checkpoint 'clean')."
+        cell(kc, "x = 3")
+        assert cell(kc, "%sandbox restore clean")[1].startswith("Restored: the sandbox runs on the state after cell")
+        assert cell(kc, "print(x)")[1] == "1"
+        reply, _, errors = cell(kc, "%sandbox restore 99")
+        assert reply["status"] == "error" and errors[0].startswith("No checkpoint after cell 99. There are checkpoints")

@@ -82,7 +82,9 @@ def test_invalid_utf8_on_stdout(docker_kernel):
 
 
 def test_memory_bomb_is_one_message_and_the_next_cell_is_fresh(client):
-    with kernel("docker", "--DockerBackend.memory_limit=256m") as (km, kc):
+    """Without a checkpoint (none is taken automatically here: tests/test_checkpoints.py has the
+    recovery from one)."""
+    with kernel("docker", "--DockerBackend.memory_limit=256m", "--DockerBackend.checkpoint_min_seconds=-1") as (km, kc):
         run(kc, "kept = 1")
         started = time.monotonic()
         reply, outputs = run(kc, "hog = []\nfor _ in range(64): hog.append(bytearray(16 * 1024**2))", timeout=60)  # 1 GiB at most

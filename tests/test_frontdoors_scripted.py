@@ -219,3 +219,39 @@ def test_the_backends_guide_example_runs():
     guide = (Path(__file__).resolve().parents[1] / "docs" / "backends.md").read_text()
     [example] = [block for block in re.findall(r"```python\n(.*?)```", guide, re.S) if "with Sandbox(" in block]
     exec(compile(example, "docs/backends.md", "exec"), {})
+
+
+# -- checkpoints at every door, on a backend that keeps none: one line each ------------------------
+NO_CHECKPOINTS = "The scripted backend does not support checkpoints"
+
+
+async def test_kernel_checkpoint_lines_on_a_backend_without_them_are_one_line_each():
+    kernel = make_kernel()
+    for line in ("%sandbox checkpoints", "%sandbox undo", "%sandbox restore 1", "%sandbox checkpoint clean"):
+        answer = await kernel.do_execute(line, False)
+        assert answer["status"] == "error" and NO_CHECKPOINTS in answer["evalue"], (line, answer)
+        [error] = [m["content"] for m in iopub(kernel) if m["header"]["msg_type"] == "error"]
+        assert error["traceback"] == [f"NotSupported: {answer['evalue']}"]
+
+
+def test_api_and_magic_checkpoints_on_a_backend_without_them_are_one_line_each():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from sandbox_kernel.core.errors import NotSupported
+
+    with Sandbox("scripted", script=SCRIPT) as sb:
+        for call in (sb.checkpoint, sb.checkpoints, sb.undo, lambda: sb.restore(1)):
+            with pytest.raises(NotSupported, match=NO_CHECKPOINTS):
+                call()
+    shell = InteractiveShell.instance()
+    shell.config.ScriptedBackend.script = SCRIPT
+    shell.run_cell("%load_ext magics")
+    try:
+        shell.run_cell("%%sandbox --backend scripted --name scripted-ckpt\nprint('hi')")
+        with capture_output() as captured:
+            result = shell.run_cell("%sandbox undo --name scripted-ckpt")
+        assert not result.success and NO_CHECKPOINTS in str(result.error_in_exec)
+        assert "Traceback" not in captured.stdout + captured.stderr
+    finally:
+        shell.run_cell("%sandbox stop scripted-ckpt")

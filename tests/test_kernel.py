@@ -143,7 +143,9 @@ def test_cell_timeout_interrupts_and_says_so():
 
 
 def test_sandbox_death_is_one_message_and_next_cell_is_fresh():
-    with kernel("local", "--LocalBackend.cpu_time_limit=1") as (_, kc):
+    """Without a checkpoint (none is taken automatically here: tests/test_checkpoints.py has the
+    recovery from one)."""
+    with kernel("local", "--LocalBackend.cpu_time_limit=1", "--LocalBackend.checkpoint_min_seconds=-1") as (_, kc):
         run(kc, "kept = 1")
         reply, outputs = run(kc, "while True: pass", timeout=30)
         assert reply["status"] == "error" and reply["ename"] == "SandboxDied"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox_kernel.backends import get_backend_class
 from tests.kernels import run
 from tests.support.capabilities import lacks, shown  # what a backend cannot do and its fallback; a str result
 from tests.support.host import host_kernel
@@ -124,8 +125,11 @@ def test_without_a_host_kernel_comms_are_dropped_and_said_once():
 
 
 def test_dead_sandbox_gives_one_short_message(backend_name):
+    """Without a checkpoint (tests/test_checkpoints.py has the recovery from one)."""
+    kind = backend_of(backend_name)
+    no_checkpoints = " --checkpoint-min-seconds=-1" if get_backend_class(kind).capabilities.checkpoints else ""
     with host_kernel(backend_name) as (_, kc):
-        run(kc, f"%%sandbox --backend {backend_of(backend_name)}\nx = 1")
+        run(kc, f"%%sandbox --backend {kind}{no_checkpoints}\nx = 1")
         reply, outputs = run(kc, "%%sandbox\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
                              stop_on_error=False)
         assert reply["status"] == "error" and reply["ename"] == "SandboxDied"

@@ -44,7 +44,8 @@ def texts(result) -> str:
 async def scenario(session) -> dict:
     """Every tool once; returns the server's status."""
     names = {t.name for t in (await session.list_tools()).tools}
-    assert names == {"run_code", "run_command", "upload_file", "download_file", "restart", "status"}
+    assert names == {"run_code", "run_command", "upload_file", "download_file", "restart", "status", "checkpoint",
+                     "list_checkpoints", "restore", "undo"}
 
     assert not (await session.call_tool("run_code", {"code": "x = 41"})).is_error
     kept = await session.call_tool("run_code", {"code": "print('state'); x + 1"})
@@ -84,6 +85,18 @@ async def scenario(session) -> dict:
     assert not echo.is_error and "exit code 0" in texts(echo) and "hello world" in texts(echo)
     refused = await session.call_tool("run_command", {"command": "cat in/data.txt"})
     assert refused.is_error and "CommandRefused" in texts(refused)
+
+    taken = await session.call_tool("checkpoint", {"name": "start"})
+    assert not taken.is_error and "(checkpoint 'start')" in texts(taken)
+    await session.call_tool("run_code", {"code": "x = 0"})
+    assert "the sandbox runs on the state after cell" in texts(await session.call_tool("undo", {}))
+    assert texts(await session.call_tool("run_code", {"code": "x"})) == "41"
+    await session.call_tool("run_code", {"code": "x = -1"})
+    assert not (await session.call_tool("restore", {"checkpoint": "start"})).is_error
+    assert texts(await session.call_tool("run_code", {"code": "x"})) == "41"
+    assert "start" in texts(await session.call_tool("list_checkpoints", {}))
+    missing = await session.call_tool("restore", {"checkpoint": "nope"})
+    assert missing.is_error and "No checkpoint named 'nope'" in texts(missing)
 
     status = json.loads(texts(await session.call_tool("status", {})))
     assert status["started"] and status["allowed_commands"] == [r"echo [a-z ]+"]

@@ -332,6 +332,16 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
             NotSupported: the backend keeps no checkpoints."""
         raise NotSupported(self.name, "checkpoints")
 
+    async def fork(self, count: int = 1) -> list[Backend]:
+        """``count`` started backends, each running a copy of this sandbox's state now (a
+        checkpoint made a kernel beside this one): try continuations side by side, then keep one
+        (take a checkpoint in it and :meth:`restore` that here). Close each with ``shutdown``.
+
+        Raises:
+            CheckpointError: the copies could not be made.
+            NotSupported: the backend keeps no checkpoints."""
+        raise NotSupported(self.name, "checkpoints")
+
     async def drop_checkpoint(self, checkpoint: int) -> bool:
         """Drop checkpoint ``checkpoint`` (its ``id``); whether it was there.
 

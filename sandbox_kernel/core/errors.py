@@ -49,10 +49,11 @@ class SandboxDied(SandboxError):
         reason: why, as learned from the backend, e.g. "it ran out of memory (limit 1 GiB)".
         restored: which checkpoint's state the sandbox runs on now, as a phrase ("the state
             after cell 4, checkpointed 2 min ago"), or None (the state is lost).
+        checkpoint: that checkpoint (:class:`~sandbox_kernel.backends.checkpoint.Checkpoint`), or None.
     """
 
-    def __init__(self, reason: str, restored: str | None = None) -> None:
-        self.reason, self.restored = reason, restored
+    def __init__(self, reason: str, restored: str | None = None, checkpoint: object = None) -> None:
+        self.reason, self.restored, self.checkpoint = reason, restored, checkpoint
         if restored:
             super().__init__(f"The sandbox stopped: {reason}. What this cell did is lost; the next cell runs on "
                              f"{restored}.")

@@ -100,16 +100,19 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
 
         try:
             super().__init__(config=config, **own)
-            self.session = SandboxSession(backend, parent=self, policy=self.make_policy(hint=type(self).option_hint),
-                                          options=traits, output_budget=(self.max_output_bytes, "max_output_bytes"),
-                                          page_comms=False, no_comms_note=NO_COMMS_NOTE,
-                                          files=FileOptions(artifacts=self.artifacts, listing=False,
-                                                            hint=lambda option, value: f"{option}={value!r}"))
+            self.session = self._session(backend, traits)
         except BadValue as exc:
             raise ConfigError(f"Bad option for the {backend} sandbox: {exc.detail}") from None
         except (TraitError, ValueError) as exc:
             raise ConfigError(f"Bad option for the {backend} sandbox: {exc}") from None
         self._allowlist = commands.compile_allowlist(self.allowed_commands)
+
+    def _session(self, backend: str | Backend, traits: Any = lambda cls: {}) -> SandboxSession:
+        return SandboxSession(backend, parent=self, policy=self.make_policy(hint=type(self).option_hint),
+                              options=traits, output_budget=(self.max_output_bytes, "max_output_bytes"),
+                              page_comms=False, no_comms_note=NO_COMMS_NOTE,
+                              files=FileOptions(artifacts=self.artifacts, listing=False,
+                                                hint=lambda option, value: f"{option}={value!r}"))
 
     @property
     def backend(self) -> Backend:
@@ -240,6 +243,27 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             NotSupported: the backend keeps no checkpoints.
         """
         return await self.session.checkpoints.restore(checkpoint)
+
+    async def fork(self, n: int = 1) -> list[AsyncSandbox]:
+        """``n`` sandboxes, each running a copy of this one's state now, beside it: try
+        continuations side by side, keep the best (``best.checkpoint()``, then
+        ``self.restore(that)``), close the others. Each is a kernel of its own in this sandbox:
+        its memory is copy-on-write (what one changes, no other sees), its limits and files are
+        this sandbox's, and it ends with it. Close each (``async with`` or :meth:`close`).
+
+        Raises:
+            CheckpointError: the copies could not be made.
+            NotSupported: the backend keeps no checkpoints.
+        """
+        self.backend.require("checkpoints", "checkpoints")
+        forks = []
+        for backend in await self.backend.fork(n):
+            sibling = type(self).__new__(type(self))
+            LoggingConfigurable.__init__(sibling, config=self.config,
+                                         **{name: getattr(self, name) for name in self.class_trait_names(config=True)})
+            sibling.session, sibling._allowlist = sibling._session(backend), self._allowlist
+            forks.append(sibling)
+        return forks
 
     async def undo(self) -> Checkpoint:
         """Put the sandbox back in the state it had before its last run (the newest checkpoint
@@ -390,6 +414,16 @@ class Sandbox:
     def start(self) -> Sandbox:
         self._wait(self._sandbox.start())
         return self
+
+    def fork(self, n: int = 1) -> list[Sandbox]:
+        """:meth:`AsyncSandbox.fork`, each copy a :class:`Sandbox`."""
+        forks = []
+        for aio in self._wait(self._sandbox.fork(n)):
+            sandbox = type(self).__new__(type(self))
+            sandbox._loop, sandbox._sandbox = self._loop, aio
+            _open.add(sandbox)
+            forks.append(sandbox)
+        return forks
 
     def __enter__(self) -> Sandbox:
         return self.start()

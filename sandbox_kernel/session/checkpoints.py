@@ -11,20 +11,23 @@ were too short for a checkpoint are undone with it, and the answer says which.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 from typing import Any
 
 from ..backends.base import Backend
 from ..backends.checkpoint import Checkpoint, age, max_bytes_of
-from ..core.errors import CheckpointError, NotSupported, SandboxError
+from ..core.errors import CheckpointError, NotSupported
 from ..core.events import Outcome
 from ..runtime.traits import format_bytes
 
 
 class SessionCheckpoints:
-    """The checkpoints of one session's sandbox.
+    """The checkpoints of one session's sandbox. The automatic ones are the kernel's own (it
+    checkpoints itself at the end of each cell that ran ``checkpoint_min_seconds``, before it
+    answers: :func:`~sandbox_kernel.backends.checkpoint.inside.configure`); this class knows the
+    line the session's state came down: the checkpoint it was restored from, the cells run since,
+    and the checkpoints taken after those cells (ids above :attr:`_since`, the keeper's numbers
+    grow).
 
     Args:
         backend: the session's backend.
@@ -35,10 +38,8 @@ class SessionCheckpoints:
         self.last_cell: int | None = None
         """The execution count of the last cell that ran in the sandbox (undo goes before it)."""
         self._ran: list[int] = []  # the cells that ran since the state was restored (or began)
-        self._line: list[Checkpoint] = []  # the checkpoints of this state's line: restored from, taken since
-        self._taking: asyncio.Task | None = None
-        self.failed: str | None = None
-        """Why the last automatic checkpoint could not be taken, until one is."""
+        self._base: Checkpoint | None = None  # the checkpoint the state was restored from
+        self._since = 0  # the newest checkpoint's id when the state was restored: later ones are of this line
 
     @property
     def kept(self) -> bool:
@@ -52,47 +53,43 @@ class SessionCheckpoints:
             raise CheckpointError(f"Checkpoints are turned off for this sandbox (--{type(self.backend).__name__}"
                                   ".checkpoints=False).")
 
-    # -- around cells ------------------------------------------------------------------------
-    async def before_cell(self) -> None:
-        """Wait for an automatic checkpoint still being taken (it belongs to the cell before)."""
-        if self._taking is not None:
-            with contextlib.suppress(Exception):
-                await self._taking
-            self._taking = None
+    # -- the line of the state -------------------------------------------------------------------
+    def after_cell(self, outcome: Outcome) -> None:
+        """A cell ended with ``outcome`` (its checkpoint, if it ran long enough, is taken already)."""
+        if isinstance(outcome.execution_count, int):
+            self.last_cell = outcome.execution_count
+            self._ran.append(outcome.execution_count)
 
-    def after_cell(self, outcome: Outcome, seconds: float) -> None:
-        """A cell ended with ``outcome`` after ``seconds``: remember it, and take a checkpoint in
-        the background when it ran long enough (the next cell waits for it: :meth:`before_cell`)."""
-        count = outcome.execution_count
-        if not isinstance(count, int):
-            return
-        self.last_cell = count
-        self._ran.append(count)
-        threshold = getattr(self.backend, "checkpoint_min_seconds", -1)
-        if self.kept and self.backend.started and threshold >= 0 and seconds >= threshold:
-            self._taking = asyncio.ensure_future(self._automatic(count))
+    def _restart_line(self, base: Checkpoint | None, since: int) -> None:
+        self._base, self._since, self._ran = base, since, []
+        self.last_cell = base.cell if base is not None else None
 
-    async def _automatic(self, cell: int) -> None:
-        try:
-            self._line.append(await self.backend.checkpoint(cell=cell))
-            self.failed = None
-        except (SandboxError, OSError) as exc:
-            self.failed = str(exc)
-            self.backend.log.warning("No checkpoint after cell %s: %s", cell, exc)
+    async def forget_cells(self) -> None:
+        """A fresh interpreter: its cells are numbered from 1 again, and no state is before it."""
+        held = await self.backend.list_checkpoints() if self.kept and self.backend.started else []
+        self._restart_line(None, max((c.id for c in held), default=0))
+
+    def recovered(self, checkpoint: Checkpoint | None) -> None:
+        """The sandbox's kernel died and its keeper put ``checkpoint`` (its newest) in its place."""
+        if checkpoint is not None:
+            self._restart_line(checkpoint, checkpoint.id)
+
+    def _line(self, held: list[Checkpoint]) -> list[Checkpoint]:
+        """The checkpoints of the state's line, oldest first: its base, then those taken since."""
+        cells = {*self._ran, *([self._base.cell] if self._base is not None else [])}
+        later = [c for c in held if c.id > self._since and c.cell in cells]
+        base = [c for c in held if self._base is not None and c.id == self._base.id]
+        return base + later
 
     # -- commands ----------------------------------------------------------------------------
     async def take(self, name: str | None = None) -> Checkpoint:
         """A checkpoint now (after the last cell), named ``name`` if given."""
         self._require()
-        await self.before_cell()
-        taken = await self.backend.checkpoint(name, cell=self.last_cell)
-        self._line.append(taken)
-        return taken
+        return await self.backend.checkpoint(name, cell=self.last_cell)
 
     async def list(self) -> list[Checkpoint]:
         """The checkpoints held, oldest first."""
         self._require()
-        await self.before_cell()
         return await self.backend.list_checkpoints()
 
     async def restore(self, which: Checkpoint | int | str) -> Checkpoint:
@@ -110,42 +107,33 @@ class SessionCheckpoints:
             chosen = next((c for c in reversed(found) if c.name == which), None)
         if chosen is None:
             raise CheckpointError(f"No checkpoint {_named(which)}. {summary(found)}")
-        return await self._restore(chosen)
+        return await self._restore(chosen, found)
 
-    async def _restore(self, chosen: Checkpoint) -> Checkpoint:
+    async def _restore(self, chosen: Checkpoint, held: list[Checkpoint]) -> Checkpoint:
         try:
             restored = await self.backend.restore(chosen.id)
         except CheckpointError:
-            self.forget_cells()  # it may run a fresh interpreter now (the message says)
+            await self.forget_cells()  # it may run a fresh interpreter now (the message says)
             raise
-        self.last_cell, self._ran, self._line = restored.cell, [], [restored]
+        self._restart_line(restored, max((c.id for c in held), default=0))
         return restored
 
-    def forget_cells(self) -> None:
-        """A fresh interpreter: its cells are numbered from 1 again, and no state is before it."""
-        self.last_cell, self._ran, self._line = None, [], []
-
-    def recovered(self) -> None:
-        """The sandbox's kernel died and its keeper put the newest checkpoint in its place."""
-        self._line = self._line[-1:]
-        self._ran = [cell for cell in self._ran if self._line and cell <= (self._line[0].cell or 0)]
-
     async def undo(self) -> tuple[Checkpoint, str]:
-        """Restore the newest checkpoint taken before the last cell ran; it and which cells
-        are undone, as a phrase (``"cell 5"``, ``"cells 4 and 5"``, ``"cells 3 to 9"``).
+        """Restore the newest checkpoint of the state's line taken before the last cell ran; it
+        and which cells are undone, as a phrase (``"cell 5"``, ``"cells 4 and 5"``, ``"cells 3
+        to 9"``).
 
         Raises:
             CheckpointError: there is none (the message says when checkpoints are taken)."""
-        held = {c.id for c in await self.list()}
+        held = await self.list()
         last = self.last_cell
-        before = [c for c in self._line if c.id in held and last is not None and (c.cell or 0) < last]
+        before = [c for c in self._line(held) if last is not None and (c.cell or 0) < last]
         if last is None or not before:
             raise CheckpointError("Nothing to undo: " + ("no cell ran yet." if last is None else
                                   f"no checkpoint was taken before cell {last}. {when_taken(self.backend)}"))
         chosen = before[-1]
         undone = [cell for cell in self._ran if cell > (chosen.cell or 0)]
-        restored = await self._restore(chosen)
-        return restored, _cells(undone)
+        return await self._restore(chosen, held), _cells(undone)
 
     def table(self, found: list[Checkpoint]) -> str:
         """``%sandbox checkpoints``: one row per checkpoint (cell, name, age, size) and a summary."""
@@ -165,8 +153,6 @@ class SessionCheckpoints:
                          f"{format_bytes(bound) if bound else 'any size'}). "
                          "%sandbox undo | restore N | restore NAME | checkpoint NAME")
             text = "\n".join(lines)
-        if self.failed:
-            text += f"\nThe last automatic checkpoint failed: {self.failed}"
         return text
 
 

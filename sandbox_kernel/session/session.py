@@ -19,7 +19,6 @@ files, variables and shell commands behind the capability each needs.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -60,7 +59,8 @@ class SandboxSession:
     """One sandbox (a backend by name), its output pipeline, and the operations on it.
 
     Args:
-        backend: the registered backend's name (``local``, ``docker``, ...).
+        backend: the registered backend's name (``local``, ``docker``, ...), or a backend made
+            already (a fork of another session's: :meth:`Backend.fork`).
         parent: the front door's configurable; its config reaches the backend's traits.
         policy: the output policy of the session's outputs.
         options: given the backend's class, checks the option names the door was given (each
@@ -78,13 +78,13 @@ class SandboxSession:
         BackendUnavailable: the backend's package is not installed.
     """
 
-    def __init__(self, backend: str, *, parent: Configurable, policy: OutputPolicy,
+    def __init__(self, backend: str | Backend, *, parent: Configurable, policy: OutputPolicy,
                  options: Callable[[type[Backend]], dict[str, Any]] = lambda cls: {},
                  output_budget: tuple[int, str] = (0, "max_output_bytes"), page_comms: bool = True,
                  no_comms_note: str = NO_COMMS_NOTE, files: FileOptions = FileOptions(),
                  line_commands: str | None = None, egress_commands: str = "ask", completions: bool = False) -> None:
-        self.backend: Backend = make_backend(backend, parent=parent, options=options, output_budget=output_budget,
-                                             completions=completions)
+        self.backend: Backend = backend if isinstance(backend, Backend) else make_backend(
+            backend, parent=parent, options=options, output_budget=output_budget, completions=completions)
         self.max_output_bytes, self.budget_setting = output_budget
         comms = page_comms and self.backend.capabilities.comms
         self.pipeline = OutputPipeline(policy, comms=comms, no_comms_note=no_comms_note,
@@ -140,9 +140,8 @@ class SandboxSession:
     async def restart(self) -> None:
         """A fresh interpreter with the same settings; the state is lost (its checkpoints stay,
         where the backend keeps them: ``%sandbox restore`` brings it back)."""
-        await self.checkpoints.before_cell()
         await self.backend.restart()
-        self.checkpoints.forget_cells()
+        await self.checkpoints.forget_cells()
         self._said_replaced()
 
     async def interrupt(self) -> None:
@@ -239,7 +238,7 @@ class SandboxSession:
                     failures.append(exc)
                     self._lost = isinstance(exc, SandboxDied) and not exc.restored
                     if isinstance(exc, SandboxDied) and exc.restored:
-                        self.checkpoints.recovered()
+                        self.checkpoints.recovered(exc.checkpoint)
                     raise
 
         outcome = await self.cell(sink, max_output_bytes=max_output_bytes, policy=policy).run(work)
@@ -256,19 +255,15 @@ class SandboxSession:
     async def _execute(self, code: str, emit: Emit, timeout: float | None, stdin: StdinHandler | None,
                        **request: Any) -> Outcome:
         """The backend's execution of ``code`` (``request``: ``silent``, ``store_history``,
-        ``user_expressions``), with the session's files around it (:mod:`.files`), after the
-        checkpoint of the cell before, and followed by its own when it ran long enough."""
-        await self.checkpoints.before_cell()
-
-        async def timed(watched: Emit) -> Outcome:
-            await self._start_showing(emit)  # a start is not the cell's time
-            started = time.monotonic()
+        ``user_expressions``), with the session's files around it (:mod:`.files`); the cell's
+        number joins the line of the session's checkpoints (:mod:`.checkpoints`)."""
+        async def counted(watched: Emit) -> Outcome:
             outcome = await self.backend.execute(code, watched, timeout=timeout, stdin=stdin, **request)
             if not request.get("silent"):
-                self.checkpoints.after_cell(outcome, time.monotonic() - started)
+                self.checkpoints.after_cell(outcome)
             return outcome
 
-        return await self.files.run_cell(emit, timed, lambda: self._start_showing(emit))
+        return await self.files.run_cell(emit, counted, lambda: self._start_showing(emit))
 
     async def _answer_lines(self, code: str, cell: Cell, stdin: StdinHandler | None) -> tuple[Outcome | None, str]:
         """Answer the cell's leading ``%sandbox`` lines (:mod:`.lines`) into ``cell``; returns the

@@ -23,7 +23,9 @@ call :func:`take` (on the kernel's main thread, between cells). The child of the
 On ``promote`` the child first forks a copy of itself, which stays as the snapshot (a state can
 be restored again), then builds a kernel: ipykernel's app and kernel objects anew (a new ZMQ
 context, sockets, threads and event loop) around the old IPython shell, whose namespace,
-execution count, history and comms are the state.
+execution count, history and comms are the state. It serves on the connection file and the
+listening sockets the keeper sends with ``promote`` (SCM_RIGHTS): the sandbox's own, or new
+ones for a fork beside it.
 """
 
 from __future__ import annotations
@@ -74,6 +76,43 @@ def take(cell=None, name=None) -> str:
     _reap()
     record = {"op": "snapshot", "cell": cell, "name": name, "time": time.time()}
     return json.dumps(fork_snapshot(path, record))
+
+
+def configure(min_seconds: float) -> str:
+    """Checkpoint this kernel by itself at the end of each cell that ran at least
+    ``min_seconds`` (negative: never), before it answers: the fork is the long cell's cost, never
+    the next cell's. Through IPython's ``pre_run_cell``/``post_run_cell`` events (not for silent
+    executions). Returns ``"ok"``."""
+    global _min_seconds
+    _min_seconds = float(min_seconds)
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None and not _hooked:
+        shell.events.register("pre_run_cell", _cell_begins)
+        shell.events.register("post_run_cell", _cell_ended)
+        _hooked.append(True)
+    return "ok"
+
+
+_min_seconds = -1.0
+_hooked: list = []
+_began: list = [0.0]
+
+
+def _cell_begins(info=None) -> None:
+    _began[0] = time.monotonic()
+
+
+def _cell_ended(result=None) -> None:
+    count = getattr(result, "execution_count", None)
+    path = os.environ.get(KEEPER_VARIABLE)
+    if _min_seconds < 0 or not path or not isinstance(count, int) or time.monotonic() - _began[0] < _min_seconds:
+        return
+    _reap()
+    answer = fork_snapshot(path, {"op": "snapshot", "cell": count, "name": None, "time": time.time()})
+    if "error" in answer:
+        _say(f"no checkpoint after cell {count}: {answer['error']}")
 
 
 def _reap() -> None:
@@ -144,22 +183,25 @@ def _snapshot(path: str, record: dict, answer_fd: int) -> None:
         record = {**record, "id": answer["id"]}
         while (message := lines.next()) is not None:
             if message.get("op") == "promote":
-                _promote(path, record, keeper)
+                fds, lines.fds = lines.fds, []
+                _promote(path, record, keeper, message, fds)
     except BaseException as exc:  # noqa: BLE001 - nothing may escape a forked child
         _say(f"checkpoint snapshot failed: {type(exc).__name__}: {exc}")
     os._exit(0)
 
 
 class _Lines:
-    """Lines of JSON from a socket, read with plain ``recv`` (blocking)."""
+    """Lines of JSON from a socket, read with plain ``recvmsg`` (blocking); the descriptors that
+    came with them (SCM_RIGHTS) are in :attr:`fds`."""
 
     def __init__(self, sock: socket.socket) -> None:
-        self._sock, self._buffer = sock, b""
+        self._sock, self._buffer, self.fds = sock, b"", []
 
     def next(self) -> dict | None:
         """The next message, or None at the end of the stream."""
         while b"\n" not in self._buffer:
-            chunk = self._sock.recv(65536)
+            chunk, fds, _, _ = socket.recv_fds(self._sock, 65536, 16)
+            self.fds += fds
             if not chunk:
                 return None
             self._buffer += chunk
@@ -175,14 +217,20 @@ def _oom_adj(value: int) -> None:
         pass
 
 
-def _prctl_death_signal() -> None:
-    """``PR_SET_PDEATHSIG`` SIGKILL: end with the keeper, as the first kernel does."""
-    try:
-        import ctypes
+def _end_with_the_keeper(keeper: socket.socket) -> None:
+    """A promoted kernel ends when the keeper does (its connection ends), as the first one does
+    by ``PR_SET_PDEATHSIG``; its parent may be another kernel, whose end it must outlive."""
+    import threading
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - no ctypes: the keeper's end still closes our connection
-        pass
+    def watch() -> None:
+        try:
+            while keeper.recv(4096):
+                pass
+        except OSError:
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, name="sandbox-kernel-keeper-watch", daemon=True).start()
 
 
 def _frames() -> list:
@@ -326,8 +374,10 @@ def listening() -> dict:
 
 
 # -- promotion ----------------------------------------------------------------------------------
-def _promote(path: str, record: dict, keeper: socket.socket) -> None:
-    """Become the sandbox's kernel (see the module's text); returns only if the kernel ends."""
+def _promote(path: str, record: dict, keeper: socket.socket, message: dict, fds: list) -> None:
+    """Become the sandbox's kernel (see the module's text), or with ``message["fork"]`` a kernel
+    beside it, on the connection file and listening sockets (``fds``) the keeper gave; returns
+    only if the kernel ends."""
     copy = fork_snapshot(path, {**record, "replace": True})  # the snapshot stays, for another restore
     if "error" in copy:
         _say(f"the restored checkpoint is not kept: {copy['error']}")
@@ -341,10 +391,16 @@ def _promote(path: str, record: dict, keeper: socket.socket) -> None:
     _base_limit = _base_limit or sys.getrecursionlimit()
     sys.setrecursionlimit(_base_limit + len(_frames()))  # this kernel runs inside the old one's calls
     gc.enable()
-    _prctl_death_signal()  # the keeper adopted this process when the kernel before it ended
     _oom_adj(KERNEL_OOM_ADJ)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    app = build_kernel()
+    for fd in set(listening().values()) - set(fds):  # the sockets it served on before are the keeper's to give
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    os.environ[LISTEN_VARIABLE] = json.dumps(dict(zip(message.get("listen") or [], fds)))
+    app = build_kernel(message.get("connection_file"))
+    _end_with_the_keeper(keeper)
     keeper.sendall(json.dumps({"op": "bound", "pid": os.getpid()}).encode() + b"\n")
     try:
         app.start()
@@ -352,9 +408,10 @@ def _promote(path: str, record: dict, keeper: socket.socket) -> None:
         _end(app)
 
 
-def build_kernel():
+def build_kernel(connection_file: str | None = None):
     """A new ipykernel app (the class that started this process) around this process's IPython
-    shell, initialized on the kernel's old connection file, serving on the keeper's sockets."""
+    shell, initialized on the kernel's old connection file (or ``connection_file``, a fork's),
+    serving on the keeper's sockets."""
     import asyncio
     import atexit
     import threading
@@ -365,6 +422,9 @@ def build_kernel():
 
     old_app, shell = IPKernelApp.instance(), InteractiveShell.instance()
     argv, app_class, kernel_class = list(old_app.argv), type(old_app), type(shell.kernel)
+    if connection_file is not None:
+        argv = [a for i, a in enumerate(argv) if a != "-f" and (i == 0 or argv[i - 1] != "-f")]
+        argv = ["-f", connection_file, *argv]
     sys.stdout, sys.stderr, sys.displayhook = sys.__stdout__, sys.__stderr__, sys.__displayhook__
     atexit._clear()  # the old app's: they would close what the new one uses
     asyncio.events._set_running_loop(None)  # this thread is inside the old loop's run, for good

@@ -64,10 +64,15 @@ class Conn:
     def __init__(self, sock: socket.socket) -> None:
         self.sock, self.buffer, self.role = sock, b"", ""
 
-    def send(self, message: dict) -> None:
+    def send(self, message: dict, fds: list = ()) -> None:
+        """Send one line (with descriptors ``fds``, SCM_RIGHTS); a peer gone is no error here."""
+        data = json.dumps(message).encode() + b"\n"
         try:
             self.sock.setblocking(True)
-            self.sock.sendall(json.dumps(message).encode() + b"\n")
+            if fds:
+                sent = socket.send_fds(self.sock, [data], list(fds))
+                data = data[sent:]
+            self.sock.sendall(data)
             self.sock.setblocking(False)
         except OSError:
             pass
@@ -109,6 +114,9 @@ class Keeper:
         self.kernel_pid, self.kernel_conn = 0, None
         self.oom_kills: int | None = None  # the OOM killer's count when the kernel started
         self.pending: dict | None = None  # a replacement of the kernel under way
+        self.forks: dict = {}  # kernels forked from checkpoints beside the kernel: n -> {"pid", "conn"}
+        self.forking: dict | None = None  # a fork under way
+        self.next_fork = 1
         self.parent, self.stopping, self.measure_soon = os.getppid(), False, False
         self.ttl = float(os.environ.pop(POOL_TTL_VARIABLE, "") or 0)
         self.claimed = not self.ttl
@@ -143,17 +151,8 @@ class Keeper:
         listener is a unix stream socket, taken over with ``ZMQ_USE_FD``)."""
         with open(self.connection_file) as f:
             info = json.load(f)
-        if info.get("transport") != "ipc":
-            return
-        for port in PORTS:
-            address = "%s-%s" % (info["ip"], info[port])
-            if os.path.exists(address):
-                os.unlink(address)
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.bind(address)
-            sock.listen(128)
-            sock.set_inheritable(True)
-            self.listening["ipc://" + address] = sock.detach()
+        if info.get("transport") == "ipc":
+            self.listening = _listen(info)
 
     def spawn(self) -> None:
         env = dict(os.environ, JPY_PARENT_PID=str(os.getpid()))  # ipykernel ends when its parent changes
@@ -174,8 +173,8 @@ class Keeper:
             while time.monotonic() < deadline and _alive(self.kernel_pid):
                 time.sleep(0.02)
             _kill_group(self.kernel_pid, signal.SIGKILL)
-        for snapshot in self.snapshots.values():
-            _kill(snapshot["pid"], signal.SIGKILL)
+        for process in [*self.snapshots.values(), *self.forks.values()]:
+            _kill_group(process["pid"], signal.SIGKILL)
         try:
             os.unlink(self.path)
         except OSError:
@@ -195,6 +194,8 @@ class Keeper:
                 self.end(0)  # a pooled sandbox nobody took
             if self.pending and now > self.pending["deadline"]:
                 self.replaced(None, "the checkpoint did not become a kernel in time")
+            if self.forking and now > self.forking["deadline"]:
+                self.forked(None, "the checkpoint did not become a kernel in time")
             if len(self.snapshots) > 1 and now - looked >= PRESSURE_S:
                 looked = now
                 self.relieve()
@@ -299,7 +300,8 @@ class Keeper:
             return
         pending["deadline"] = time.monotonic() + PROMOTE_WAIT_S
         pending["promoting"] = snapshot["conn"]
-        snapshot["conn"].send({"op": "promote"})
+        snapshot["conn"].send({"op": "promote", "connection_file": self.connection_file, "listen": list(self.listening)},
+                              list(self.listening.values()))  # its own sockets may be a fork's
 
     def replaced(self, conn, error: str | None) -> None:
         """A promotion ended: ``conn`` is the new kernel's connection (None: it failed)."""
@@ -324,6 +326,12 @@ class Keeper:
             self.hosts.remove(conn)
         if self.pending and self.pending.get("promoting") is conn:
             self.replaced(None, "the checkpoint could not become a kernel")
+        if self.forking and self.forking["promoting"] is conn:
+            self.forked(None, "the checkpoint could not become a kernel")
+        for n, fork in list(self.forks.items()):
+            if fork["conn"] is conn:
+                del self.forks[n]
+                self.tell({"op": "fork_died", "fork": n})
         for ident, snapshot in list(self.snapshots.items()):
             if snapshot["conn"] is conn:
                 self.forget(ident)
@@ -362,6 +370,11 @@ class Keeper:
         self.measure_soon = True  # after the kernel has its answer
 
     def do_bound(self, conn: Conn, message: dict) -> None:
+        if self.forking and self.forking["promoting"] is conn:
+            conn.role = "fork"
+            self.forks[self.forking["n"]] = {"pid": int(message.get("pid") or 0), "conn": conn}
+            self.forked(conn, None)
+            return
         if self.pending and self.pending.get("promoting") is conn:
             self.kernel_pid, self.kernel_conn = int(message.get("pid") or 0), conn
             conn.role = "kernel"
@@ -419,6 +432,49 @@ class Keeper:
         self.pending["killed"] = False
         self.replace_now()
 
+    # -- forks: a checkpoint made a kernel beside the kernel, on sockets of its own --------------
+    def do_fork(self, conn: Conn, message: dict) -> None:
+        snapshot = self.snapshots.get(message.get("id"))
+        if snapshot is None or self.forking is not None or self.pending is not None:
+            why = f"no checkpoint {message.get('id')}" if snapshot is None else "a restore or fork is under way"
+            conn.send({"op": "error", "seq": message.get("seq"), "error": why})
+            return
+        n, self.next_fork = self.next_fork, self.next_fork + 1
+        folder = str(message.get("dir") or os.path.dirname(self.path))
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        with open(self.connection_file) as f:
+            info = dict(json.load(f), ip=f"{folder}/f{n}")
+        path = f"{folder}/f{n}.json"
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            json.dump(info, f)
+        sockets = _listen(info)
+        self.forking = {"n": n, "conn": conn, "seq": message.get("seq"), "promoting": snapshot["conn"], "file": path,
+                        "ip": info["ip"], "deadline": time.monotonic() + PROMOTE_WAIT_S}
+        snapshot["conn"].send({"op": "promote", "fork": n, "connection_file": path, "listen": list(sockets)},
+                              list(sockets.values()))
+        for fd in sockets.values():  # the fork holds them now
+            os.close(fd)
+
+    def forked(self, conn, error: str | None) -> None:
+        forking, self.forking = self.forking, None
+        if conn is None:
+            forking["conn"].send({"op": "error", "seq": forking["seq"], "error": error})
+        else:
+            forking["conn"].send({"op": "forked", "seq": forking["seq"], "fork": forking["n"],
+                                  "pid": self.forks[forking["n"]]["pid"], "connection_file": forking["file"],
+                                  "ip": forking["ip"]})
+
+    def do_end_fork(self, conn: Conn, message: dict) -> None:
+        fork = self.forks.pop(message.get("fork"), None)
+        if fork is not None:
+            _kill_group(fork["pid"], signal.SIGKILL)
+            try:
+                self.selector.unregister(fork["conn"].sock)
+            except (KeyError, ValueError):
+                pass
+            fork["conn"].sock.close()
+        conn.send({"op": "ended", "seq": message.get("seq"), "found": fork is not None})
+
     def do_drop(self, conn: Conn, message: dict) -> None:
         found = message.get("id") in self.snapshots
         self.forget(message.get("id"))
@@ -453,6 +509,21 @@ class Keeper:
                 return
             if ident != newest and ident != (self.pending or {}).get("id"):
                 self.forget(ident)
+
+
+def _listen(info: dict) -> dict:
+    """Listening unix sockets for the ``ipc`` connection ``info``'s ports: ``{address: fd}``."""
+    made = {}
+    for port in PORTS:
+        address = "%s-%s" % (info["ip"], info[port])
+        if os.path.exists(address):
+            os.unlink(address)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(address)
+        sock.listen(128)
+        sock.set_inheritable(True)
+        made["ipc://" + address] = sock.detach()
+    return made
 
 
 def _public(snapshot: dict, measure: bool = False) -> dict:

@@ -39,8 +39,8 @@ class KeeperLink:
         self._buffer = b""
         self._seq = 0
         self._waiting: dict[int, asyncio.Future] = {}
-        self.events: asyncio.Queue = asyncio.Queue()
-        """The keeper's events (``{"op": "died", ...}``), in order."""
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        """Called with each of the keeper's events (``{"op": "died", ...}``), in order."""
         self.closed = asyncio.get_running_loop().create_future()
         """Done when the link ended (the keeper is gone, or the sandbox broke the wire)."""
 
@@ -96,7 +96,8 @@ class KeeperLink:
         if waiting is not None and not waiting.done():
             waiting.set_result(message)
         elif seq is None and message.get("op") not in (None, "list", "error"):
-            self.events.put_nowait(message)
+            for listener in list(self.listeners):
+                listener(message)
 
     def _end(self) -> None:
         if not self.closed.done():

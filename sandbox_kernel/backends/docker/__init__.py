@@ -56,9 +56,9 @@ from .egress.notes import RefusalNotes
 from .image import BuildProgress
 from .images import DEFAULT_TAG
 from .images.for_kernel import build_command
+from .inside import BOOTSTRAP, pooled_environment
 from .inside import KERNEL_DIR as INSIDE_DIR
 from .inside import SOURCE as RELAY_SOURCE
-from .inside import pooled_environment
 from .mounts import parse_gpus
 from .orphans import Orphans
 from .prepare import check_option, kernel_argv, prepare_image, use_image
@@ -535,6 +535,28 @@ class DockerBackend(CheckpointOptions, KernelClientBackend):
             self._bridge.on_keeper = link.feed
             return link
         return await KeeperLink.connect(str(self._hostdir / "keeper"), self.ready_timeout)
+
+    def _fork_folder(self) -> str | None:
+        return f"{INSIDE_DIR}/forks"  # the container's own /tmp: the host directory takes no files
+
+    async def _reach_fork(self, answer: dict[str, Any], on_drop: Any, on_end: Any) -> tuple[dict[str, Any], Any]:
+        """A relay the engine starts by ``exec`` in the container (any engine, any transport)
+        carries the fork's channels (:class:`AttachBridge` with ``attach``)."""
+        client, container = self._docker, self._container
+        uid, gid = self._uid_gid()
+
+        def exec_socket() -> Any:
+            with engine_errors("start a relay to the fork's kernel"):
+                made = client.api.exec_create(container.id, ["python", "-c", BOOTSTRAP], stdin=True, stdout=True,
+                                              stderr=True, user=f"{uid}:{gid}")
+                return client.api.exec_start(made["Id"], socket=True)
+
+        bridge = AttachBridge(await _run_blocking(exec_socket), argv=None, launcher=None, key=self._info["key"],
+                              max_frame=self.message_bound[0], on_drop=on_drop, on_end=on_end, attach=answer["ip"])
+        bridge.start()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(bridge.hello.wait(), self.ready_timeout)
+        return dict(bridge.connection), bridge
 
     def _keeper_death_reason(self, status: Any, oom: bool | None) -> str:
         """The keeper's word, with the container's memory limit when it ran out of memory (the

@@ -118,6 +118,8 @@ class AttachBridge:
         launcher: Python source the relay writes as ``/tmp/.sandbox-kernel/launch.py``, or None.
         key: the connection key; a new one when None (a pooled relay's is given).
         keeper: the source of the checkpoints' keeper, which ``argv`` starts; None: no keeper.
+        attach: the ``ipc`` address prefix of a kernel that runs already in the container (a fork
+            of a checkpoint), for a relay started by ``exec``: it starts nothing.
         max_frame: bytes; a longer frame from the sandbox is dropped (0: no bound).
         on_drop: called with the channel name of a dropped message.
         on_end: called once the stream ended, unless :meth:`close` ended it.
@@ -125,7 +127,7 @@ class AttachBridge:
 
     def __init__(self, attached: Any, *, argv: list[str] | None, launcher: str | None,
                  max_frame: int, on_drop: Callable[[str], None], on_end: Callable[[], None],
-                 key: str | None = None, keeper: str | None = None) -> None:
+                 key: str | None = None, keeper: str | None = None, attach: str | None = None) -> None:
         self._attached, self._raw = attached, raw_socket(attached)
         self._on_drop, self._on_end = on_drop, on_end
         self.key = key or secrets.token_hex(32)
@@ -152,7 +154,9 @@ class AttachBridge:
         self._drainers: dict[int, asyncio.Task] = {}
         self._held_bytes = 0  # of messages for the client not yet taken by ZMQ (and of self._held)
         self._paused = False  # not reading the stream: the client is behind by HELD_BYTES
-        if argv is None:  # a pooled relay: HELLO claims it
+        if attach is not None:  # a relay started by exec for a kernel that runs already (a fork)
+            self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "attach": attach}).encode()]))
+        elif argv is None:  # a pooled relay: HELLO claims it
             self._out = bytearray(encode(HELLO, [b"{}"]))
         else:
             self._out = bytearray(preamble() + encode(HELLO, [json.dumps({"key": self.key, "argv": argv,

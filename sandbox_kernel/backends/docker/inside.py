@@ -151,6 +151,42 @@ class Decoder:
             self._on_record(channel, frames)
 
 
+class Attached:
+    """The relay's kernel when it attaches to one that runs already (HELLO's ``attach``: its
+    ``ipc`` address prefix, a kernel forked from a checkpoint): not its child, never seen to end."""
+
+    returncode = 0
+
+    def poll(self):
+        return None
+
+    def terminate(self):
+        pass
+
+    def wait(self, timeout=None):
+        pass
+
+    kill = terminate
+
+
+def start_kernel(session: dict):  # pragma: no cover - runs in the container
+    """Write the connection file, the launcher and the keeper (HELLO's), and start ``argv``."""
+    import subprocess
+
+    os.makedirs(KERNEL_DIR, mode=0o700, exist_ok=True)
+    connection_file = f"{KERNEL_DIR}/kernel.json"
+    with open(connection_file, "w") as f:
+        json.dump({"transport": "ipc", "ip": f"{KERNEL_DIR}/k", "signature_scheme": "hmac-sha256",
+                   "key": session["key"], "kernel_name": "", **PORTS}, f)
+    argv = [arg.replace("{connection_file}", connection_file) for arg in session["argv"]]
+    for name in ("launcher", "keeper"):
+        if session.get(name):
+            with open(f"{KERNEL_DIR}/{'launch' if name == 'launcher' else name}.py", "w") as f:
+                f.write(session[name])
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
+                            env={**os.environ, **(session.get("env") or {})})
+
+
 def main() -> None:  # pragma: no cover - runs in the container (tests run it there)
     import signal
     import subprocess
@@ -184,20 +220,11 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
         decoder.feed(data)
     ttl = float(session.get("ttl") or 0) if pooled else 0.0
 
-    os.makedirs(KERNEL_DIR, mode=0o700, exist_ok=True)
-    connection_file = f"{KERNEL_DIR}/kernel.json"
-    with open(connection_file, "w") as f:
-        json.dump({"transport": "ipc", "ip": f"{KERNEL_DIR}/k", "signature_scheme": "hmac-sha256",
-                   "key": session["key"], "kernel_name": "", **PORTS}, f)
-    argv = [arg.replace("{connection_file}", connection_file) for arg in session["argv"]]
-    if session.get("launcher"):
-        with open(f"{KERNEL_DIR}/launch.py", "w") as f:
-            f.write(session["launcher"])
-    if session.get("keeper"):
-        with open(f"{KERNEL_DIR}/keeper.py", "w") as f:
-            f.write(session["keeper"])
-    kernel = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
-                              env={**os.environ, **(session.get("env") or {})})
+    prefix = session.get("attach") or f"{KERNEL_DIR}/k"
+    if session.get("attach"):  # a kernel that runs already (a fork): relay to it until stdin ends
+        kernel = Attached()
+    else:
+        kernel = start_kernel(session)
 
     context = zmq.Context()
     sockets = {}
@@ -214,7 +241,7 @@ def main() -> None:  # pragma: no cover - runs in the container (tests run it th
             sock.setsockopt(zmq.IDENTITY, routing_id)
         if name == "stdin" and hasattr(zmq, "EVENT_HANDSHAKE_SUCCEEDED"):  # libzmq 4.3
             handshake = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
-        sock.connect(f"ipc://{KERNEL_DIR}/k-{PORTS[name + '_port']}")
+        sock.connect(f"ipc://{prefix}-{PORTS[name + '_port']}")
         sockets[index] = sock
     by_socket = {sock: index for index, sock in sockets.items()}
     keeper = None  # the keeper's socket, once it listens (its lines go on channel KEEPER); False: gone

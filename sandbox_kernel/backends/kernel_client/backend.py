@@ -139,6 +139,8 @@ class KernelClientBackend(Backend):
                 await self._terminate()
                 raise
             self._start_readers()
+            if self._kept is not None:
+                await self._checkpoint_after(getattr(self, "checkpoint_min_seconds", -1.0))
             if self.warm_completion:
                 self._warming = asyncio.ensure_future(self._warm_completion())
                 self._tasks.append(self._warming)
@@ -455,7 +457,7 @@ class KernelClientBackend(Backend):
         if not work.done() and death.done():
             reason = death.result()
             if self._restored is not None:  # the keeper runs a checkpoint instead: the next cell says so
-                raise SandboxDied(reason, restored=self._restored.phrase())
+                raise SandboxDied(reason, restored=self._restored.phrase(), checkpoint=self._restored)
             if in_cell:
                 await self.shutdown()
             raise SandboxDied(reason)
@@ -509,6 +511,7 @@ class KernelClientBackend(Backend):
                 await self._kept.fresh()
                 await self._kernel_replaced()
                 self._last_count = 0
+                await self._checkpoint_after(getattr(self, "checkpoint_min_seconds", -1.0))
                 return
             except (CheckpointError, SandboxError) as exc:
                 self.log.warning("The sandbox's keeper could not start a fresh kernel (%s); restarting the sandbox", exc)
@@ -545,6 +548,52 @@ class KernelClientBackend(Backend):
 
     async def drop_checkpoint(self, checkpoint: int) -> bool:
         return await self._keeper().drop(checkpoint) if self.started else False
+
+    async def fork(self, count: int = 1) -> list[Backend]:
+        """``count`` copies of the sandbox's state now, each a kernel of its own beside this one in
+        the same sandbox (:mod:`.forked`), started. Raises CheckpointError, NotSupported."""
+        from .forked import ForkedBackend
+
+        await self.start()
+        kept = self._keeper()
+        base = await kept.take(None, self._last_count or None)
+        made: list[Backend] = []
+        try:
+            for _ in range(count):
+                answer = await kept.fork(base.id, self._fork_folder())
+                made.append(ForkedBackend(self, kept, answer, self._reach_fork))
+                await made[-1].start()
+        except BaseException:
+            for backend in made:
+                await backend.shutdown()
+            raise
+        finally:
+            await kept.drop(base.id)
+        return made
+
+    def _fork_folder(self) -> str | None:
+        """Where in the sandbox a fork's sockets go (None: beside the keeper's socket)."""
+        return None
+
+    async def _reach_fork(self, answer: dict[str, Any], on_drop: Any, on_end: Any) -> tuple[dict[str, Any], Any]:
+        """The connection info of fork ``answer`` (the keeper's) and the bridge that carries it
+        (see :data:`.forked.Connect`): here its connection file, read where the sandbox's files
+        are this machine's; no bridge."""
+        import json
+
+        with open(answer["connection_file"]) as f:
+            return json.load(f), None
+
+    async def _checkpoint_after(self, seconds: float) -> None:
+        """Have the kernel checkpoint itself after each cell that ran ``seconds`` (negative: none)."""
+        from ..checkpoint.inside import MODULE
+
+        expression = f"__import__({MODULE!r}).configure({float(seconds)!r})"
+        try:  # not run_silently(): start() calls this holding the lock run_silently's start() takes
+            await self._call(self._client.execute("", silent=True, store_history=False,
+                                                  user_expressions={"c": expression}))
+        except SandboxError as exc:
+            self.log.warning("The sandbox's kernel takes no automatic checkpoints: %s", exc)
 
     def _replacing(self) -> None:
         """Before the keeper replaces the kernel: its connections will close, which is no lost

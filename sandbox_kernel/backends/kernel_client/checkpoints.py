@@ -7,6 +7,8 @@ process behind its connection changed.
 from __future__ import annotations
 
 import ast
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +36,16 @@ class KeptCheckpoints:
 
     def __init__(self, link: KeeperLink, options: Any, run_silently: RunSilently) -> None:
         self.link, self._options, self._run_silently = link, options, run_silently
+        self._deaths: asyncio.Queue = asyncio.Queue()
+        self._fork_deaths: dict[int, asyncio.Future] = {}
+        link.listeners.append(self._event)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        if event.get("op") == "died":
+            self._deaths.put_nowait(event)
+        elif event.get("op") == "fork_died" and (done := self._fork_deaths.get(event.get("fork"))) is not None:
+            if not done.done():
+                done.set_result(None)
 
     async def hello(self) -> list[Checkpoint]:
         """Tell the keeper its bounds; the checkpoints it holds."""
@@ -95,12 +107,34 @@ class KeptCheckpoints:
         (``oom``: the OOM killer took it, None: unknown; ``restored``: the :class:`Checkpoint`
         running now, or None); waits for ever if the link ends first."""
         while True:
-            event = await self.link.events.get()
+            event = await self._deaths.get()
             if event.get("op") == "died":
                 restored = event.get("restored")
                 oom = event.get("oom")
                 return {"status": event.get("status"), "oom": oom if isinstance(oom, bool) else None,
                         "restored": Checkpoint.of(restored) if isinstance(restored, dict) else None}
+
+    async def fork(self, checkpoint: int, folder: str | None) -> dict[str, Any]:
+        """A kernel made from checkpoint ``checkpoint`` beside the running one, on sockets of its
+        own in ``folder`` (a path in the sandbox; None: beside the keeper's socket). Returns the
+        keeper's answer: ``fork`` (its number), ``connection_file`` and ``ip`` (paths in the sandbox).
+
+        Raises:
+            CheckpointError: no such checkpoint, or it could not become a kernel."""
+        answer = await self.link.request("fork", id=checkpoint, dir=folder)
+        if not isinstance(answer.get("fork"), int) or not isinstance(answer.get("ip"), str):
+            raise CheckpointError("The sandbox's keeper did not say where the fork listens.")
+        self._fork_deaths[answer["fork"]] = asyncio.get_running_loop().create_future()
+        return answer
+
+    async def fork_death(self, fork: int) -> None:
+        """Return when fork ``fork`` ended (or the keeper did)."""
+        await asyncio.wait({self._fork_deaths[fork], self.link.closed}, return_when=asyncio.FIRST_COMPLETED)
+
+    async def end_fork(self, fork: int) -> None:
+        """End fork ``fork`` (its kernel is killed); nothing when it is gone."""
+        with contextlib.suppress(CheckpointError):
+            await self.link.request("end_fork", fork=fork)
 
     def close(self) -> None:
         self.link.close()

@@ -145,12 +145,13 @@ class LocalBackend(CheckpointOptions, KernelClientBackend):
     def _command(self, connection_file: str, runtime: Path | None = None, keeper: bool = False) -> list[str]:
         """The kernel's command line: ``launch.py`` in ``runtime`` (default: this session's)
         under the resource limits; with ``keeper``, as the child of the keeper (``keeper.py``
-        beside it, its socket ``keeper``: :mod:`..checkpoint.keeper`)."""
+        beside it, its socket ``keeper``: :mod:`..checkpoint.keeper`), which exits with the
+        kernel's status as a shell does (128 + N for a signal N)."""
         runtime = runtime or self._runtime
         wrapper = [sys.executable, "-m", "sandbox_kernel.backends.local.rlimits"]
         wrapper += [f"--{name}={value}" for name, value in self._limits().items() if value]
-        if keeper:
-            wrapper += ["--", self.python, str(runtime / "keeper.py"), str(runtime / "keeper"), connection_file]
+        if keeper:  # outside the limits: its own CPU time must not end the sandbox
+            wrapper = [self.python, str(runtime / "keeper.py"), str(runtime / "keeper"), connection_file, "--", *wrapper]
         return [*wrapper, "--", self.python, str(runtime / "launch.py"), "-f", connection_file,
                 *KERNEL_ARGS, *history_args(self.history_file or default_history_file())]
 
@@ -249,7 +250,7 @@ class LocalBackend(CheckpointOptions, KernelClientBackend):
         return self._death_reason(self._proc.returncode)
 
     def _death_reason(self, code: int | None) -> str:
-        if self._bwrap:
+        if self._bwrap or self._kept is not None:  # both exit with 128 + N for the kernel's signal N
             code = view.death_code(code)
         if code is None:
             return "its process ended (a pooled kernel, not this process's child: its exit status is unknown)"
