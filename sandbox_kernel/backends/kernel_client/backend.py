@@ -416,6 +416,19 @@ class KernelClientBackend(Backend):
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
                       stdin: StdinHandler | None = None, silent: bool = False, store_history: bool = True,
                       user_expressions: dict[str, str] | None = None) -> Outcome:
+        request = {"timeout": timeout, "stdin": stdin, "silent": silent, "store_history": store_history,
+                   "user_expressions": user_expressions}
+        try:
+            return await self._execute(code, emit, **request)
+        except SandboxDied as died:
+            if not (died.restored and died.unstarted):
+                raise
+        # the kernel died before this cell began (the keeper had not put its checkpoint in its place
+        # yet): the cell runs there, after the one line saying which state that is
+        return await self._execute(code, emit, **request)
+
+    async def _execute(self, code: str, emit: Emit, *, timeout: float | None, stdin: StdinHandler | None,
+                       silent: bool, store_history: bool, user_expressions: dict[str, str] | None) -> Outcome:
         await self._ensure_alive(emit)
         # stop_on_error is the front door's (ipykernel aborts the frontend's queue there)
         msg = self._message("execute_request", {"code": code, "silent": silent, "store_history": store_history,
@@ -427,7 +440,11 @@ class KernelClientBackend(Backend):
         self._client.shell_channel.send(msg)
         relay = asyncio.ensure_future(relay_reply(request, emit, drop_note(*self.message_bound)))
         try:
-            await self._race(relay, timeout)
+            try:
+                await self._race(relay, timeout)
+            except SandboxDied as died:
+                died.unstarted = not request.iopub.received  # not even its status: busy came
+                raise
             if relay.done():
                 count = relay.result().execution_count
                 self._last_count = max(self._last_count, count if isinstance(count, int) else 0)
