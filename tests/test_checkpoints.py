@@ -294,3 +294,35 @@ def test_the_kernels_lines_say_what_they_did():
         assert cell(kc, "print(x)")[1] == "1"
         reply, _, errors = cell(kc, "%sandbox restore 99")
         assert reply["status"] == "error" and errors[0].startswith("No checkpoint after cell 99. There are checkpoints")
+
+
+@pytest.mark.parametrize("engine", ["podman", "runsc"])
+def test_undo_recovery_and_forks_under_podman_and_gvisor(engine):
+    """The same mechanism on Podman's engine (the engine-API transport) and under gVisor's runsc
+    (no child subreaper there: a promoted kernel's end is its keeper connection's)."""
+    import docker
+
+    name, extra = ("podman", {}) if engine == "podman" else ("docker", {"runtime": "runsc"})
+    if engine == "runsc" and "runsc" not in (docker.from_env().info().get("Runtimes") or {}):
+        targets.skip_or_fail("the Docker engine has no runsc runtime; run `bash .ci/docker-setup.sh` as root")
+    with targets.env_vars(prepared(name).kernel_env):
+        sandbox = Sandbox(targets.backend_of(name), **prepared(name).traits, checkpoint_min_seconds=0, **extra)
+    with sandbox:
+        sandbox.run("import os\nf = open('/etc/os-release'); f.readline()\nx = 1")
+        sandbox.run("x = 2; f.readline()")
+        assert sandbox.undo().cell is not None
+        assert sandbox.run("x, f.tell()").text == "(1, 45)"
+        pid = sandbox.run("os.getpid()").text
+        # under gVisor a promoted kernel is not the keeper's child: its status is not known
+        with pytest.raises(SandboxDied, match="(killed by SIGKILL|its kernel ended).*the next cell runs on the state "
+                                              "after cell"):
+            sandbox.run(f"import signal; os.kill({pid}, signal.SIGKILL)")
+        recovered = sandbox.run("x")
+        assert "this cell runs on the state after cell" in recovered.stderr and recovered.text == "1"
+        forks = sandbox.fork(2)
+        try:
+            assert [f.run("x = x + 10; x").text for f in forks] == ["11", "11"]
+            assert sandbox.run("x").text == "1"
+        finally:
+            for f in forks:
+                f.close()

@@ -54,7 +54,6 @@ class SandboxDied(SandboxError):
 
     def __init__(self, reason: str, restored: str | None = None, checkpoint: object = None) -> None:
         self.reason, self.restored, self.checkpoint = reason, restored, checkpoint
-        self.unstarted = False  # the cell had not begun when the sandbox died (a backend may run it again)
         if restored:
             super().__init__(f"The sandbox stopped: {reason}. What this cell did is lost; the next cell runs on "
                              f"{restored}.")

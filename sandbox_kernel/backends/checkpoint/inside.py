@@ -439,6 +439,10 @@ def build_kernel(connection_file: str | None = None):
         def init_code(self):
             """The startup code ran in the first kernel; its effects are part of the state."""
 
+        def init_poller(self):
+            """None: this kernel ends with the keeper's connection (its parent may be init,
+            where a sandbox cannot make the keeper a subreaper: gVisor)."""
+
     app = Promoted.instance()
     app.initialize(argv)
     kernel_started()

@@ -277,7 +277,7 @@ class Keeper:
         self.oom_kills = kills  # the next kernel's deaths count from here
         if status == 0 or not self.recover or not self.snapshots:
             self.tell({"op": "died", "status": status, "oom": oom, "restored": None})
-            self.end(128 - status if status < 0 else status)
+            self.end(1 if status is None else 128 - status if status < 0 else status)
         newest = max(self.snapshots.values(), key=lambda s: (s["time"], s["id"]))
         if oom:  # the memory the older ones hold is what the next try of the cell needs
             for older in [s for s in self._ordered() if s["id"] != newest["id"] and not s["name"]]:
@@ -324,6 +324,9 @@ class Keeper:
     def gone(self, conn: Conn) -> None:
         if conn in self.hosts:
             self.hosts.remove(conn)
+        if conn is self.kernel_conn and self.kernel_pid and not _is_child(self.kernel_pid):
+            self.kernel_pid, self.kernel_conn = 0, None  # a promoted kernel no SIGCHLD tells of (no subreaper)
+            self.kernel_ended(None)
         if self.pending and self.pending.get("promoting") is conn:
             self.replaced(None, "the checkpoint could not become a kernel")
         if self.forking and self.forking["promoting"] is conn:
@@ -498,7 +501,7 @@ class Keeper:
         """Drop snapshots past ``keep`` and ``max_bytes`` (see the module's text)."""
         if not self.snapshots:
             return
-        sizes = {s["id"]: _private_bytes(s["pid"]) for s in self.snapshots.values()}
+        sizes = {s["id"]: _private_bytes(s["pid"]) or 0 for s in self.snapshots.values()}
         newest = self._ordered()[-1]["id"]
         victims = [s["id"] for s in self._ordered() if not s["name"]] + \
                   [s["id"] for s in self._ordered() if s["name"]]
@@ -533,17 +536,21 @@ def _public(snapshot: dict, measure: bool = False) -> dict:
     return shown
 
 
-def _private_bytes(pid: int) -> int:
-    """The memory only this process holds (``Private_Clean`` + ``Private_Dirty``), in bytes."""
-    total = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith(("Private_Clean:", "Private_Dirty:")):
-                    total += int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return 0
-    return total
+def _private_bytes(pid: int) -> int | None:
+    """The memory only this process holds (``Private_Clean`` + ``Private_Dirty``), in bytes; None
+    where the sandbox's kernel does not say (gVisor has no ``smaps``)."""
+    for name in ("smaps_rollup", "smaps"):
+        total, found = 0, False
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                for line in f:
+                    if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                        total, found = total + int(line.split()[1]) * 1024, True
+        except (OSError, ValueError, IndexError):
+            continue
+        if found:
+            return total
+    return None
 
 
 def _cgroup_file(v1: str, v2: str) -> str | None:

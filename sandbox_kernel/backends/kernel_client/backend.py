@@ -399,9 +399,18 @@ class KernelClientBackend(Backend):
             self._client.input(value)
 
     # -- running code ------------------------------------------------------------------------
+    KEEPER_WORD_S = 5.0
+    """Seconds a cell waits for the keeper's word after the kernel's connections closed between
+    cells (the kernel died, and the keeper is putting a checkpoint in its place), before it is sent."""
+
     async def _ensure_alive(self, emit: Emit) -> None:
         """Start the sandbox, or replace one that stopped between cells (saying so): by the
         checkpoint its keeper put in place of a dead kernel, else by a fresh sandbox."""
+        death, recovery, loop = self._death, self._recovery, asyncio.get_running_loop()
+        waited_until = loop.time() + self.KEEPER_WORD_S
+        while self._kept is not None and death is not None and not death.done() and recovery is not None and \
+                recovery.dropped_at is not None and loop.time() < waited_until:
+            await asyncio.sleep(0.05)  # not sent into a kernel being replaced (a lost message's recovery ends sooner)
         if self._death is not None and self._death.done() and self._restored is not None:
             reason, restored = self._death.result(), self._restored
             await self._after_recovery()
@@ -416,19 +425,6 @@ class KernelClientBackend(Backend):
     async def execute(self, code: str, emit: Emit, *, timeout: float | None = None,
                       stdin: StdinHandler | None = None, silent: bool = False, store_history: bool = True,
                       user_expressions: dict[str, str] | None = None) -> Outcome:
-        request = {"timeout": timeout, "stdin": stdin, "silent": silent, "store_history": store_history,
-                   "user_expressions": user_expressions}
-        try:
-            return await self._execute(code, emit, **request)
-        except SandboxDied as died:
-            if not (died.restored and died.unstarted):
-                raise
-        # the kernel died before this cell began (the keeper had not put its checkpoint in its place
-        # yet): the cell runs there, after the one line saying which state that is
-        return await self._execute(code, emit, **request)
-
-    async def _execute(self, code: str, emit: Emit, *, timeout: float | None, stdin: StdinHandler | None,
-                       silent: bool, store_history: bool, user_expressions: dict[str, str] | None) -> Outcome:
         await self._ensure_alive(emit)
         # stop_on_error is the front door's (ipykernel aborts the frontend's queue there)
         msg = self._message("execute_request", {"code": code, "silent": silent, "store_history": store_history,
@@ -440,11 +436,7 @@ class KernelClientBackend(Backend):
         self._client.shell_channel.send(msg)
         relay = asyncio.ensure_future(relay_reply(request, emit, drop_note(*self.message_bound)))
         try:
-            try:
-                await self._race(relay, timeout)
-            except SandboxDied as died:
-                died.unstarted = not request.iopub.received  # not even its status: busy came
-                raise
+            await self._race(relay, timeout)
             if relay.done():
                 count = relay.result().execution_count
                 self._last_count = max(self._last_count, count if isinstance(count, int) else 0)

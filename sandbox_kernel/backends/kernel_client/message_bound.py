@@ -181,6 +181,8 @@ class DropRecovery:
         self.end_input = False
         """An input_request was dropped: the kernel is answered EOF until the recovery is done
         (the backend's stdin reader resets it when an input_request arrives)."""
+        self.dropped_at: float | None = None
+        """When a connection last closed (loop time), until the recovery is done; None: none is under way."""
 
     def watch(self) -> None:
         """Watch the client's ZMQ sockets (:class:`DropWatch`), calling :meth:`on_drop`."""
@@ -200,6 +202,7 @@ class DropRecovery:
         the death watch handles that). Mark the requests in flight and start the recovery."""
         self._log.info("The connection to the sandbox's %s channel closed; recovering", channel)
         self._drops += 1
+        self.dropped_at = asyncio.get_running_loop().time()
         pending = list(self._requests.values())
         for request in pending:
             request.dropped = True
@@ -247,6 +250,7 @@ class DropRecovery:
         if self._unclaimed_drop:
             self._on_unclaimed(Stream("stderr", self._note))
         self._unclaimed_drop = self.end_input = False
+        self.dropped_at = None
 
     async def _probe(self) -> tuple[bool, bool]:
         """Send one ``kernel_info_request``: ``(its reply came, one of its IOPub messages came)``.
