@@ -171,7 +171,7 @@ def warm_and_bulk(name: str, rounds: int) -> tuple[float, float, float]:
 def kernel_gateway():
     """A Kernel Gateway on loopback for the run; the sandbox-gateway kernels find it through
     JUPYTER_GATEWAY_URL / JUPYTER_GATEWAY_AUTH_TOKEN. Its IOPub rate limit is off, as it should
-    be on a gateway that carries large outputs (docs/gateway.md)."""
+    be on a gateway that carries large outputs (docs/how-to/gateway.md)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.targets import env_vars
     from tests.targets.gateway import KernelGateway

@@ -1,4 +1,4 @@
-"""docs/api.md's examples run as they stand, on the docker backend, each in a fresh interpreter;
+"""docs/how-to/agents.md's examples run as they stand, on the docker backend, each in a fresh interpreter;
 what a ``print(...)  # EXPECTED`` comment promises appears in the output."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.support.backends import prepared
 
 pytestmark = pytest.mark.docker  # every example runs on the docker backend
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "how-to" / "agents.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
 
 

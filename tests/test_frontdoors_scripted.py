@@ -212,10 +212,10 @@ def test_scripted_backend_declares_what_it_does():
 
 
 def test_the_backends_guide_example_runs():
-    """docs/backends.md's testing example runs as it stands."""
+    """docs/how-to/new-backend.md's testing example runs as it stands."""
     import re
     from pathlib import Path
 
-    guide = (Path(__file__).resolve().parents[1] / "docs" / "backends.md").read_text()
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "how-to" / "new-backend.md").read_text()
     [example] = [block for block in re.findall(r"```python\n(.*?)```", guide, re.S) if "with Sandbox(" in block]
-    exec(compile(example, "docs/backends.md", "exec"), {})
+    exec(compile(example, "docs/how-to/new-backend.md", "exec"), {})

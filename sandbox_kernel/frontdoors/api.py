@@ -243,7 +243,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
     # -- variables ---------------------------------------------------------------------------
     async def put(self, name: str, value: Any, *, max_bytes: int | None = None) -> int:
         """Set the sandbox's variable ``name`` to a copy of ``value``, as data only (JSON,
-        bytes, ``.npy``, Arrow IPC: the table in docs/api.md); returns the encoded size in bytes.
+        bytes, ``.npy``, Arrow IPC: the table in docs/how-to/agents.md); returns the encoded size in bytes.
 
         Raises:
             TransferError: a bad name, a type that does not travel, a value over ``max_bytes``

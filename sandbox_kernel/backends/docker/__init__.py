@@ -10,7 +10,7 @@ no-new-privileges, a non-root uid, 256 pids, 1 GiB of memory without swap, 1 CPU
 process. Only the host variables named in ``env_vars`` enter the container; the Docker socket
 is never mounted. Death (out of memory, exit, killed from outside, the engine gone) is learned
 from the engine (``POST /containers/{id}/wait`` and the container's state), not the heartbeat.
-Options and messages: docs/docker.md.
+Options and messages: docs/explanation/docker-backend.md.
 """
 
 from __future__ import annotations

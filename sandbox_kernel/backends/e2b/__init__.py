@@ -11,7 +11,7 @@ E2B endpoints used: ``POST /v2/sandboxes`` (create, with the ``lifecycle`` of ``
 (kill); in the sandbox ``POST /contexts``, ``POST /contexts/{id}/restart``, ``POST /execute``
 (streamed), and envd's ``GET|POST /files``.
 What E2B cannot carry (stdin, completion, display updates, clear_output, metadata, comms) and
-what we do instead: ``docs/e2b.md``. How a cell never waits forever on E2B's server:
+what we do instead: ``docs/how-to/e2b.md``. How a cell never waits forever on E2B's server:
 :mod:`.execution`; how host memory stays bounded: :mod:`.stream`.
 """
 

@@ -7,7 +7,7 @@ processes of the gateway's user); Enterprise Gateway on Kubernetes gives each ke
 its own limits and network policies. The gateway's token never appears in messages, logs,
 ``describe()`` or notebooks. Death and oversized messages: :mod:`.watch`; files travel
 through the kernel itself: :mod:`.files`. Options and the mapping to gateway settings:
-docs/gateway.md.
+docs/how-to/gateway.md.
 """
 
 from __future__ import annotations

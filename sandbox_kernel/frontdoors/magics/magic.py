@@ -95,7 +95,7 @@ class SandboxMagics(Magics, OutputOptions):
 
         ``-i NAME`` / ``-o NAME`` on the cell's line (repeatable, or comma lists) copy host
         variables in before the cell, and sandbox variables back after it succeeded, as data
-        only (JSON, bytes, ``.npy``, Arrow IPC: see docs/magic.md); at most
+        only (JSON, bytes, ``.npy``, Arrow IPC: see docs/how-to/magic.md); at most
         ``max_transfer_bytes`` each.
 
         Files move between the notebook's directory and the sandbox's working directory.
