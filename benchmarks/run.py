@@ -19,7 +19,7 @@ container, tests/targets/remote_engine.py; the same machine, so it measures the 
 the TLS hop's cost, not a network's).
 With sandbox-docker among the kernels, benchmarks/docker_run.py adds its per-snippet comparison
 with `docker run --rm`, the interrupt latency and the out-of-memory report time; `--output FILE`
-writes the tables as Markdown (the README's Benchmarks section holds the latest).
+writes the tables as Markdown (docs/explanation/benchmarks.md holds the latest).
 """
 
 from __future__ import annotations

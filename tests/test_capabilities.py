@@ -25,7 +25,7 @@ DECLARED = {
     "gateway": [*KERNEL, "files", "reattach", *JUPYTER],
     # docs/how-to/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
     # and comms; sandboxes can be paused and attached to by id (and it returns no payloads, takes
-    # no silent nor user_expressions, has no history, subshells or debugger: README's table).
+    # no silent nor user_expressions, has no history, subshells or debugger: docs/how-to/e2b.md's table).
     "e2b": ["files", "pause", "reattach", "egress_update"],
     # the test double (backends/scripted): everything its scripts can answer
     "scripted": [*KERNEL, "files"],
