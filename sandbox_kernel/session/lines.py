@@ -7,8 +7,8 @@ magic loaded in the sandbox itself has ``%sandbox status SESSION``, ``--name``..
     %sandbox status                          backend, sandbox, limits, workspace, memory
     %sandbox artifacts                       the files cells wrote so far
     %sandbox upload LOCAL [REMOTE]           a host file into the working directory
-    %sandbox download REMOTE [LOCAL]         a sandbox file into the host's folder
-    %sandbox download --artifacts [--overwrite]
+    %sandbox download REMOTE [LOCAL] [--overwrite]   a sandbox file into the host's folder
+    %sandbox download --artifacts [--overwrite]      the files cells wrote, into the host's folder
     %sandbox allow HOST ...                  let the sandbox reach HOST as well (egress allowlist)
     %sandbox restart                         a fresh interpreter
     %sandbox stop                            the sandbox goes; the next cell starts a fresh one

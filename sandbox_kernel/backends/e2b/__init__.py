@@ -115,8 +115,14 @@ class E2BBackend(Backend):
                                  "note. 0: no bound.").tag(config=True)
     language = Unicode("python", help="Language of the code context: python, bash, or any the template "
                                       "supports (javascript, r, java, ...).").tag(config=True)
-    allow_hosts = allow_hosts_trait()
-    host_secrets = secrets_trait()
+    allow_hosts = allow_hosts_trait("Hosts the sandbox may reach, as for docker (NAME[:PORT], *.DOMAIN, addresses, "
+                                    "CIDR networks, 'pypi'): sent as E2B's network settings (allow_out, deny_out "
+                                    "0.0.0.0/0), which E2B enforces; a name with a port other than 80 or 443 is "
+                                    "refused (E2B cannot filter it). Sandbox.allow(HOST) calls E2B's update_network "
+                                    "on the running sandbox. Empty: E2B's default, the internet.")
+    host_secrets = secrets_trait("Headers E2B's egress proxy adds to requests for a host, 'HOST Header: value "
+                                 "{env:NAME}' (a rule of E2B's network settings): the value reaches E2B's API, never "
+                                 "the sandbox, which gets a placeholder for NAME.")
     pypi_index = pypi_index_trait()
 
     def __init__(self, **kwargs: Any) -> None:
