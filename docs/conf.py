@@ -7,10 +7,18 @@ without help text fails it. The example notebooks are shown with their stored ou
 ones nbval checks in ``make test``): nothing is executed here.
 """
 
+import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "_ext"))
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE / "_ext"))
+
+# The example notebooks live in notebooks/ (where nbval runs them); the site shows copies made
+# here at every build (get-started/notebooks/ is ignored by git), with their stored outputs.
+EXAMPLES = HERE / "get-started" / "notebooks"
+shutil.rmtree(EXAMPLES, ignore_errors=True)
+shutil.copytree(HERE.parent / "notebooks", EXAMPLES, ignore=shutil.ignore_patterns("conftest.py", "__pycache__"))
 
 project = "sandbox-kernel"
 author = "the sandbox-kernel developers"
@@ -37,6 +45,9 @@ myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence", "deflist"]
 nb_execution_mode = "off"  # the notebooks' stored outputs, as nbval checks them
 nb_merge_streams = True
+# myst-nb reads every MIME type of a bundle before it picks one per output format: a JSON output
+# is shown as its text/plain (the notebooks' JSON outputs all have one), as nbconvert does
+suppress_warnings = ["mystnb.unknown_mime_type"]
 
 # autodoc: the order of the source, type hints in descriptions, no module prefixes shown
 autodoc_member_order = "bysource"

@@ -84,7 +84,8 @@ class E2BBackend(Backend):
     lifetime = Integer(300, min=1, help="Seconds the sandbox lives unused; renewed while the kernel is in "
                                          "use (E2B's sandbox timeout).").tag(config=True)
     request_timeout = Float(60.0, help="Seconds to wait for E2B to answer a request (connecting, "
-                                       "creating the sandbox, files); cells have their own timeout.").tag(config=True)
+                                       "creating the sandbox, files, the start of a cell); how long a cell may "
+                                       "run is the door's own timeout (SandboxKernel.cell_timeout).").tag(config=True)
     env_vars = HostVariables(help="Names of host environment variables to pass to the sandbox (never "
                                   "JupyterHub's).").tag(config=True)
     envs = Dict(value_trait=Unicode(), help="Environment variables of the sandbox, NAME=value (as E2B's SDK names "
