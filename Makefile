@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-docker test bench docs install clean
+.PHONY: demo demo-docker test bench docs screenshots install clean
 
 # pip's and setuptools' output goes to build/install.log, shown only when the install fails
 $(STAMP): pyproject.toml
@@ -36,6 +36,11 @@ test: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m sphinx -b html -W --keep-going -n -E -q docs build/docs/html
 	@echo "built build/docs/html/index.html"
+
+# the site's JupyterLab screenshots (docs/_static/screenshots), taken again in headless Chromium: by hand,
+# when JupyterLab's look or an example notebook changes (needs Debian's chromium, a Docker engine and the image)
+screenshots: $(STAMP)
+	$(PY) docs/screenshots.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

@@ -9,6 +9,7 @@ ones nbval checks in ``make test``): nothing is executed here.
 
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -49,11 +50,16 @@ nb_merge_streams = True
 # is shown as its text/plain (the notebooks' JSON outputs all have one), as nbconvert does
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
+# autodoc-traits says so (a Python warning) for the wrapper kernel's inherited ipykernel traits without
+# help, which the reference leaves out; sandbox-kernel's own options without help fail the build instead
+warnings.filterwarnings("ignore", category=FutureWarning, module="autodoc_traits")
+
 # autodoc: the order of the source, type hints in descriptions, no module prefixes shown
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_typehints_format = "short"
 add_module_names = False
+toc_object_entries = False  # the page's table of contents lists its sections, not every option
 autodoc_default_options = {"show-inheritance": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

@@ -110,6 +110,20 @@ def test_the_readmes_links_lead_somewhere():
         assert (REPO / target.split("#")[0]).is_file(), f"README links to {target}, which is not there"
 
 
+@pytest.mark.unit
+def test_the_readmes_options_exist():
+    """Every option the README spells out (``--DockerBackend.memory_limit=2g``) exists, as
+    ``make docs`` checks for the site's pages (docs/_ext/sandbox_options.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sandbox_options", REPO / "docs" / "_ext" / "sandbox_options.py")
+    options = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(options)
+    readme = (REPO / "README.md").read_text()
+    assert options.SPELLED.search(readme), "the README names no option: the check checks nothing"
+    assert options.unknown_options(readme, options.configurables()) == []
+
+
 def run_python(block: Block, tmp_path: Path) -> str:
     return _run([sys.executable, "-c", block.code], block, tmp_path)
 
@@ -172,4 +186,24 @@ def test_the_block_runs(block: Block, tmp_path: Path):
         shown = {"python": run_python, "bash": run_bash, "ipython": run_ipython}[block.language](block, tmp_path)
     for expected in expectations(block.code):
         assert expected in shown, f"{block.id}: {expected!r} not in the output:\n{shown}"
+
+
+@pytest.mark.browser
+def test_the_screenshot_script_still_runs(tmp_path: Path):
+    """docs/screenshots.py (``make screenshots``, run by hand) takes the Launcher's screenshot in
+    JupyterLab and Chromium, so a change of JupyterLab or of the script is found here, not at the
+    next release's screenshots."""
+    from tests.browser import CHROMIUM
+    from tests.targets import skip_or_fail
+
+    if not os.access(CHROMIUM, os.X_OK):
+        skip_or_fail(f"no Chromium at {CHROMIUM} (run `bash .ci/browser-setup.sh` as root)")
+    done = subprocess.run([sys.executable, str(REPO / "docs" / "screenshots.py"), "--out", str(tmp_path), "--only",
+                           "launcher"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from PIL import Image
+
+    with Image.open(tmp_path / "launcher.png") as shot:
+        assert shot.size == (1280, 860)
+        assert len(shot.getcolors(256) or []) > 8  # a page, not a blank
 

@@ -4,6 +4,9 @@
   to the option's entry in the reference, which ``autoconfigurable`` (autodoc-traits) writes
   from the trait itself. An option that does not exist is a warning, hence an error under
   ``make docs`` (``-W``): renaming a trait fails the build until every page says the new name.
+- So is an option a page spells out in code that does not exist (``--DockerBackend.memry_limit=1g``,
+  ``c.LocalBackend.no_such = 1``, ``%config SandboxMagics.typo = ...``): :func:`unknown_options`
+  checks every page's source (and ``tests/test_docs.py`` the README's).
 - A sandbox-kernel option documented without help text is a warning: the help is the
   reference's text (``help="..."`` where the trait is defined).
 - Every configurable class a user sets options on (the kernel, the magic, the API, and every
@@ -23,7 +26,6 @@ import re
 import sys
 
 from autodoc_traits import TraitDocumenter
-
 from docutils import nodes
 from sphinx.addnodes import pending_xref
 from sphinx.util import logging
@@ -90,6 +92,32 @@ def trait_role(name, rawtext, text, lineno, inliner, options=None, content=None)
     shown = title or (option if short else target)
     ref += nodes.literal(rawtext, shown, classes=["xref", "py", "py-attr"])
     return [ref], []
+
+
+SPELLED = re.compile(r"(?:--|\bc\.|%config\s+)([A-Z]\w*)\.([a-z_]\w*)")
+"""An option as a page spells it in code: ``--Class.name``, ``c.Class.name``, ``%config Class.name``."""
+
+
+def unknown_options(text: str, classes: dict[str, type]) -> list[tuple[int, str]]:
+    """``(line, message)`` for each option ``text`` spells (:data:`SPELLED`) that a class of
+    ``classes`` does not have; names of other classes (``IdentityProvider.token``) are not ours."""
+    found = []
+    for match in SPELLED.finditer(text):
+        cls = classes.get(match[1])
+        if cls is None or match[2] in cls.class_traits(config=True):
+            continue
+        if text[:match.start()].endswith("unknown option "):  # a page quoting the error for a misspelt one
+            continue
+        close = difflib.get_close_matches(match[2], list(cls.class_traits(config=True)), n=1)
+        hint = f"; did you mean {match[1]}.{close[0]}?" if close else ""
+        found.append((text.count("\n", 0, match.start()) + 1, f"{match[1]} has no option {match[2]!r}{hint}"))
+    return found
+
+
+def check_source(app, docname, source):
+    """Every option a page spells out exists (see :func:`unknown_options`)."""
+    for line, message in unknown_options(source[0], app.sandbox_configurables):
+        logger.warning(message, location=(docname, line), type="sandbox", subtype="option")
 
 
 RST_SPECIAL = re.compile(r"([\\*`|_\[\]])")
@@ -160,6 +188,7 @@ def setup(app):
     app.registry.add_documenter("trait", OptionDocumenter)  # autodoc-traits registered the directive
     app.sandbox_configurables = configurables()
     app.add_role("trait", trait_role)
+    app.connect("source-read", check_source)
     app.connect("env-before-read-docs", init_env)
     app.connect("env-merge-info", merge)
     app.connect("autodoc-process-docstring", trait_docstring)
