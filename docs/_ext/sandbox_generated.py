@@ -5,10 +5,10 @@ lines a sandbox kernel's cell may start with; ``magic``: the magic's line comman
 the ``%%sandbox`` line and the backend options it takes). ``{mcp-tools}`` renders the tools of
 ``sandbox-kernel mcp`` from the schemas the server announces (``tools/list``).
 
-The commands come from :func:`command_table`, the one function to change when the doors share
-one command table (``sandbox_kernel/session/lines.py``): today each door's usage text and its
-docstring table (what ``%sandbox?`` shows) are read, and a command a door answers without a
-line of help there is a warning, so the build fails.
+The commands come from :func:`command_table`: the doors' one table of verbs
+(``sandbox_kernel/session/verbs.py``, its ``reference(door)``) where the code has it, else each
+door's command list and its docstring table (what ``%sandbox?`` shows); a command without a
+line of help is a warning, so the build fails.
 """
 
 from __future__ import annotations
@@ -59,7 +59,20 @@ def _table(names: list[str], docstring: str, door: str) -> list[Command]:
 
 
 def command_table(door: str) -> list[Command]:
-    """The commands ``door`` (``kernel`` or ``magic``) answers, with their usage and help."""
+    """The commands ``door`` (``kernel`` or ``magic``) answers, with their usage and help: from
+    the doors' one table (``sandbox_kernel.session.verbs``) where it exists, else from each
+    door's docstring table (a command without a line of help there is a warning)."""
+    try:
+        from sandbox_kernel.session import verbs
+    except ImportError:
+        verbs = None
+    if verbs is not None and hasattr(verbs, "reference"):
+        rows = verbs.reference(door)
+        for usage, text in rows:
+            if not text:
+                logger.warning(f"the {door}'s {usage} has no help in sandbox_kernel/session/verbs.py: write one",
+                               type="sandbox", subtype="commands")
+        return [Command(usage.split()[1], usage, text) for usage, text in rows]
     if door == "kernel":
         from sandbox_kernel.session import lines
 
