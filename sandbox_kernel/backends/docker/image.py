@@ -157,7 +157,7 @@ def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", w
                 raise SandboxStartError(
                     f"Could not build the {kind.what} {image!r}: {exc.message}. Fix: build it by hand with "
                     f"`sandbox-kernel image build{kind.build_flag} --tag {image} [--base IMAGE] [--wheelhouse DIR]` "
-                    "(docs/docker.md)."
+                    "(docs/explanation/docker-backend.md)."
                 ) from exc
 
 

@@ -55,8 +55,9 @@ class KernelClientBackend(Backend):
     max_message_bytes = ByteSize(
         None, allow_none=True,
         help="Largest message (one frame: an output's content, or one buffer of a widget message) the host "
-             "accepts from the sandbox, e.g. '64m'; larger ones are dropped before they are received, and the "
-             "cell says so. None (default): twice the front door's max_output_bytes, at least 32 MiB, none "
+             "accepts from the sandbox, e.g. '64m'; a larger one is refused before it is read, so it never sits "
+             "in host memory, and the cell says in one line that it was dropped (with any output right after "
+             "it) and which option raises the limit; the session and its state go on. None (default): twice the front door's max_output_bytes, at least 32 MiB, none "
              "when that budget is 0. 0: no limit.",
     ).tag(config=True)
 

@@ -77,18 +77,22 @@ class LocalBackend(KernelClientBackend):
         """``sandbox-kernel pool stop``: remove this host's waiting pooled sandboxes; their names."""
         return pooled.pool_stop(asked)
 
-    python = Unicode(sys.executable, help="The Python interpreter that runs the kernel (needs ipykernel).").tag(
+    python = Unicode(sys.executable, help="The Python interpreter that runs the sandbox's kernel (needs ipykernel); default: "
+                                         "the one that runs the wrapper kernel (sys.executable).").tag(
         config=True
     )
     env_vars = HostVariables(help="Names of host environment variables to pass to the sandbox (never "
-                                  "JupyterHub's).").tag(config=True)
-    memory_limit = ByteSize(0, help="Address-space limit of the kernel process (RLIMIT_AS), e.g. '2g'; 0: none.").tag(
+                                  "JupyterHub's); it gets only PATH, LANG and a HOME of its own besides.").tag(config=True)
+    memory_limit = ByteSize(0, help="Address-space limit of the kernel process (RLIMIT_AS), e.g. '2g'; allocations "
+                                    "past it raise MemoryError. 0: none.").tag(
         config=True
     )
-    cpu_time_limit = Float(0, help="CPU seconds the kernel process may use in all (RLIMIT_CPU); 0: none.").tag(
+    cpu_time_limit = Float(0, help="CPU seconds the kernel process may use in all (RLIMIT_CPU); past it the "
+                                   "sandbox stops and the cell says why. 0: none.").tag(
         config=True
     )
-    max_processes = Integer(0, help="RLIMIT_NPROC for the kernel's user (ignored for root); 0: none.").tag(
+    max_processes = Integer(0, help="Processes of the kernel's user (RLIMIT_NPROC: counted per user; ignored for "
+                                         "root); 0: none.").tag(
         config=True
     )
     max_file_size = ByteSize(0, help="Largest file the kernel may write (RLIMIT_FSIZE); 0: none.").tag(config=True)
