@@ -211,16 +211,6 @@ def test_scripted_backend_declares_what_it_does():
                                                     "files"]
 
 
-def test_the_backends_guide_example_runs():
-    """docs/backends.md's testing example runs as it stands."""
-    import re
-    from pathlib import Path
-
-    guide = (Path(__file__).resolve().parents[1] / "docs" / "backends.md").read_text()
-    [example] = [block for block in re.findall(r"```python\n(.*?)```", guide, re.S) if "with Sandbox(" in block]
-    exec(compile(example, "docs/backends.md", "exec"), {})
-
-
 # -- checkpoints at every door, on a backend that keeps none: one line each ------------------------
 NO_CHECKPOINTS = "The scripted backend does not support checkpoints"
 
