@@ -1,11 +1,14 @@
-"""Host memory comes back: what a closed sandbox held is collected, and magic cells keep the host
-kernel's memory flat (issue 37 §1: each ``%%sandbox`` cell and each API sandbox kept ~430 kB,
-an nh3 ``Cleaner`` holding a bound method of the sanitizer that owned it, a cycle the garbage
-collector cannot see). ``benchmarks/soak.py`` measures every door over many units of work."""
+"""Host memory comes back: what a closed sandbox held is freed as its door lets go of it, and magic
+cells keep the host kernel's memory flat (issue 37 §1: each ``%%sandbox`` cell and each API sandbox
+kept ~430 kB, an nh3 ``Cleaner`` holding a bound method of the sanitizer that owned it, a cycle the
+garbage collector cannot see; then the sandbox's own cycles, which only a full collection frees,
+held each closed sandbox in a long-lived process, an MCP server's). ``benchmarks/soak.py``
+measures every door over many units of work."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import gc
 import weakref
 from pathlib import Path
@@ -22,17 +25,39 @@ from tests.support.host import host_kernel
 SCRIPT = {"1+1": reply(Display({"text/plain": "2", "text/html": '<b onclick="x()">2</b>'}), result=True)}
 
 
-@pytest.mark.unit
-def test_a_closed_sandbox_is_collected_with_its_policy_pipeline_and_session():
-    with Sandbox("scripted", script=SCRIPT) as sb:
-        assert sb.run("1+1").text == "2"  # the policy cleaned HTML: its nh3 Cleaners were used
-        session = sb.aio.session
-        held = {"sandbox": sb.aio, "session": session, "pipeline": session.pipeline, "backend": session.backend,
-                "policy": session.pipeline.policy}
-        refs = {name: weakref.ref(value) for name, value in held.items()}
-    del sb, session, held
+@contextlib.contextmanager
+def no_collector():
+    """The cyclic garbage collector off: what is freed now is freed by reference counting alone."""
+    was = gc.isenabled()
     gc.collect()
-    assert [name for name, ref in refs.items() if ref() is not None] == []
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _held(sb: Sandbox) -> dict[str, object]:
+    session = sb.aio.session
+    return {"sandbox": sb.aio, "session": session, "pipeline": session.pipeline, "backend": session.backend,
+            "policy": session.pipeline.policy, "files": session.files}
+
+
+@pytest.mark.unit
+def test_a_closed_sandbox_is_freed_without_the_collector():
+    """Everything a closed sandbox held is freed as its door lets go of it. Before, the backend held
+    its door (traitlets' parent) and bound methods of its session (the comm and progress handlers):
+    cycles, so a closed sandbox waited for a full collection, which a long-lived process seldom
+    runs (an MCP server's grew ~120 kB a session), the output policy's nh3 Cleaners with it."""
+    with Sandbox("scripted", script=SCRIPT) as sb:  # the first: what a process sets up once
+        sb.run("1+1")
+    with no_collector():
+        with Sandbox("scripted", script=SCRIPT) as sb:
+            assert sb.run("1+1").text == "2"  # the policy cleaned HTML
+            refs = {name: weakref.ref(value) for name, value in _held(sb).items()}
+        del sb
+        assert [name for name, ref in refs.items() if ref() is not None] == []
 
 
 @pytest.mark.unit
@@ -53,6 +78,21 @@ def test_policies_share_their_sanitizer_across_threads():
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         together = list(pool.map(lambda i: cdn.html(markup[i % len(markup)]), range(400)))
     assert together == [alone[i % len(markup)] for i in range(400)]
+
+
+@pytest.mark.kernel
+def test_a_closed_local_sandbox_is_freed_without_the_collector():
+    """The same through a real kernel's client: jupyter_client's ``Session(parent=client)`` made
+    client -> session -> client a cycle, so each closed sandbox's client and channels waited for a
+    full collection."""
+    with no_collector():
+        with Sandbox("local") as sb:
+            assert sb.run("1 + 1").text == "2"
+            client = sb.aio.backend._client
+            refs = {"client": weakref.ref(client), "client's session": weakref.ref(client.session),
+                    **{name: weakref.ref(value) for name, value in _held(sb).items()}}
+        del sb, client
+        assert [name for name, ref in refs.items() if ref() is not None] == []
 
 
 CELLS = 200

@@ -124,6 +124,11 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
     except (TraitError, ValueError) as exc:
         raise BadValue(name, str(exc)) from exc
     lock.load().check_backend(name, backend)
+    # Its config is read: the backend keeps the parent's logger, not the parent, a door that holds
+    # the backend (through its session). door -> session -> backend -> door was a cycle, so a
+    # closed session's objects waited for a full collection (issue 37).
+    backend.log = backend.log
+    backend.parent = None
     backend.set_output_budget(*output_budget)
     backend.warm_completion = completions
     return backend
