@@ -46,10 +46,12 @@ def _held(sb: Sandbox) -> dict[str, object]:
 
 @pytest.mark.unit
 def test_a_closed_sandbox_is_freed_without_the_collector():
-    """Everything a closed sandbox held is freed as its door lets go of it. Before, the backend held
-    its door (traitlets' parent) and bound methods of its session (the comm and progress handlers):
-    cycles, so a closed sandbox waited for a full collection, which a long-lived process seldom
-    runs (an MCP server's grew ~120 kB a session), the output policy's nh3 Cleaners with it."""
+    """Everything a closed sandbox held is freed as its door lets go of it, and nothing is left for
+    the collector. Before, the backend held its door (traitlets' parent) and bound methods of its
+    session (the comm and progress handlers): cycles, so a closed sandbox waited for a full
+    collection, which a long-lived process seldom runs (an MCP server's grew ~120 kB a session),
+    the output policy's nh3 Cleaners with it; and each backend lookup left importlib.metadata's
+    cycles (30 kB) behind."""
     with Sandbox("scripted", script=SCRIPT) as sb:  # the first: what a process sets up once
         sb.run("1+1")
     with no_collector():
@@ -58,6 +60,7 @@ def test_a_closed_sandbox_is_freed_without_the_collector():
             refs = {name: weakref.ref(value) for name, value in _held(sb).items()}
         del sb
         assert [name for name, ref in refs.items() if ref() is not None] == []
+        assert gc.collect() == 0
 
 
 @pytest.mark.unit
