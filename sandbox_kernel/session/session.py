@@ -19,6 +19,7 @@ files, variables and shell commands behind the capability each needs.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -47,6 +48,21 @@ RECENT_REQUESTS = 256
 
 WIDGET_EVENT = "of this widget event"
 """Whose output the budget of a comm message's handling speaks of."""
+
+
+def weakly(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The bound ``method`` called through a weak reference to its object (nothing happens once
+    that is gone). The session gives its backend its handlers so: the backend's strong reference
+    to a bound method of the session would close a cycle (session -> backend -> handler ->
+    session), and a closed session's objects would wait for a full collection instead of being
+    freed when its door lets go of it (issue 37)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = ref()
+        return None if bound is None else bound(*args, **kwargs)
+
+    return call
 
 
 def msg_id_of(request: dict[str, Any] | None) -> str | None:
@@ -94,7 +110,8 @@ class SandboxSession:
         self._lost = False  # the sandbox died during the last cell
         self._progress: Emit | None = None
         self._progress_cell: tuple[Emit, set[str]] | None = None  # a cell waiting for the start
-        self.backend.set_comm_handler(self._unsolicited)
+        self._progress_handler = weakly(self._show_progress)
+        self.backend.set_comm_handler(weakly(self._unsolicited))
         self.files = SessionFiles(self.backend, files)
         self.on_replaced(self.files.replaced)
         self.lines = None if line_commands is None else Lines(self, self.files.folder, line_commands,
@@ -347,7 +364,7 @@ class SandboxSession:
         """Show what the backend reports while it prepares a sandbox (an image build) in ``sink``
         while no cell waits for the start (then it goes to that cell: :meth:`_start_showing`)."""
         self._progress = sink
-        self.backend.set_progress_handler(self._show_progress if sink is not None else None)
+        self.backend.set_progress_handler(self._progress_handler if sink is not None else None)
 
     async def _start_showing(self, emit: Emit) -> None:
         """Start the sandbox for a cell, what it reports meanwhile (an image build) shown in it,
@@ -356,12 +373,12 @@ class SandboxSession:
         if self.backend.started:
             return
         self._progress_cell = (emit, set())
-        self.backend.set_progress_handler(self._show_progress)
+        self.backend.set_progress_handler(self._progress_handler)
         try:
             await self.backend.start()
         finally:
             self._progress_cell = None
-            self.backend.set_progress_handler(self._show_progress if self._progress is not None else None)
+            self.backend.set_progress_handler(self._progress_handler if self._progress is not None else None)
 
     def _show_progress(self, event: Event) -> None:
         """The backend's progress event, to the cell waiting for the start, else to the door's
