@@ -93,6 +93,20 @@ class DockerBackend(KernelClientBackend):
         """``sandbox-kernel pool stop``: remove this host's waiting pooled sandboxes; their names."""
         return pooled.pool_stop(asked)
 
+    @classmethod
+    def remove_leftovers(cls) -> list[str]:
+        """The containers, volumes (the egress proxy's too) and host directories of this host's
+        sandboxes whose kernel is gone (:func:`.engine.remove_leftovers`), on the engine the
+        environment names, as ``sandbox-kernel gc`` does. Blocking.
+
+        Raises:
+            BackendUnavailable: the engine cannot be reached."""
+        client = engine.connect()
+        try:
+            return engine.remove_leftovers(client) + pooled.sweep(client)
+        finally:
+            client.close()
+
     image = Unicode(DEFAULT_TAG, help="Image with `python -m ipykernel_launcher`. sandbox-kernel[:TAG] images are "
                                       "built from the packaged recipe when missing; others are never pulled.").tag(config=True)
     network = Unicode("none", help="Docker network mode: 'none' (no network) or a network such as 'bridge' to opt in.").tag(
