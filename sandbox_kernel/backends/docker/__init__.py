@@ -57,7 +57,7 @@ from .inside import KERNEL_DIR as INSIDE_DIR
 from .inside import SOURCE as RELAY_SOURCE
 from .inside import pooled_environment
 from .mounts import parse_gpus
-from .orphans import Orphans
+from .orphans import REMOVAL_WAIT_S, Orphans
 from .prepare import check_option, kernel_argv, prepare_image, use_image
 from .spec import (
     LAUNCHER,
@@ -103,7 +103,13 @@ class DockerBackend(KernelClientBackend):
             BackendUnavailable: the engine cannot be reached."""
         client = engine.connect()
         try:
-            return engine.remove_leftovers(client) + pooled.sweep(client)
+            removed = engine.remove_leftovers(client) + pooled.sweep(client)
+            # Podman ignores, or refuses, the removal of a container stopping by itself: again (.orphans)
+            deadline = time.monotonic() + REMOVAL_WAIT_S
+            while engine.remove_leftovers(client, dry_run=True) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                removed += engine.remove_leftovers(client)
+            return removed
         finally:
             client.close()
 
