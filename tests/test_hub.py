@@ -1,6 +1,6 @@
 """JupyterHub with sandbox kernels, end to end: a real hub on 127.0.0.1 (tests/hub.py: LocalProcessSpawner,
 PAM, npm's configurable-http-proxy), two real Linux users each with a rootless Podman engine of their
-own, logged in through headless Chromium, set up as docs/jupyterhub.md says (kernelspecs installed by
+own, logged in through headless Chromium, set up as docs/how-to/jupyterhub.md says (kernelspecs installed by
 root under umask 077, only sandbox kernels offered, no terminals, the administrator's lock).
 
 One hub serves the module; each test logs its users in a browser context of their own. Servers cull
@@ -188,7 +188,7 @@ def test_a_locked_option_in_the_users_own_config_is_refused_in_the_notebook(hub,
 
 def test_idle_kernels_culled_by_the_server_take_their_sandboxes(hub, browser):
     """A notebook and a Voila page whose browser went without a word (no beforeunload beacon: a
-    crash, a lost network): the server culls both kernels (docs/jupyterhub.md, section 6) and
+    crash, a lost network): the server culls both kernels (docs/how-to/jupyterhub.md, section 6) and
     each sandbox goes with its kernel, its volume too."""
     context, page = login(browser, hub, BOB)
     before = set(sandboxes(BOB))
@@ -264,7 +264,7 @@ def test_a_users_engine_that_holds_the_image_starts_without_the_machines_engine(
 
 
 def test_a_spawn_that_cannot_give_the_user_the_sandbox_image_says_why(hub, browser):
-    """The hook copies the sandbox image from this machine's engine (docs/jupyterhub.md, section
+    """The hook copies the sandbox image from this machine's engine (docs/how-to/jupyterhub.md, section
     1). A second hub whose machine engine is gone and whose image no user's engine holds: the
     user's spawn page names the copy and the fix (it said "Spawn failed", the reason in the hub's
     log only)."""
@@ -280,7 +280,7 @@ def test_a_spawn_that_cannot_give_the_user_the_sandbox_image_says_why(hub, brows
         page.get_by_text("could not be prepared").first.wait_for(timeout=120_000)
         text = page.inner_text("body")
         assert (f"The engine of your sandboxes could not be prepared. Could not give {ALICE}'s engine the sandbox "
-                f"image {absent}, which is copied from this machine's Docker engine (docs/jupyterhub.md, section 1): "
+                f"image {absent}, which is copied from this machine's Docker engine (docs/how-to/jupyterhub.md, section 1): "
                 f"The Docker engine is not answering at {gone}.") in text, text
     finally:
         context.close()

@@ -7,8 +7,8 @@ magic loaded in the sandbox itself has ``%sandbox status SESSION``, ``--name``..
     %sandbox status                          backend, sandbox, limits, workspace, memory
     %sandbox artifacts                       the files cells wrote so far
     %sandbox upload LOCAL [REMOTE]           a host file into the working directory
-    %sandbox download REMOTE [LOCAL]         a sandbox file into the host's folder
-    %sandbox download --artifacts [--overwrite]
+    %sandbox download REMOTE [LOCAL] [--overwrite]   a sandbox file into the host's folder
+    %sandbox download --artifacts [--overwrite]      the files cells wrote, into the host's folder
     %sandbox allow HOST ...                  let the sandbox reach HOST as well (egress allowlist)
     %sandbox restart                         a fresh interpreter
     %sandbox stop                            the sandbox goes; the next cell starts a fresh one
@@ -16,7 +16,7 @@ magic loaded in the sandbox itself has ``%sandbox status SESSION``, ``--name``..
 A cell's text is the notebook's, and a notebook may come from anyone; ``upload`` and ``download``
 touch the host's files, so under ``file_commands="ask"`` (the kernel's default) they first ask
 the notebook user through the frontend's stdin, and are refused where there is none (nbclient,
-papermill) with the option that allows them. See docs/security.md.
+papermill) with the option that allows them. See docs/explanation/security.md.
 """
 
 from __future__ import annotations
