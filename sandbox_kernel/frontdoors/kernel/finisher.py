@@ -22,13 +22,18 @@ import os
 import subprocess
 import sys
 
+from ...backends.base import Backend
+
 DONE = b"done\n"
 
 
-def start(backend: str) -> subprocess.Popen | None:
-    """A finisher for a sandbox of ``backend`` (its registry name); None if it cannot start."""
+def start(backend: Backend) -> subprocess.Popen | None:
+    """A finisher for ``backend``'s sandbox; None for a backend whose sandboxes leave nothing on
+    this host (it keeps :meth:`Backend.remove_leftovers`), or if it cannot start."""
+    if type(backend).remove_leftovers.__func__ is Backend.remove_leftovers.__func__:
+        return None
     try:
-        return subprocess.Popen([sys.executable, "-m", __name__, backend, f"--kernel-pid={os.getpid()}"],
+        return subprocess.Popen([sys.executable, "-m", __name__, backend.name, f"--kernel-pid={os.getpid()}"],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=_log(), start_new_session=True)
     except OSError:
         return None
@@ -56,7 +61,7 @@ def main(backend: str) -> int:
     """Wait for the kernel's ``done`` or its end; after its end, remove the leftovers."""
     if sys.stdin.buffer.read() == DONE:
         return 0
-    from ...backends import get_backend_class
+    from ...backends import get_backend_class  # the backend's module: only after a kill
 
     try:
         removed = get_backend_class(backend).remove_leftovers()

@@ -341,7 +341,7 @@ class SandboxKernel(Kernel, OutputOptions):
         :mod:`.finisher` removes the sandbox if this process is killed before it is done."""
         if self._ending is None:
             # a removal under way has already marked the backend as not started: always a finisher
-            helper = finisher.start(self.sandbox.backend.name) if self.sandbox is not None else None
+            helper = finisher.start(self.sandbox.backend) if self.sandbox is not None else None
             self._ending = self._loop.create_task(self._end(helper))
 
     async def _end(self, helper: Any) -> None:
