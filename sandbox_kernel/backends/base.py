@@ -162,6 +162,14 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         """Stop the sandbox and release everything it holds. Idempotent; never raises for a
         sandbox that is already gone."""
 
+    @classmethod
+    def remove_leftovers(cls) -> list[str]:
+        """Remove what this backend's sandboxes left on this host when their process was killed
+        before it could remove them (its owner is gone); the names removed. Blocking. Called by
+        a killed kernel's finisher (:mod:`sandbox_kernel.frontdoors.kernel.finisher`); a backend
+        whose sandboxes leave nothing here keeps this default, which removes nothing."""
+        return []
+
     async def __aenter__(self) -> Backend:
         await self.start()
         return self

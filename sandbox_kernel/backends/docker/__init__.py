@@ -57,7 +57,7 @@ from .inside import KERNEL_DIR as INSIDE_DIR
 from .inside import SOURCE as RELAY_SOURCE
 from .inside import pooled_environment
 from .mounts import parse_gpus
-from .orphans import Orphans
+from .orphans import REMOVAL_WAIT_S, Orphans
 from .prepare import check_option, kernel_argv, prepare_image, use_image
 from .spec import (
     LAUNCHER,
@@ -92,6 +92,26 @@ class DockerBackend(KernelClientBackend):
     def pool_stop(cls, asked: bool = False) -> list[str]:
         """``sandbox-kernel pool stop``: remove this host's waiting pooled sandboxes; their names."""
         return pooled.pool_stop(asked)
+
+    @classmethod
+    def remove_leftovers(cls) -> list[str]:
+        """The containers, volumes (the egress proxy's too) and host directories of this host's
+        sandboxes whose kernel is gone (:func:`.engine.remove_leftovers`), on the engine the
+        environment names, as ``sandbox-kernel gc`` does. Blocking.
+
+        Raises:
+            BackendUnavailable: the engine cannot be reached."""
+        client = engine.connect()
+        try:
+            removed = engine.remove_leftovers(client) + pooled.sweep(client)
+            # Podman ignores, or refuses, the removal of a container stopping by itself: again (.orphans)
+            deadline = time.monotonic() + REMOVAL_WAIT_S
+            while engine.remove_leftovers(client, dry_run=True) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                removed += engine.remove_leftovers(client)
+            return removed
+        finally:
+            client.close()
 
     image = Unicode(DEFAULT_TAG, help="Image with python and ipykernel (python -m ipykernel_launcher). "
                                       "sandbox-kernel[:TAG] images are built from the packaged recipe when missing "

@@ -35,20 +35,11 @@ from ..kernel_client.launcher import IOPUB_APP
 from ..pool import pool_size_trait, pool_ttl_trait
 from ..usage import CpuMeter
 from . import pooled, view
+from .leftovers import record_kernel, remove_leftovers
 
 ALLOWED_ENV = ("PATH", "LANG")
 RLIMITS = str(Path(__file__).with_name("rlimits.py"))
 """The script that sets the kernel's resource limits and execs it (:mod:`.rlimits`), when any is set."""
-
-
-def remove_leftovers() -> None:
-    """Remove scratch directories whose owning kernel process is gone (killed before it could
-    clean up). Their names carry the owner's pid: ``sandbox-local-[conn-]PID-XXXX``."""
-    for path in Path(tempfile.gettempdir()).glob("sandbox-local-*"):
-        pid = path.name.removeprefix("sandbox-local-").removeprefix("conn-").split("-")[0]
-        if pid.isdigit() and not pooled.alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-    pooled.sweep()
 
 
 def default_history_file() -> str:
@@ -66,6 +57,11 @@ class LocalBackend(KernelClientBackend):
 
     name = "local"
     capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True)
+
+    @classmethod
+    def remove_leftovers(cls) -> list[str]:
+        """The scratch directories of kernels that are gone (:func:`remove_leftovers`). Blocking."""
+        return remove_leftovers()
 
     @classmethod
     def pool_status(cls, asked: bool = False) -> list[dict[str, Any]]:
@@ -185,6 +181,7 @@ class LocalBackend(KernelClientBackend):
                                        cwd=str(self.workdir))
         except OSError as exc:
             raise SandboxStartError(f"Could not start the local kernel with {self.python!r}: {exc}.") from exc
+        record_kernel(self._runtime, self._proc.pid)  # stopped by whoever removes a killed owner's leftovers
         return info
 
     def _workspace(self) -> list[str]:

@@ -34,6 +34,7 @@ from ...session.files import FileOptions
 from ...session.lines import FILE_COMMANDS
 from ...session.pipeline import OutputPipeline
 from ...session.session import SandboxSession
+from . import finisher
 
 BESIDE: ContextVar[bool] = ContextVar("sandbox_kernel_beside", default=False)
 """True while ipykernel dispatches a message beside another request of its shell."""
@@ -104,6 +105,7 @@ class SandboxKernel(Kernel, OutputOptions):
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
         self._launching: asyncio.Task | None = None
+        self._ending: asyncio.Task | None = None  # SIGTERM's (end_on_sigterm)
         if self.start_sandbox_at_launch is not False:  # a failure here is reported again by the first cell
             task = self._launching = self._loop.create_task(self._start_at_launch())
             task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
@@ -331,6 +333,24 @@ class SandboxKernel(Kernel, OutputOptions):
         if self.sandbox is not None:
             await self.sandbox.shutdown()
         self.io_loop.stop()
+
+    def end_on_sigterm(self) -> None:
+        """SIGTERM (the kernel app's handler, on the main thread): remove the sandbox, waiting for
+        a removal already under way (a ``shutdown_request``'s), then stop this kernel's loop so
+        the process ends, as a python3 kernel ends on SIGTERM, leaving nothing behind. A
+        :mod:`.finisher` removes the sandbox if this process is killed before it is done."""
+        if self._ending is None:
+            # a removal under way has already marked the backend as not started: always a finisher
+            helper = finisher.start(self.sandbox.backend) if self.sandbox is not None else None
+            self._ending = self._loop.create_task(self._end(helper))
+
+    async def _end(self, helper: Any) -> None:
+        try:
+            if self.sandbox is not None:
+                await self.sandbox.shutdown()
+            finisher.done(helper)
+        finally:
+            self.io_loop.stop()
 
     async def _failure(self, exc: SandboxError, sink: Emit) -> Outcome:
         """Show ``exc`` as the cell's one short error, through a pipeline of its own (there is

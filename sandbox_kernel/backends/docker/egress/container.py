@@ -65,8 +65,9 @@ class EgressSettings:
 
 def sources() -> list[tuple[str, str]]:
     rules = resources.files("sandbox_kernel.backends.egress").joinpath("rules.py").read_text()
-    proxy = resources.files(__package__).joinpath("proxy.py").read_text()
-    return [("egress_rules", rules), ("egress_pipe", PIPE), ("egress_proxy", proxy)]
+    here = resources.files(__package__)
+    return [("egress_rules", rules), ("egress_pipe", PIPE), ("egress_heads", here.joinpath("heads.py").read_text()),
+            ("egress_proxy", here.joinpath("proxy.py").read_text())]
 
 
 def proxy_spec(settings: EgressSettings, name: str, volume: str, labels: dict[str, str]) -> dict[str, Any]:
