@@ -50,7 +50,7 @@ from .egress import IMAGE as EGRESS_IMAGE
 from .egress import Egress
 from .egress import settings_of as egress_settings_of
 from .egress.notes import RefusalNotes
-from .image import BuildProgress
+from .image import BuildProgress, seeds_completer
 from .images import DEFAULT_TAG
 from .images.for_kernel import build_command
 from .inside import KERNEL_DIR as INSIDE_DIR
@@ -259,6 +259,7 @@ class DockerBackend(KernelClientBackend):
         ok = False
         try:
             self._run_image, self._kernelspec = await _run_blocking(prepare_image, client, self, log)
+            self.completer_cached = await _run_blocking(seeds_completer, client, self._run_image)
             self._prepared = ok = True
         finally:
             if progress is not None:

@@ -37,6 +37,8 @@ from ..usage import CpuMeter, this_machine
 from . import pooled, view
 
 ALLOWED_ENV = ("PATH", "LANG")
+RLIMITS = str(Path(__file__).with_name("rlimits.py"))
+"""The script that sets the kernel's resource limits and execs it (:mod:`.rlimits`), when any is set."""
 
 
 def remove_leftovers() -> None:
@@ -108,6 +110,15 @@ class LocalBackend(KernelClientBackend):
         process."""
         return True
 
+    @property
+    def completer_cached(self) -> bool:
+        """Whether jedi's cache, shared by this user's local sandboxes (:func:`.pooled.completer_cache`),
+        was built by an earlier one: then the first Tab reads it and needs no warm-up."""
+        return pooled.completer_cached(self.python)
+
+    def _completer_warmed(self) -> None:
+        pooled.completer_warmed(self.python)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._proc = None
@@ -141,9 +152,11 @@ class LocalBackend(KernelClientBackend):
     def _command(self, connection_file: str, runtime: Path | None = None) -> list[str]:
         """The kernel's command line: ``launch.py`` in ``runtime`` (default: this session's)
         under the resource limits."""
-        wrapper = [sys.executable, "-m", "sandbox_kernel.backends.local.rlimits"]
-        wrapper += [f"--{name}={value}" for name, value in self._limits().items() if value]
-        return [*wrapper, "--", self.python, str((runtime or self._runtime) / "launch.py"), "-f", connection_file,
+        limits = [f"--{name}={value}" for name, value in self._limits().items() if value]
+        # The script by its path, without site-packages (-S -E): as ``-m`` it imported this
+        # package and jupyter_client (0.2-0.8 s before the kernel's own interpreter started).
+        wrapper = [sys.executable, "-S", "-E", RLIMITS, *limits, "--"] if limits else []
+        return [*wrapper, self.python, str((runtime or self._runtime) / "launch.py"), "-f", connection_file,
                 *KERNEL_ARGS, *history_args(self.history_file or default_history_file())]
 
     async def _launch(self) -> dict[str, Any]:
@@ -152,7 +165,7 @@ class LocalBackend(KernelClientBackend):
             return info
         self._scratch = Path(tempfile.mkdtemp(prefix=f"sandbox-local-{os.getpid()}-"))
         self._runtime = Path(tempfile.mkdtemp(prefix=f"sandbox-local-conn-{os.getpid()}-"))
-        (self._scratch / "home").mkdir()
+        pooled.make_home(self._scratch)
         connection_file, info = write_connection_file(
             str(self._runtime / "kernel.json"), transport="ipc", ip=str(self._runtime / "k")
         )
