@@ -3,8 +3,8 @@
 # PIP_FIND_LINKS=a folder of build/test-wheels: tests/support/wheels.py) and reach no listener but
 # their own. A test asking for a wheel missing here fails instead of going to the index.
 #   build/test-wheels/host     this machine's Python: tests/test_newcomer.py's fresh venv (the README's
-#                              `pip install '.[docker]'`, setuptools for its isolated build, JupyterLab
-#                              and the example notebooks' packages) and tests/test_docker_build.py's
+#                              `pip install '.[docker,examples]'`, hatchling for its isolated build and
+#                              JupyterLab) and tests/test_docker_build.py's
 #                              bash_kernel wheels (downloaded by the host's pip into a build context)
 #   build/test-wheels/x86_64   the sandbox image's Python (CPython 3.11, manylinux x86_64): the docker
 #                              backend's `packages` in tests/test_docker_build.py, tests/test_image_ahead.py
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 TEST_WHEELS=${TEST_WHEELS:-build/test-wheels}
 HOST_WHEELS="$TEST_WHEELS/host"
-NEWCOMER=('.[docker]' 'setuptools>=77' jupyterlab pandas matplotlib ipywidgets pyarrow)
+NEWCOMER=('.[docker,examples]' 'hatchling>=1.27' jupyterlab)
 BASH_KERNEL=(--no-deps --only-binary=:all: bash_kernel==0.10.0 pexpect==4.9.0 ptyprocess==0.7.0 filetype==1.2.0)
 SANDBOX_X86_64=(tqdm scikit-learn==1.9.1)
 SANDBOX_AARCH64=(pyyaml)

@@ -407,6 +407,8 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     async def usage(self) -> dict[str, Any] | None:
         """The sandbox's current resource use, for ``%sandbox status`` and ``usage_request``:
         ``{"memory_bytes": n}`` and, where known, ``"cpu_percent"`` (percent of one CPU, since the
-        previous call) and ``"cpu_count"``; None when the backend cannot tell or the sandbox is
-        not running."""
+        previous call), ``"cpu_count"``, and the figures of the machine the sandbox runs on as
+        ipykernel gives them: ``"host_cpu_percent"`` (percent of its CPUs) and ``"host_memory"``
+        (``psutil.virtual_memory()``'s fields in bytes: ``total``, ``available``, ``used``,
+        ``active``, ...); None when the backend cannot tell or the sandbox is not running."""
         return None

@@ -43,7 +43,7 @@ from ..kernel_client.launcher import READY_LINE, READY_VARIABLE
 from ..pool import pool_size_trait, pool_ttl_trait
 from ..usage import CpuMeter
 from . import engine, podman, pooled, quota, rootless, view, workspace
-from .boundary import container_log, engine_errors, image_identity, memory_used, running_container, stats
+from .boundary import box_memory, container_log, engine_errors, image_identity, memory_used, running_container, stats
 from .boundary import host as boundary_host
 from .bridge import AttachBridge, claim_by_stdin
 from .egress import IMAGE as EGRESS_IMAGE
@@ -711,7 +711,9 @@ class DockerBackend(KernelClientBackend):
         """The container's use as ``docker stats`` counts it, from the engine's one-shot stats
         (``GET /containers/{id}/stats``): memory less the inactive file cache, the percent of one
         CPU used since the previous call (its CPU time over the host's, times the online CPUs),
-        and the CPUs it may use (``cpus``, else the host's)."""
+        and the CPUs it may use (``cpus``, else the host's); as its host's figures, the container
+        seen as a machine of its own: the percent of the CPUs it may use, and its memory against its
+        limit (:func:`~.boundary.box_memory`)."""
         container = self._container
         if container is None:
             return None
@@ -725,7 +727,9 @@ class DockerBackend(KernelClientBackend):
         online = cpu.get("online_cpus") or len((cpu.get("cpu_usage") or {}).get("percpu_usage") or ()) or 1
         used, span = (cpu.get("cpu_usage") or {}).get("total_usage"), cpu.get("system_cpu_usage")
         percent = self._cpu.sample(used, span, online) if used is not None and span else None
-        return {"memory_bytes": memory, "cpu_percent": percent, "cpu_count": self.cpus or online}
+        count = int(self.cpus) if self.cpus and float(self.cpus).is_integer() else self.cpus or online
+        return {"memory_bytes": memory, "cpu_percent": percent, "cpu_count": count,
+                "host_cpu_percent": percent and percent / count, "host_memory": box_memory(figures)}
 
     def describe(self) -> dict[str, Any]:
         sizes = {"memory": self.memory_limit, "swap": self.swap, "workdir": self.workdir_size, "tmp": self.tmp_size}

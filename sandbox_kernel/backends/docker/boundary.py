@@ -226,6 +226,23 @@ def memory_used(figures: dict[str, Any]) -> int | None:
     return memory["usage"] - (memory.get("stats") or {}).get("inactive_file", 0)
 
 
+def box_memory(figures: dict[str, Any]) -> dict[str, int]:
+    """The container's memory as the machine it runs on, in bytes, with ``psutil.virtual_memory()``'s
+    field names (what ipykernel's ``usage_reply`` gives as ``host_virtual_memory``), from its
+    :func:`stats` ``figures``: ``total`` is its limit (the engine gives the host's memory when it
+    has none), ``used`` as ``docker stats`` counts it, ``active`` and ``inactive`` from its memory
+    cgroup's counters (the cgroup's ``memory.stat``, v1 and v2 alike); {} when the engine gave no figure."""
+    memory, used = figures.get("memory_stats") or {}, memory_used(figures)
+    if used is None or not memory.get("limit"):
+        return {}
+    counters, total = memory.get("stats") or {}, memory["limit"]
+    return {"total": total, "available": max(0, total - used), "percent": round(100 * used / total, 1), "used": used,
+            "free": max(0, total - memory["usage"]),
+            "active": counters.get("active_anon", 0) + counters.get("active_file", 0),
+            "inactive": counters.get("inactive_anon", 0) + counters.get("inactive_file", 0),
+            "cached": counters.get("cache", counters.get("file", 0))}
+
+
 def image_identity(client: Any, name: str) -> str:
     """The local image ``name``'s id (``GET /images/{name}/json``), "" when it is missing. Blocking.
 

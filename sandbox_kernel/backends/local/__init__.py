@@ -33,7 +33,7 @@ from ..egress import refused_allow_hosts
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, KernelClientBackend, history_args
 from ..kernel_client.launcher import IOPUB_APP
 from ..pool import pool_size_trait, pool_ttl_trait
-from ..usage import CpuMeter
+from ..usage import CpuMeter, this_machine
 from . import pooled, view
 from .leftovers import record_kernel, remove_leftovers
 
@@ -317,13 +317,14 @@ class LocalBackend(KernelClientBackend):
     async def usage(self) -> dict[str, Any] | None:
         """The kernel process's resident memory (``VmRSS`` in ``/proc/PID/status``) and the
         percent of one CPU it used since the previous call (``/proc/PID/stat``); Linux; under
-        bubblewrap, of its innermost process: the kernel."""
+        bubblewrap, of its innermost process: the kernel. Its host's figures are this machine's
+        (:func:`~..usage.this_machine`): the sandbox shares it."""
         proc = self._proc
         pid = view.innermost(proc.pid) if proc is not None and self._bwrap else proc and proc.pid
         memory = pooled.process_memory(pid) if pid else None
         if memory is None:
             return None
-        figures: dict[str, Any] = {"memory_bytes": memory, "cpu_count": os.cpu_count()}
+        figures: dict[str, Any] = {"memory_bytes": memory, "cpu_count": os.cpu_count(), **this_machine()}
         if (used := pooled.process_cpu_seconds(pid)) is not None:
             figures["cpu_percent"] = self._cpu.sample(used, time.monotonic())
         return figures

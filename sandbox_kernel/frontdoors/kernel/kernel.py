@@ -479,12 +479,18 @@ class SandboxKernel(Kernel, OutputOptions):
 
 
 def usage_reply(figures: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
-    """A ``usage_reply``'s content (ipykernel's shape: ``kernel_cpu`` in percent of one CPU,
-    ``kernel_memory`` in bytes, ``cpu_count``, ``hostname``, ``pid``) for the sandbox's
-    ``figures`` (:meth:`Backend.usage`), with ``"sandbox"``: ``{"backend", "sandbox_id"}``, so the
-    figures read as the sandbox's."""
+    """A ``usage_reply``'s content with ipykernel's fields (its ``usage_request`` handler is the
+    reference): ``kernel_cpu`` in percent of one CPU, ``kernel_memory`` in bytes, ``cpu_count``,
+    ``hostname``, ``pid``, ``host_cpu_percent`` (left out when 0 or unknown, as ipykernel does) and
+    ``host_virtual_memory`` (psutil's field names; always there, {} when the backend cannot tell:
+    jupyter-resource-usage's Kernel Usage panel reads ``host_virtual_memory.active`` and went blank
+    without it), for the sandbox's ``figures`` (:meth:`Backend.usage`), with ``"sandbox"``:
+    ``{"backend", "sandbox_id"}``, so the figures read as the sandbox's."""
     sandbox = {"backend": described.get("backend"), "sandbox_id": described.get("sandbox_id")}
-    return {"hostname": f"sandbox ({sandbox['backend']} {sandbox['sandbox_id'] or 'not started'})",
-            "pid": None, "kernel_cpu": figures.get("cpu_percent") or 0.0,
-            "kernel_memory": figures.get("memory_bytes") or 0, "cpu_count": figures.get("cpu_count"),
-            "sandbox": sandbox}
+    content = {"hostname": f"sandbox ({sandbox['backend']} {sandbox['sandbox_id'] or 'not started'})",
+               "pid": None, "kernel_cpu": figures.get("cpu_percent") or 0.0,
+               "kernel_memory": figures.get("memory_bytes") or 0, "cpu_count": figures.get("cpu_count"),
+               "host_virtual_memory": dict(figures.get("host_memory") or {}), "sandbox": sandbox}
+    if figures.get("host_cpu_percent"):
+        content["host_cpu_percent"] = figures["host_cpu_percent"]
+    return content
