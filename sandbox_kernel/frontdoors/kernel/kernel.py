@@ -20,7 +20,7 @@ import zmq
 from ipykernel.kernelbase import Kernel
 from traitlets import Bool, CaselessStrEnum, Float, TraitError, Unicode
 
-from ... import __version__
+from ..._version import __version__
 from ...backends.base import Backend
 from ...core.errors import ConfigError, SandboxError
 from ...core.events import Comm, Emit, Event, Outcome
