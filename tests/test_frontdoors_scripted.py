@@ -7,7 +7,10 @@ event). The same logic on real backends is covered by test_kernel, test_api and 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+from types import SimpleNamespace
 
 import pytest
 from ipykernel.inprocess.socket import DummySocket
@@ -206,6 +209,18 @@ def test_magic_runs_in_an_in_process_shell():
         shell.run_cell("%sandbox stop scripted-test")
 
 
+def test_magic_without_a_host_kernel_drops_comms_and_says_it_once():
+    """Terminal IPython has no page: the magic's pipeline drops comms and says so once."""
+    from sandbox_kernel.frontdoors.magics import SandboxMagics
+    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE
+
+    shown = []
+    cell = SandboxMagics()._make_session("t", "scripted", [], host_comms=False).cell(shown.append)
+    for _ in range(2):
+        cell.emit(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
+    assert shown == [Stream("stderr", COMMS_NOTE)]
+
+
 def test_scripted_backend_declares_what_it_does():
     assert ScriptedBackend.capabilities.names() == ["completion", "inspection", "stdin", "comms", "display_updates",
                                                     "files"]
@@ -370,3 +385,43 @@ async def test_every_door_s_status_is_the_session_s():
         magic = status_info(MagicSession("s", sb.session))
         assert magic == {**sb.session.describe(), "session": "s", "state": "running", "uptime_s": magic["uptime_s"],
                          "cells": 0, "capabilities": common["capabilities"]}
+
+
+# -- MCP: the server's tools in process (through the SDK's wire on real backends: test_mcp.py) ------
+async def test_mcp_tools_word_results_errors_and_refusals():
+    pytest.importorskip("mcp")  # an extra of the project: `make install` has it
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from sandbox_kernel.frontdoors.mcp.cli import Sessions
+    from sandbox_kernel.frontdoors.mcp.server import MCPSandbox, build_server
+
+    def text(result) -> str:
+        return "\n".join(c.text for c in result.content if c.type == "text")
+
+    sessions = Sessions(lambda: MCPSandbox("scripted", script=SCRIPT, timeout=0.5, max_output_bytes=1024,
+                                           allowed_commands=[r"echo [a-z ]+"]), "scripted")
+    mcp_server = build_server(sessions)
+
+    class server:  # a call outside any request: the calling MCP session is stdio's (no headers)
+        call_tool = staticmethod(lambda name, arguments: mcp_server.call_tool(name, arguments,
+                                                                              SimpleNamespace(headers=None)))
+
+    result = await server.call_tool("run_code", {"code": "1+1"})
+    assert not result.is_error and text(result).endswith("\n2")  # text/plain, after the policy's note
+    assert "--output-policy isolate" in text(result)  # the note names the server's option
+    failed = await server.call_tool("run_code", {"code": "1/0"})
+    assert failed.is_error and "ZeroDivisionError: division by zero" in text(failed)
+    slow = await server.call_tool("run_code", {"code": "sleep"})
+    assert slow.is_error and "ExecutionTimeout: The cell ran longer than 0.5 s" in text(slow)
+    await server.call_tool("upload_file", {"path": "in/d.txt", "content": "x" * 2000})
+    with pytest.raises(ToolError, match="in/d.txt has more than 1,024 bytes, the server's --max-output-bytes"):
+        await server.call_tool("download_file", {"path": "in/d.txt"})
+    for escape in ("../etc/passwd", "/etc/passwd", "in/../../x"):
+        with pytest.raises(ToolError, match="relative to the sandbox's working directory"):
+            await server.call_tool("download_file", {"path": escape})
+    refused = await server.call_tool("run_command", {"command": "cat in/d.txt"})
+    assert refused.is_error and "CommandRefused" in text(refused)
+    status = json.loads(text(await server.call_tool("status", {})))
+    assert status["backend"] == "scripted" and status["started"] and status["usage"] is None
+    assert status["allowed_commands"] == [r"echo [a-z ]+"] and status["server_pid"] == os.getpid()
+    await sessions.close(None)
