@@ -219,3 +219,20 @@ def test_magic_bad_lines_are_one_usage_line(shell, code, message):
     ok, said = magic(shell, code)
     assert not ok and said.startswith(f"UsageError: {message}") and said.count("\n") == 1
     assert said.rstrip().endswith(f"Usage: {LINE_USAGE}")
+
+
+def test_a_verb_added_to_the_table_serves_both_doors(shell, tmp_path, monkeypatch):
+    """One entry (issue 38's checkpoint verbs will be such): its parsing, usage and answer at the
+    kernel and at the magic, with each door's way of naming the session."""
+    import asyncio
+
+    async def hello(door, command):
+        return f"{door.subject} says hello to {command.args[0]} ({door.session.name})."
+
+    monkeypatch.setattr(verbs, "VERBS", (*verbs.VERBS, verbs.Verb("hello", "NAME", help="say hello", run=hello)))
+    assert "hello NAME [--name SESSION]" in verbs.usage(MAGIC) and "| hello NAME" in verbs.usage(KERNEL)
+    status, shown = asyncio.run(cell(session(tmp_path), "%sandbox hello ada"))
+    assert status == "ok" and text(shown) == "The sandbox says hello to ada (scripted).\n"
+    assert magic(shell, "%%sandbox --backend scripted --name s\nprint('hi')") == (True, "hi\n")
+    assert magic(shell, "%sandbox hello ada --name s") == (True, "Session 's' says hello to ada (scripted).\n")
+    assert not magic(shell, "%sandbox hello")[0]
