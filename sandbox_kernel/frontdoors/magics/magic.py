@@ -82,19 +82,9 @@ class SandboxMagics(Magics, OutputOptions):
         session; the host's namespace is untouched. ``--output-policy`` decides what the
         cell's outputs may do in the page (default ``SandboxMagics.output_policy``, sanitize).
 
-        Line magic::
+        Line magic (:data:`sandbox_kernel.session.verbs.VERBS`, the kernel's too)::
 
-            %sandbox list                       the sessions
-            %sandbox status [SESSION]           backend, sandbox id, uptime, limits
-            %sandbox restart SESSION            a fresh interpreter (state is lost)
-            %sandbox stop SESSION | --all       shut sandboxes down
-            %sandbox upload LOCAL [REMOTE] [--name SESSION]
-            %sandbox download REMOTE [LOCAL] [--overwrite] [--name SESSION]
-            %sandbox download --artifacts [--overwrite] [--name SESSION]   what its cells wrote
-            %sandbox artifacts [--name SESSION]          list them
-            %sandbox allow HOST ... [--name SESSION]    the sandbox may reach HOST as well
-            %sandbox push NAME ... [--name SESSION]     host variables into the sandbox
-            %sandbox pull NAME ... [--name SESSION]     sandbox variables onto the host
+            {verbs}
 
         ``-i NAME`` / ``-o NAME`` on the cell's line (repeatable, or comma lists) copy host
         variables in before the cell, and sandbox variables back after it succeeded, as data
@@ -114,6 +104,10 @@ class SandboxMagics(Magics, OutputOptions):
         except KeyboardInterrupt:  # while starting, restarting, stopping or copying
             raise cell_error(Error("KeyboardInterrupt", "interrupted; if a session misbehaves now, "
                                                         "%sandbox restart it")) from None
+
+    if sandbox.__doc__:  # %sandbox? shows the table (python -OO has no docstrings)
+        sandbox.__doc__ = sandbox.__doc__.replace("{verbs}", "\n            ".join(
+            f"{usage}\n                {help_}" for usage, help_ in verbs.reference(MAGIC)))
 
     # -- %%sandbox ---------------------------------------------------------------------------
     def _cell(self, line: str, cell: str) -> SandboxResult | None:
