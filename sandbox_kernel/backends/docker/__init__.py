@@ -36,16 +36,16 @@ from ...runtime.traits import format_bytes
 from .. import pool
 from ..base import StdinHandler
 from ..egress import parse_secret
+from ..egress.notes import RefusalNotes
 from ..usage import CpuMeter
 from . import engine, pooled, quota, view
 from .boundary import memory_used, stats
 from .container import SandboxContainer
-from .egress import settings_of as egress_settings_of
-from .egress.notes import RefusalNotes
 from .link import EngineLink
 from .options import DockerOptions
 from .orphans import Orphans
 from .prepare import use_image
+from .proxy_spec import settings_of as egress_settings_of
 from .spec import container_spec, prepare_hostdir, uid_gid
 from .watch import run_blocking
 

@@ -20,14 +20,14 @@ from .. import pool
 from .boundary import container_log, engine_errors, running_container
 from .boundary import host as boundary_host
 from .bridge import AttachBridge, claim_by_stdin
-from .egress import Egress
-from .egress import settings_of as egress_settings_of
 from .engine import no_python, pids_file, remove_hostdir
 from .inside import KERNEL_DIR as INSIDE_DIR
 from .link import EngineLink
 from .orphans import Orphans
 from .podman import start_failure
 from .prepare import kernel_argv
+from .proxy import Egress
+from .proxy_spec import settings_of as egress_settings_of
 from .rootless import dropped_limits, dropped_message
 from .spec import LAUNCHER, launcher_argv, seal_hostdir, uid_gid, volume_options
 from .view import copy_in
@@ -123,7 +123,7 @@ class SandboxContainer:
 
     async def start_egress(self, name: str, labels: dict[str, str], on_event: Callable[[dict[str, Any]], None]) -> None:
         """With ``allow_hosts``: the proxy's volume (the sandbox mounts it); its container starts now
-        or once the kernel is ready (:meth:`.egress.Egress.launch`)."""
+        or once the kernel is ready (:meth:`.proxy.Egress.launch`)."""
         settings = egress_settings_of(self.options)
         if settings is not None:
             self.egress = Egress(self.link.client, settings, name=name, labels=labels, podman=self.link.podman,

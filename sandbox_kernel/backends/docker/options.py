@@ -14,10 +14,10 @@ from ...runtime.traits import ByteSize, HostVariables
 from ..egress import allow_hosts_trait, pypi_index_trait, secrets_trait
 from ..kernel_client import KernelClientBackend
 from ..pool import pool_size_trait, pool_ttl_trait
-from .egress import IMAGE as EGRESS_IMAGE
 from .images import DEFAULT_TAG
 from .mounts import parse_gpus
 from .prepare import check_option
+from .proxy_spec import IMAGE as EGRESS_IMAGE
 from .workspace import NAME as VOLUME_NAME
 
 
