@@ -1,19 +1,19 @@
 # sandbox-kernel: `make demo` runs the quickstart notebook in a sandbox (`make demo-docker`: the docker one);
-# `make test` runs the tests.
+# `make test` runs the tests; `make docs` builds the documentation site into build/docs/html.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-docker test bench install clean
+.PHONY: demo demo-docker test bench docs screenshots install clean
 
 # pip's and setuptools' output goes to build/install.log, shown only when the install fails
 $(STAMP): pyproject.toml
 	@mkdir -p build
-	@echo "installing sandbox-kernel[all,test] and its kernelspecs into $(VENV) (log: build/install.log)"
+	@echo "installing sandbox-kernel[all,test,docs] and its kernelspecs into $(VENV) (log: build/install.log)"
 	@{ $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
-	   $(PY) -m pip install -q -e '.[all,test]' && $(VENV)/bin/sandbox-kernel install --sys-prefix; } \
+	   $(PY) -m pip install -q -e '.[all,test,docs]' && $(VENV)/bin/sandbox-kernel install --sys-prefix; } \
 	   > build/install.log 2>&1 || { tail -40 build/install.log; exit 1; }
 	@touch $(STAMP)
 
@@ -30,6 +30,17 @@ demo-docker: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/sandbox-kernel install --sys-prefix >/dev/null
 	$(PY) -m pytest -p nbval tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+
+# the site, from docs/ (MyST pages, and references generated from the code): warnings are errors, so
+# a broken link, an option that does not exist or one without help text fails it
+docs: $(STAMP)
+	$(PY) -m sphinx -b html -W --keep-going -n -E -q docs build/docs/html
+	@echo "built build/docs/html/index.html"
+
+# the site's JupyterLab screenshots (docs/_static/screenshots), taken again in headless Chromium: by hand,
+# when JupyterLab's look or an example notebook changes (needs Debian's chromium, a Docker engine and the image)
+screenshots: $(STAMP)
+	$(PY) docs/screenshots.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

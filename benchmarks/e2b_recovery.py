@@ -5,7 +5,7 @@ stream bound, in one run.
     .venv/bin/python benchmarks/e2b_recovery.py [--rounds 20] [--no-bulk]
 
 With ``E2B_API_URL`` (and ``E2B_SANDBOX_URL``, ``E2B_API_KEY``) set, the server there is used,
-e.g. E2B's own code interpreter behind a control plane on 127.0.0.1 (see the README); without,
+e.g. E2B's own code interpreter behind a control plane on 127.0.0.1 (see docs/explanation/benchmarks.md); without,
 ``tests/e2b_server.py`` is started for the run.
 
   warm cell            a warm `x` through E2BBackend.execute (baseline of the ratios)

@@ -19,7 +19,7 @@ container, tests/targets/remote_engine.py; the same machine, so it measures the 
 the TLS hop's cost, not a network's).
 With sandbox-docker among the kernels, benchmarks/docker_run.py adds its per-snippet comparison
 with `docker run --rm`, the interrupt latency and the out-of-memory report time; `--output FILE`
-writes the tables as Markdown (the README's Benchmarks section holds the latest).
+writes the tables as Markdown (docs/explanation/benchmarks.md holds the latest).
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def warm_and_bulk(name: str, rounds: int) -> tuple[float, float, float]:
 def kernel_gateway():
     """A Kernel Gateway on loopback for the run; the sandbox-gateway kernels find it through
     JUPYTER_GATEWAY_URL / JUPYTER_GATEWAY_AUTH_TOKEN. Its IOPub rate limit is off, as it should
-    be on a gateway that carries large outputs (docs/gateway.md)."""
+    be on a gateway that carries large outputs (docs/how-to/gateway.md)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.targets import env_vars
     from tests.targets.gateway import KernelGateway

@@ -5,7 +5,7 @@
 Two sandboxes on the same engine, one per transport (``ipc``: ZMQ sockets in a bind-mounted host
 directory; ``api``: the kernel's channels over the container's attach stream), run warm `1+1`
 cells in alternation, so both see the same machine load. Prints p50/p95 per transport and the
-ratio api/ipc (the README's Benchmarks section holds the latest). benchmarks/run.py measures the
+ratio api/ipc (docs/explanation/benchmarks.md holds the latest). benchmarks/run.py measures the
 same transports through the kernelspec against a plain ipykernel (rows sandbox-docker/api, /tcp).
 """
 

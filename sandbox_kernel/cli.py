@@ -45,6 +45,12 @@ def _parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
     return parser
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser, with every subcommand whose module imports here (what
+    ``sandbox-kernel --help`` shows, and what the documentation's CLI reference is written from)."""
+    return _parser(load_commands())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if _is_kernel_launch(argv):

@@ -2,7 +2,7 @@
 
 The shapes are those of e2b-dev/code-interpreter ``template/server`` (``messaging.py``,
 ``stream.py``, ``api/models/*.py``), checked by hand against that server running unmodified on
-127.0.0.1 (see the README's E2B section). Each ``POST /execute`` answers newline-delimited JSON,
+127.0.0.1 (see docs/how-to/e2b.md). Each ``POST /execute`` answers newline-delimited JSON,
 ``json.dumps`` of the pydantic model with ``exclude_none`` (so ``", "`` and ``": "`` separators):
 
 * ``{"type": "number_of_executions", "execution_count": N}`` when the kernel publishes
@@ -54,7 +54,7 @@ closes its websocket to Jupyter (sic: "connections")."""
 
 @dataclass
 class Timings:
-    """When E2B's server does what, in seconds (measured on 127.0.0.1, see the README).
+    """When E2B's server does what, in seconds (measured on 127.0.0.1, see docs/explanation/benchmarks.md).
 
     Attributes:
         interrupt_latency: from a client closing an ``/execute`` stream to the kernel's SIGINT.

@@ -1,4 +1,4 @@
-"""A JupyterHub on 127.0.0.1 for the tests, set up as docs/jupyterhub.md tells an administrator:
+"""A JupyterHub on 127.0.0.1 for the tests, set up as docs/how-to/jupyterhub.md tells an administrator:
 the rig of .ci/hub-setup.sh (two Linux users, each with a rootless Podman engine of their own, a
 venv every user can run, npm's configurable-http-proxy), LocalProcessSpawner, PAM logins, the
 sandbox kernels installed by root under umask 077, the mandatory setup (only sandbox kernels, no
@@ -58,7 +58,7 @@ c.Spawner.args = {args!r}
 """
 MANDATORY = ["--KernelSpecManager.allowed_kernelspecs=sandbox-docker", "--KernelSpecManager.ensure_native_kernel=False",
              "--MappingKernelManager.default_kernel_name=sandbox-docker", "--ServerApp.terminals_enabled=False"]
-"""docs/jupyterhub.md's mandatory setup: command-line options of every user's server (they beat
+"""docs/how-to/jupyterhub.md's mandatory setup: command-line options of every user's server (they beat
 the user's own config files)."""
 
 

@@ -80,7 +80,7 @@ class Attack:
     :func:`payload`) and ``url`` (the recorder URL for this cell); ``evidence`` says which one
     counts. ``widget``: needs comms (the kernel forwards them; the magic does not).
     ``isolate_documented``: under ``isolate`` it is a framed script sending data out by
-    navigating its own frame, which docs/security.md states that ``isolate`` does not stop.
+    navigating its own frame, which docs/explanation/security.md states that ``isolate`` does not stop.
     """
 
     name: str

@@ -25,7 +25,7 @@ starting at a time, then all at once):
 Evidence of an attack is a file the page wrote into the server's root, a request at a
 recording server on 127.0.0.1, or a terminal (what acted, by notebook:
 ``build/browser-artifacts/evidence.json``). Under ``isolate``, only attacks marked
-``isolate_documented`` (a framed script navigating its own frame, stated in docs/security.md)
+``isolate_documented`` (a framed script navigating its own frame, stated in docs/explanation/security.md)
 may act. Screenshots: ``build/browser-artifacts/``.
 """
 
@@ -228,7 +228,7 @@ def test_every_attack_succeeds_under_trust(books, lab, recorder, tag):
 
 @pytest.mark.parametrize("tag", ["kernel-sanitize", "magic-sanitize", "kernel-isolate", "magic-isolate"])
 def test_no_attack_succeeds_by_default_or_isolated(books, lab, recorder, tag):
-    """No attack of the corpus acts under sanitize; under isolate, only what docs/security.md
+    """No attack of the corpus acts under sanitize; under isolate, only what docs/explanation/security.md
     states plainly that isolate does not stop. The message lists each by its class."""
     book = books[tag]
     found = evidence(lab, recorder).of(tag, book)

@@ -20,12 +20,12 @@ whole, history_request, kernel subshells (JEP 91), the debugger."""
 
 DECLARED = {
     "local": [*KERNEL, "files", "pool", *JUPYTER],
-    # docs/security.md, "Egress": docker changes a running sandbox's proxy, e2b calls update_network
+    # docs/explanation/security.md, "Egress": docker changes a running sandbox's proxy, e2b calls update_network
     "docker": [*KERNEL, "files", "pool", *JUPYTER, "egress_update"],
     "gateway": [*KERNEL, "files", "reattach", *JUPYTER],
-    # docs/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
+    # docs/how-to/e2b.md: E2B's /execute has no stdin, completion or inspection, and drops display ids
     # and comms; sandboxes can be paused and attached to by id (and it returns no payloads, takes
-    # no silent nor user_expressions, has no history, subshells or debugger: README's table).
+    # no silent nor user_expressions, has no history, subshells or debugger: docs/how-to/e2b.md's table).
     "e2b": ["files", "pause", "reattach", "egress_update"],
     # the test double (backends/scripted): everything its scripts can answer
     "scripted": [*KERNEL, "files"],

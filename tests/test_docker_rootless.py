@@ -87,7 +87,7 @@ async def test_the_users_engine_cgroup_bounds_all_of_their_sandboxes(make):
             await run(hog, "hog = []\nfor _ in range(96):\n    hog.append(bytearray(64 * 1024**2))")  # 6 GiB at most: past 3 GiB together
         outcome, rec = await run(neighbour, "kept")
         replaced = [e.text for e in rec.of(SandboxReplaced)]
-        if replaced:  # the OOM killer took it too while the hog's memory was freed (docs/jupyterhub.md)
+        if replaced:  # the OOM killer took it too while the hog's memory was freed (docs/how-to/jupyterhub.md)
             assert "killed by SIGKILL" in replaced[0] and outcome.error.ename == "NameError", replaced
         else:  # as a rule, the user's other sandbox lives on
             assert rec.result() == "'state'"

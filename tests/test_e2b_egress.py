@@ -3,7 +3,7 @@ over real HTTP to the local E2B-compatible server (tests/e2b_server.py): what E2
 enforce at create (``network`` of ``POST /v2/sandboxes``), the change of a running sandbox's list
 (``PUT /sandboxes/{id}/network``, the state kept), and what the sandbox itself gets (placeholders,
 never a secret's value). The enforcement is E2B's own egress proxy: the local server keeps the
-settings and does not enforce them (docs/security.md, "E2B")."""
+settings and does not enforce them (docs/explanation/security.md, "E2B")."""
 
 from __future__ import annotations
 

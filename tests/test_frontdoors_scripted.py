@@ -226,16 +226,6 @@ def test_scripted_backend_declares_what_it_does():
                                                     "files"]
 
 
-def test_the_backends_guide_example_runs():
-    """docs/backends.md's testing example runs as it stands."""
-    import re
-    from pathlib import Path
-
-    guide = (Path(__file__).resolve().parents[1] / "docs" / "backends.md").read_text()
-    [example] = [block for block in re.findall(r"```python\n(.*?)```", guide, re.S) if "with Sandbox(" in block]
-    exec(compile(example, "docs/backends.md", "exec"), {})
-
-
 # -- the kernel's options, as a kernelspec's argv gives them (moved from test_kernel.py, which keeps
 # one case of each through a real kernel) ----------------------------------------------------------
 def argv_kernel(*argv: str, **options) -> SandboxKernel:

@@ -1,6 +1,6 @@
 """JupyterHub with sandbox kernels, end to end: a real hub on 127.0.0.1 (tests/hub.py: LocalProcessSpawner,
 PAM, npm's configurable-http-proxy), two real Linux users each with a rootless Podman engine of their
-own, logged in through headless Chromium, set up as docs/jupyterhub.md says (kernelspecs installed by
+own, logged in through headless Chromium, set up as docs/how-to/jupyterhub.md says (kernelspecs installed by
 root under umask 077, only sandbox kernels offered, no terminals, the administrator's lock).
 
 One hub serves the module; each test logs its users in a browser context of their own. Servers cull

@@ -7,7 +7,7 @@ current session by its number with rows numbered 0, which the suite's range chec
 answers it.
 
 e2b runs the same suite; where E2B's ``/execute`` cannot carry a feature (completion, inspection,
-the pager's payload, history: README's table), its test asserts the kernel's documented answer
+the pager's payload, history: docs/how-to/e2b.md's table), its test asserts the kernel's documented answer
 instead (no matches, nothing found, no payload, no rows), so a change either way fails.
 """
 

@@ -1,4 +1,4 @@
-"""The package's folders are its layers (README, Design): an import may point down this list,
+"""The package's folders are its layers (docs/explanation/architecture.md): an import may point down this list,
 never up, and no import cycle exists between modules. Read from the source with
 :mod:`ast`, so the check costs milliseconds and needs nothing installed."""
 

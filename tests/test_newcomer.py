@@ -1,7 +1,7 @@
 """The newcomer's path, from a fresh copy of this tree: the README's install lines as written (a
 new venv; pip reads the wheels .ci/test-wheels-setup.sh downloaded, with no index: tests/support/wheels.py),
 JupyterLab opened on the sandbox kernels in Chromium, and the example notebooks run the way the
-README's table says (each command is checked to be there)."""
+table of docs/get-started/examples.md says (each command is checked to be there)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
-NOTEBOOK_COMMANDS = {  # as the README's table of example notebooks gives them
+EXAMPLES = (REPO / "docs" / "get-started" / "examples.md").read_text()
+NOTEBOOK_COMMANDS = {  # as the table of example notebooks gives them
     "quickstart": "jupyter execute notebooks/quickstart.ipynb",
     "docker": "JUPYTER_CONFIG_PATH=$PWD/notebooks/config/docker jupyter execute notebooks/docker.ipynb",
     "magic": "jupyter execute --allow-errors notebooks/magic.ipynb",
@@ -86,7 +87,7 @@ def test_jupyterlab_opens_on_the_sandbox_kernels(fresh):
     clone, sh, _ = fresh
     lab = block_after("### Open JupyterLab or Notebook 7")
     assert lab == ["pip install jupyterlab", "jupyter lab"]
-    sh(f"{lab[0]} pandas matplotlib ipywidgets")  # the examples' packages, as the README's table says
+    sh(f"{lab[0]} pandas matplotlib ipywidgets")  # the examples' packages, as docs/get-started/examples.md says
     token = secrets.token_hex(8)
     (clone / "settings").mkdir()
     for name, values in SETTINGS.items():
@@ -122,6 +123,6 @@ def test_each_example_notebook_runs_as_the_readme_says(fresh):
     clone, sh, _ = fresh
     sh("pip install -q pandas matplotlib ipywidgets pyarrow")
     for name, command in NOTEBOOK_COMMANDS.items():
-        assert command in README, f"the README does not give {command!r}"
+        assert command in EXAMPLES, f"docs/get-started/examples.md does not give {command!r}"
         assert "**Run it:**" in (clone / "notebooks" / f"{name}.ipynb").read_text()
         sh(command, timeout=600)

@@ -97,7 +97,7 @@ def test_svg_documents_are_always_well_formed_xml(source):
 def test_altair_charts_keep_their_tooltips_and_pointer_as_text():
     """Tooltips show as Vega's text (``embed_options.tooltip: false``); ``cursor: pointer`` stays.
     ``href`` goes: JupyterLab 4.6's Vega renderer gives the link no target, so a click would
-    replace the Lab page (docs/security.md)."""
+    replace the Lab page (docs/explanation/security.md)."""
     import altair as alt
     import pandas as pd
 

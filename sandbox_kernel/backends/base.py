@@ -131,7 +131,8 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     capabilities: ClassVar[Capabilities] = Capabilities()
     """What this backend can do beyond the required methods (see :class:`Capabilities`)."""
 
-    session = Unicode("default", help="Name of the session this sandbox belongs to (labels, logs).").tag(
+    session = Unicode("default", help="Name of the session this sandbox belongs to (the magic's --name; in its "
+                                      "labels or metadata, container names and logs).").tag(
         config=True
     )
     workspace = workspace_trait()

@@ -77,7 +77,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
     timeout = Float(None, allow_none=True, help="Seconds an execution may run before it is interrupted "
                                                 "(None: no limit); run(timeout=...) overrides it.").tag(config=True)
     max_output_bytes = ByteSize(10 * 1024**2, help="Output one execution may return, e.g. '10m'; the rest is "
-                                                   "dropped with a note. 0: no limit.").tag(config=True)
+                                                   "dropped with a note on stderr. 0: no limit.").tag(config=True)
     max_transfer_bytes = ByteSize(256 * 1024**2, help="Encoded size one value moved by put/get may have, e.g. "
                                                       "'1g'; a larger one is refused before it is read. 0: no "
                                                       "limit.").tag(config=True)
@@ -248,7 +248,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
     # -- variables ---------------------------------------------------------------------------
     async def put(self, name: str, value: Any, *, max_bytes: int | None = None) -> int:
         """Set the sandbox's variable ``name`` to a copy of ``value``, as data only (JSON,
-        bytes, ``.npy``, Arrow IPC: the table in docs/api.md); returns the encoded size in bytes.
+        bytes, ``.npy``, Arrow IPC: the table in docs/how-to/agents.md); returns the encoded size in bytes.
 
         Raises:
             TransferError: a bad name, a type that does not travel, a value over ``max_bytes``

@@ -37,7 +37,7 @@ from .tex import police_tex, typeset
 
 ISOLATE_LEAK = ("its scripts can still send what they show to any website, by navigating their own frame or over "
                 "WebRTC")
-"""What ``isolate`` cannot stop, said in its note, its option's help and docs/security.md."""
+"""What ``isolate`` cannot stop, said in its note, its option's help and docs/explanation/security.md."""
 
 PLOTLY = "application/vnd.plotly.v1+json"
 POLICIES = ("sanitize", "isolate", "trust")

@@ -94,11 +94,14 @@ class Sanitizer:
         self.allowed_origins = frozenset(_origin(o) for o in allowed_origins if o)
         common = dict(strip_comments=True, link_rel="noopener noreferrer",
                       url_schemes={"http", "https", "mailto", "data"}, clean_content_tags={"script"})
+        # The filter is given the origins, never this object: an nh3 Cleaner is invisible to the
+        # garbage collector, so a Cleaner holding a bound method of its owner is a cycle that is
+        # never freed (about 420 kB a policy: a magic cell's, an API sandbox's).
+        attribute = functools.partial(_attribute, self.allowed_origins)
         self._html = nh3.Cleaner(tags=set(HTML_TAGS | SVG_TAGS), attributes=INLINE_SVG_ATTRIBUTES,
-                                 attribute_filter=self._attribute, set_tag_attribute_values={"a": {"target": "_blank"}},
+                                 attribute_filter=attribute, set_tag_attribute_values={"a": {"target": "_blank"}},
                                  **common)
-        self._svg = nh3.Cleaner(tags=set(SVG_TAGS), attributes=SVG_ATTRIBUTES, attribute_filter=self._attribute,
-                                **common)
+        self._svg = nh3.Cleaner(tags=set(SVG_TAGS), attributes=SVG_ATTRIBUTES, attribute_filter=attribute, **common)
         # The references for "changed": the same parser and serializer, the active parts kept too.
         reference = dict(tags=set(HTML_TAGS | SVG_TAGS | ACTIVE_TAGS), clean_content_tags=set(),
                          generic_attribute_prefixes={""}, strip_comments=True, link_rel="noopener noreferrer",
@@ -108,40 +111,12 @@ class Sanitizer:
 
     # -- URLs ------------------------------------------------------------------------------
     def url_ok(self, tag: str, attr: str, url: str) -> bool:
-        """Whether ``url`` may stay in attribute ``attr`` of ``tag``: links are navigation a
-        person chooses; everything else the browser would fetch by itself, so it must be inline
-        (``data:image/...``, not SVG), a relative path of an ``<img>`` (JupyterLab loads it
-        from the notebook's folder) or from an allowed origin. SVG ``<use>`` may only point
-        inside the document."""
-        url = url.strip()
-        if tag == "use":
-            return url.startswith("#")
-        if tag == "a" or attr == "cite":  # the scheme as a lenient reader sees it: controls dropped
-            scheme = urlsplit(re.sub(r"[\x00-\x20\x7f]", "", url)).scheme.lower()
-            return not scheme or scheme in _LINK_SCHEMES
-        if _DATA_IMAGE.match(url) or (tag == "img" and _RELATIVE.fullmatch(re.sub(r"[\t\n\r]", "", url))):
-            return True
-        return self.allowed_origin(url)
+        """Whether ``url`` may stay in attribute ``attr`` of ``tag`` (:func:`url_ok`)."""
+        return url_ok(self.allowed_origins, tag, attr, url)
 
     def allowed_origin(self, url: str) -> bool:
         """Whether ``url`` is on one of the allowed origins (scheme, host and port)."""
-        return bool(self.allowed_origins) and _origin(url) in self.allowed_origins
-
-    def _attribute(self, tag: str, attr: str, value: str) -> str | None:
-        if attr in _URL_ATTRS:
-            return value if self.url_ok(tag, attr, value) else None
-        if attr in _NAMESPACES:
-            return value if value == _NAMESPACES[attr] else None
-        if attr == "style":
-            return css.clean_declarations(value)[0]
-        if attr == "id":
-            return value if _ID.fullmatch(value) else None
-        if attr == "class":
-            return " ".join(token for token in value.split() if css.own_class(token)) or None
-        if attr in _SVG_PAINT and "(" in value:  # url(#local), or a colour CSS computes (rgb(...))
-            return value if _LOCAL_PAINT.fullmatch(value) or css.values_ok(tinycss2.parse_component_value_list(value)) \
-                else None
-        return value
+        return _allowed_origin(self.allowed_origins, url)
 
     # -- HTML, SVG, Markdown ----------------------------------------------------------------
     def html(self, source: str) -> tuple[str, bool]:
@@ -186,6 +161,45 @@ class Sanitizer:
             reference = rewrite(self._reference.clean(source), reference=True)
         # ammonia adds its own rel only where rel is not allowed: the reference has none
         return _REL.sub("", reference).strip() != _REL.sub("", first).strip()
+
+
+def url_ok(allowed_origins: frozenset[str], tag: str, attr: str, url: str) -> bool:
+    """Whether ``url`` may stay in attribute ``attr`` of ``tag``: links are navigation a
+    person chooses; everything else the browser would fetch by itself, so it must be inline
+    (``data:image/...``, not SVG), a relative path of an ``<img>`` (JupyterLab loads it
+    from the notebook's folder) or from one of ``allowed_origins`` (``scheme://host[:port]``,
+    lower case). SVG ``<use>`` may only point inside the document."""
+    url = url.strip()
+    if tag == "use":
+        return url.startswith("#")
+    if tag == "a" or attr == "cite":  # the scheme as a lenient reader sees it: controls dropped
+        scheme = urlsplit(re.sub(r"[\x00-\x20\x7f]", "", url)).scheme.lower()
+        return not scheme or scheme in _LINK_SCHEMES
+    if _DATA_IMAGE.match(url) or (tag == "img" and _RELATIVE.fullmatch(re.sub(r"[\t\n\r]", "", url))):
+        return True
+    return _allowed_origin(allowed_origins, url)
+
+
+def _allowed_origin(allowed_origins: frozenset[str], url: str) -> bool:
+    return bool(allowed_origins) and _origin(url) in allowed_origins
+
+
+def _attribute(allowed_origins: frozenset[str], tag: str, attr: str, value: str) -> str | None:
+    """The sanitizer's attribute filter (nh3's ``attribute_filter``): the value kept, rewritten or ``None``."""
+    if attr in _URL_ATTRS:
+        return value if url_ok(allowed_origins, tag, attr, value) else None
+    if attr in _NAMESPACES:
+        return value if value == _NAMESPACES[attr] else None
+    if attr == "style":
+        return css.clean_declarations(value)[0]
+    if attr == "id":
+        return value if _ID.fullmatch(value) else None
+    if attr == "class":
+        return " ".join(token for token in value.split() if css.own_class(token)) or None
+    if attr in _SVG_PAINT and "(" in value:  # url(#local), or a colour CSS computes (rgb(...))
+        return value if _LOCAL_PAINT.fullmatch(value) or css.values_ok(tinycss2.parse_component_value_list(value)) \
+            else None
+    return value
 
 
 def _fixed(first: str, clean) -> str:

@@ -52,6 +52,17 @@ class ByteSize(Integer):
     def from_string(self, s: str) -> int:
         return parse_bytes(s)
 
+    def default_value_repr(self) -> str:
+        """The default as one would write it (``'1g'``, ``'256m'``, ``0``): what ``--help-all``
+        and the options reference show."""
+        value = self.default_value
+        if not isinstance(value, int) or isinstance(value, bool) or value == 0:
+            return repr(value)
+        for unit, size in (("t", 1024**4), ("g", 1024**3), ("m", 1024**2), ("k", 1024)):
+            if value % size == 0:
+                return repr(f"{value // size}{unit}")
+        return repr(value)
+
 
 HUB_VARIABLES = ("JUPYTERHUB_", "JPY_API_TOKEN")
 """Prefixes of what JupyterHub gives a single-user server (``JUPYTERHUB_API_TOKEN``, its OAuth

@@ -9,7 +9,7 @@ status SESSION``, ``--name``...). The kernel's commands are :func:`.verbs.verbs`
 A cell's text is the notebook's, and a notebook may come from anyone; ``upload`` and ``download``
 touch the host's files, so under ``file_commands="ask"`` (the kernel's default) they first ask
 the notebook user through the frontend's stdin, and are refused where there is none (nbclient,
-papermill) with the option that allows them. See docs/security.md.
+papermill) with the option that allows them. See docs/explanation/security.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How many examples the property tests (hypothesis) try: all of them in CI, a quarter on a
-developer's machine, so ``pytest -m unit`` stays a quick loop (README, Tests).
+developer's machine, so ``pytest -m unit`` stays a quick loop (docs/contributing.md).
 
 ``.ci/run`` sets ``HYPOTHESIS_PROFILE=ci``; ``HYPOTHESIS_PROFILE=ci pytest ...`` does the same by hand.
 """

@@ -142,7 +142,7 @@ def _unavailable() -> str | None:
 # The gateway's restarter checks its kernels every time_to_dead seconds (jupyter_client: 3 s);
 # a shorter period makes a dead kernel's report quicker, as a production gateway may choose.
 # Its websocket drops IOPub output above 1 MB/s by default (jupyter_server's rate limit), which
-# would hide large outputs from the tests of max_message_bytes; docs/gateway.md says the same.
+# would hide large outputs from the tests of max_message_bytes; docs/how-to/gateway.md says the same.
 OPTIONS = ("--KernelRestarter.time_to_dead=0.5", "--ZMQChannelsWebsocketConnection.limit_rate=False")
 
 SLOW_START_S = 3

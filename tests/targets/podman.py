@@ -3,7 +3,7 @@ installs it and loads the sandbox image), whose ``podman system service`` the te
 on a socket of its own and stops at the end. Joins the contract suite only (``CONTRACT_NAMES``).
 
 The service reads a ``containers.conf`` of its own (``CONTAINERS_CONF``) with two settings this
-host needs, both measured with Debian 12's podman 4.3.1 (docs/docker.md, "Podman"):
+host needs, both measured with Debian 12's podman 4.3.1 (docs/explanation/docker-backend.md, "Podman"):
 - ``init_path``: podman looks for its init at /usr/libexec/podman/catatonit, which no Debian
   package ships; Debian's ``catatonit`` installs /usr/bin/catatonit.
 - ``default_ulimits``: rootful podman gives every container nofile and nproc limits of about a

@@ -9,5 +9,5 @@ from pathlib import Path
 c.DockerBackend.mounts = [f"{Path(__file__).resolve().parents[2] / 'data'}:/home/sandbox/data"]
 # the working directory is this volume: its files outlive the sandbox (`sandbox-kernel gc --volumes` removes it)
 c.DockerBackend.workdir_volume = "sandbox-kernel-notebook-docker"
-# no size limit: most engines cannot limit a volume's size (docs/docker.md), and the cell would say so
+# no size limit: most engines cannot limit a volume's size (docs/explanation/docker-backend.md), and the cell would say so
 c.DockerBackend.workdir_size = 0

@@ -10,7 +10,7 @@ no-new-privileges, a non-root uid, 256 pids, 1 GiB of memory without swap, 1 CPU
 process. Only the host variables named in ``env_vars`` enter the container; the Docker socket
 is never mounted. Death (out of memory, exit, killed from outside, the engine gone) is learned
 from the engine (``POST /containers/{id}/wait`` and the container's state), not the heartbeat.
-Options and messages: docs/docker.md.
+Options and messages: docs/explanation/docker-backend.md.
 """
 
 from __future__ import annotations
@@ -87,6 +87,12 @@ class DockerBackend(DockerOptions):
         self._box: SandboxContainer | None = None  # the running sandbox
         self._orphans = Orphans()  # what could not be removed yet
         self._notes = RefusalNotes()
+
+    @property
+    def completer_cached(self) -> bool:
+        """The image holds jedi's cache of what IPython's first completion parses (looked up as
+        the image is prepared: :attr:`.link.EngineLink.completer_cached`)."""
+        return self._link.completer_cached
 
     # what tests and a debugger look at, by the names they always had
     _container = property(lambda self: self._box and self._box.container)

@@ -25,7 +25,7 @@ ENGINE_FIX = ("start the Docker engine (`sudo systemctl start docker`, or `sudo 
               "or point DOCKER_HOST at one")
 PERMISSION_FIX = ("use an engine of your own: rootless Podman (`podman system service`, then "
                   "DOCKER_HOST=unix:///run/user/$UID/podman/podman.sock; on a shared machine ask its administrator, "
-                  "docs/jupyterhub.md); do not join the 'docker' group for this: its members are root on the machine "
+                  "docs/how-to/jupyterhub.md); do not join the 'docker' group for this: its members are root on the machine "
                   "(`docker run --user 0 -v /:/host` reads and changes every user's files)")
 SSH_INSTALL_FIX = "pip install 'sandbox-kernel[docker]' (it brings paramiko), or pip install paramiko"
 TLS_FIX = ("DOCKER_CERT_PATH must hold the engine's CA (ca.pem) and a client certificate it trusts (cert.pem, "

@@ -93,6 +93,17 @@ def _base(client: Any, image: str, configured: str, bases: tuple[str, ...] = BAS
     return bases[0]
 
 
+def seeds_completer(client: Any, image: str) -> bool:
+    """Whether ``image`` holds a prebuilt jedi cache for the launcher to link (its environment
+    names :data:`~..kernel_client.launcher.SEED_VARIABLE`, as the default recipe's does). Blocking."""
+    from ..kernel_client.launcher import SEED_VARIABLE
+
+    with contextlib.suppress(Exception):
+        env = client.api.inspect_image(image)["Config"].get("Env") or []
+        return any(entry.startswith(f"{SEED_VARIABLE}=") and len(entry) > len(SEED_VARIABLE) + 1 for entry in env)
+    return False
+
+
 def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", wheelhouse: str = "",
                  progress: Callable[[str], None] = lambda line: None, kind: Kind = SANDBOX) -> None:
     """Make sure ``image`` can be used; build or rebuild a ``sandbox-kernel`` image when it is
@@ -146,7 +157,7 @@ def ensure_image(client: Any, image: str, *, auto_build: bool, base: str = "", w
                 raise SandboxStartError(
                     f"Could not build the {kind.what} {image!r}: {exc.message}. Fix: build it by hand with "
                     f"`sandbox-kernel image build{kind.build_flag} --tag {image} [--base IMAGE] [--wheelhouse DIR]` "
-                    "(docs/docker.md)."
+                    "(docs/explanation/docker-backend.md)."
                 ) from exc
 
 

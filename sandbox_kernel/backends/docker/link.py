@@ -12,7 +12,7 @@ from typing import Any
 
 from ...core.events import Emit
 from .engine import choose_transport, connect, engine_is_here
-from .image import BuildProgress
+from .image import BuildProgress, seeds_completer
 from .images.for_kernel import build_command
 from .podman import is_podman, refuse_ignored
 from .prepare import prepare_image
@@ -35,6 +35,8 @@ class EngineLink:
         kernelspec: ``kernel_name``'s kernel.json in that image (None: ipykernel).
         prepared: the image was just prepared (by a first cell, which showed its build) and the
             next start need not look again.
+        completer_cached: that image holds jedi's cache of what IPython's first completion parses
+            (:func:`.image.seeds_completer`): the kernel front door then leaves out its warm-up.
     """
 
     client: Any = None
@@ -45,6 +47,7 @@ class EngineLink:
     run_image: str = ""
     kernelspec: dict[str, Any] | None = None
     prepared: bool = False
+    completer_cached: bool = False
 
     @property
     def relayed(self) -> bool:
@@ -89,6 +92,7 @@ class EngineLink:
         ok = False
         try:
             self.run_image, self.kernelspec = await run_blocking(prepare_image, client, options, log)
+            self.completer_cached = await run_blocking(seeds_completer, client, self.run_image)
             self.prepared = ok = True
         finally:
             if progress is not None:

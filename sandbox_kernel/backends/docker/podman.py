@@ -1,7 +1,7 @@
 """Podman's Docker-compatible API (``podman system service``), as the docker backend uses it:
 how to tell it from Docker's engine, the options it cannot honour, and what it does differently.
 
-Measured with Debian 12's podman 4.3.1, rootful, cgroup v1, runc (docs/docker.md, "Podman"):
+Measured with Debian 12's podman 4.3.1, rootful, cgroup v1, runc (docs/explanation/docker-backend.md, "Podman"):
 - ``HostConfig.Runtime`` and ``DeviceRequests`` are accepted and ignored: a container asked to
   run under ``runsc`` (or a runtime that does not exist) ran under runc, one asking for GPUs
   started without any. Silently weaker isolation is worse than none, so they are refused.

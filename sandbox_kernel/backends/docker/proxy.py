@@ -11,7 +11,7 @@ decides each connection (``allow_hosts``, TLS server names, ``Host`` headers, re
 :mod:`..egress.rules`), sets the headers of ``secrets`` on requests it terminated TLS for, and
 reports each refusal.
 
-Measured on Docker 20.10 (docs/security.md, "Egress"): an ``internal`` network is no way to do
+Measured on Docker 20.10 (docs/explanation/security.md, "Egress"): an ``internal`` network is no way to do
 this here: its bridge keeps the gateway address, every container on it has a default route
 through it, and a listener of the host on any address answered from it. A network without a
 gateway (macvlan, ipvlan) is refused by this kernel ("operation not supported").

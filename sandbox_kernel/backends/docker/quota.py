@@ -5,7 +5,7 @@ Every container the backend makes carries the uid of the process that made it (:
 and its memory limit (:data:`MEMORY_LABEL`); before it starts a sandbox (a cold start or a
 pooled one), the backend counts the running ones of this uid on the engine. Two kernels starting
 at the same moment may both pass: the count is a courtesy with one clear message, the hard bound
-is the engine's (a cgroup per user's engine, docs/jupyterhub.md).
+is the engine's (a cgroup per user's engine, docs/how-to/jupyterhub.md).
 """
 
 from __future__ import annotations

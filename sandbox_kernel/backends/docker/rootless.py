@@ -1,6 +1,6 @@
 """Engines that run as a user, not root: rootless Podman (``podman system service`` started by the
 user) and rootless Docker. On a shared machine such as a JupyterHub they are how a user gets
-containers without root-equivalent access (docs/jupyterhub.md). What they change for the backend:
+containers without root-equivalent access (docs/how-to/jupyterhub.md). What they change for the backend:
 
 - The user's uid is root in the engine's user namespace and the container's uids are the user's
   subordinate ones, so a container's kernel cannot use a host folder of the user: the ``ipc``
@@ -58,5 +58,5 @@ def dropped_message(dropped: list[str], host: str, rootless: bool) -> str:
     return (f"The sandbox did not start: the engine at {host} accepted {', '.join(dropped)} and would have run the "
             f"sandbox without {'them' if len(dropped) > 1 else 'it'}: {why}. Fix: run the engine under cgroup v2 "
             "with systemd's delegation; or, where the administrator bounds each user's engine with a cgroup of its "
-            "own (docs/jupyterhub.md), set --DockerBackend.memory_limit=0 --DockerBackend.pids_limit=0 "
+            "own (docs/how-to/jupyterhub.md), set --DockerBackend.memory_limit=0 --DockerBackend.pids_limit=0 "
             "--DockerBackend.cpus=0 to run without per-sandbox limits.")

@@ -1,6 +1,6 @@
 """An engine per user: rootless Podman, started by root for one Linux user, so that user's docker
 sandboxes run in an engine the user owns and no one else can reach (the ``docker`` group is root
-on the host). The JupyterHub recipe (docs/jupyterhub.md) calls :func:`spawner_hook`; a shell, the
+on the host). The JupyterHub recipe (docs/how-to/jupyterhub.md) calls :func:`spawner_hook`; a shell, the
 command ``sandbox-kernel user-engine start USER``.
 
 What :func:`start` does, each step skipped when already done (measured on Debian 12, Podman 4.3.1,
@@ -12,7 +12,7 @@ cgroup v1, no systemd):
   user's limits: rootless Podman cannot limit a container on cgroup v1, so this bounds all of the
   user's sandboxes together (measured: a fork loop stopped at the pids limit, a memory bomb was
   OOM-killed at the memory limit, the engine lived on; the OOM killer may take a second process
-  of the cgroup, another sandbox's kernel, while the first one's memory is freed: docs/jupyterhub.md);
+  of the cgroup, another sandbox's kernel, while the first one's memory is freed: docs/how-to/jupyterhub.md);
 - ``podman system service --time=0`` as the user, in that cgroup, on
   ``/run/user/UID/podman/podman.sock`` (only the user can connect);
 - the sandbox image copied from the machine's engine into the user's storage when missing or
@@ -139,12 +139,12 @@ def limit(username: str, limits: Limits) -> list[Path]:
 
     Raises:
         ConfigError: the machine runs cgroup v2, where the engine limits each container itself
-            once systemd delegates the controllers (docs/jupyterhub.md gives that recipe).
+            once systemd delegates the controllers (docs/how-to/jupyterhub.md gives that recipe).
     """
     if (CGROUP_ROOT / "cgroup.controllers").exists():
         raise ConfigError("This machine runs cgroup v2: there rootless Podman limits each sandbox itself, with "
                           "systemd's delegation (loginctl enable-linger USER; systemctl --user enable --now "
-                          "podman.socket; docs/jupyterhub.md). This command only sets up cgroup v1 machines.")
+                          "podman.socket; docs/how-to/jupyterhub.md). This command only sets up cgroup v1 machines.")
     unlimited = -1
     writes = [  # memsw (memory and swap) may never be below the memory limit: lifted first, set last
         ("memory", "memory.memsw.limit_in_bytes", unlimited),

@@ -11,7 +11,7 @@ E2B endpoints used: ``POST /v2/sandboxes`` (create, with the ``lifecycle`` of ``
 (kill); in the sandbox ``POST /contexts``, ``POST /contexts/{id}/restart``, ``POST /execute``
 (streamed), and envd's ``GET|POST /files``.
 What E2B cannot carry (stdin, completion, display updates, clear_output, metadata, comms) and
-what we do instead: ``docs/e2b.md``. How a cell never waits forever on E2B's server:
+what we do instead: ``docs/how-to/e2b.md``. How a cell never waits forever on E2B's server:
 :mod:`.execution`; how host memory stays bounded: :mod:`.stream`.
 """
 
@@ -84,7 +84,8 @@ class E2BBackend(Backend):
     lifetime = Integer(300, min=1, help="Seconds the sandbox lives unused; renewed while the kernel is in "
                                          "use (E2B's sandbox timeout).").tag(config=True)
     request_timeout = Float(60.0, help="Seconds to wait for E2B to answer a request (connecting, "
-                                       "creating the sandbox, files); cells have their own timeout.").tag(config=True)
+                                       "creating the sandbox, files, the start of a cell); how long a cell may "
+                                       "run is the door's own timeout (SandboxKernel.cell_timeout).").tag(config=True)
     env_vars = HostVariables(help="Names of host environment variables to pass to the sandbox (never "
                                   "JupyterHub's).").tag(config=True)
     envs = Dict(value_trait=Unicode(), help="Environment variables of the sandbox, NAME=value (as E2B's SDK names "
@@ -115,8 +116,14 @@ class E2BBackend(Backend):
                                  "note. 0: no bound.").tag(config=True)
     language = Unicode("python", help="Language of the code context: python, bash, or any the template "
                                       "supports (javascript, r, java, ...).").tag(config=True)
-    allow_hosts = allow_hosts_trait()
-    host_secrets = secrets_trait()
+    allow_hosts = allow_hosts_trait("Hosts the sandbox may reach, as for docker (NAME[:PORT], *.DOMAIN, addresses, "
+                                    "CIDR networks, 'pypi'): sent as E2B's network settings (allow_out, deny_out "
+                                    "0.0.0.0/0), which E2B enforces; a name with a port other than 80 or 443 is "
+                                    "refused (E2B cannot filter it). Sandbox.allow(HOST) calls E2B's update_network "
+                                    "on the running sandbox. Empty: E2B's default, the internet.")
+    host_secrets = secrets_trait("Headers E2B's egress proxy adds to requests for a host, 'HOST Header: value "
+                                 "{env:NAME}' (a rule of E2B's network settings): the value reaches E2B's API, never "
+                                 "the sandbox, which gets a placeholder for NAME.")
     pypi_index = pypi_index_trait()
 
     def __init__(self, **kwargs: Any) -> None:

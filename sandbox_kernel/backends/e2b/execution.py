@@ -1,8 +1,8 @@
 """How the e2b backend runs a cell on E2B's code interpreter without ever waiting forever.
 
 E2B's server (e2b-dev/code-interpreter ``template/server``, ``messaging.py``) has races that
-left cells hanging or failing (measured by hand against that server on 127.0.0.1, see the
-README; reproduced by ``tests/e2b_server.py``):
+left cells hanging or failing (measured by hand against that server on 127.0.0.1, see
+docs/explanation/benchmarks.md; reproduced by ``tests/e2b_server.py``):
 
 * When the client closes an ``/execute`` stream (an interrupt, a cell timeout, an execution
   given up on) the server starts ``POST /api/kernels/{id}/interrupt`` but frees the context at

@@ -6,7 +6,7 @@ sent as ``network`` of ``POST /v2/sandboxes``; ``PUT /sandboxes/{id}/network`` f
 - each secret becomes a rule of its host, ``{"transform": {"headers": {name: value}}}``: E2B's egress
   proxy sets the header outside the sandbox, so the value reaches E2B's API, never the sandbox.
 
-What E2B's settings cannot say is refused or said (docs/security.md, "E2B"): E2B matches names
+What E2B's settings cannot say is refused or said (docs/explanation/security.md, "E2B"): E2B matches names
 on ports 80 (HTTP, by Host) and 443 (TLS, by SNI) only, so a name with another port is refused;
 an address or network entry is matched by E2B on every port (E2B filters addresses by CIDR
 only); E2B lets the sandbox reach its DNS server (8.8.8.8) when a name is allowed.

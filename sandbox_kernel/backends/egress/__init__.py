@@ -33,12 +33,20 @@ from ...core.errors import EgressError
 from . import options
 from .options import PYPI_INDEX, parse_secret
 
-ALLOW_HOSTS_HELP = ("Hosts the sandbox may reach, each NAME[:PORT] (ports 80 and 443 unless given), *.DOMAIN, "
-                    "an address or a CIDR network, or 'pypi' (the package index, so %pip install works); "
-                    "everything else is refused and each refusal is shown in the cell. Empty: no network.")
-SECRETS_HELP = ("Headers the egress proxy adds to requests for a host, 'HOST Header: value {env:NAME}' or "
-                "'... {file:PATH}' (read on the host at start); the sandbox sees only a placeholder.")
-PYPI_INDEX_HELP = "The package index of the 'pypi' preset (pip's index URL in the sandbox)."
+ALLOW_HOSTS_HELP = ("Hosts the sandbox may reach, the safe way to opt in: each NAME[:PORT] (ports 80 and 443 "
+                    "unless given), *.DOMAIN, an address or a CIDR network, or 'pypi' (the package index, so "
+                    "%pip install then import works); repeated. The sandbox keeps network 'none' and reaches only "
+                    "a per-session egress proxy, which resolves names itself, checks TLS server names and Host "
+                    "headers, and refuses the rest at once, one line per refused host in the cell naming the entry "
+                    "that would allow it. Sandbox.allow(HOST), %sandbox allow HOST in a sandbox kernel's cell "
+                    "(asking you first: SandboxKernel.egress_commands) or the magic's %sandbox allow HOST --name "
+                    "SESSION adds one to a running sandbox, its state kept. Empty: no network.")
+SECRETS_HELP = ("Headers the egress proxy adds to HTTPS requests for a host, 'HOST Header: value {env:NAME}' or "
+                "'... {file:PATH}' (read on the host at start); the host is allowed too. For that host only, the "
+                "proxy terminates TLS with a per-session CA only the sandbox trusts and verifies the real host "
+                "itself; the sandbox sees NAME as a placeholder, never the value.")
+PYPI_INDEX_HELP = ("The package index of the 'pypi' preset (pip's PIP_INDEX_URL in the sandbox when it is "
+                   "another).")
 
 
 class Entries(List):
@@ -47,7 +55,8 @@ class Entries(List):
     help_text = ""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(Unicode(), help=self.help_text, **kwargs)
+        kwargs.setdefault("help", self.help_text)
+        super().__init__(Unicode(), **kwargs)
 
     def check(self, entries: list[str]) -> None:
         """Raise EgressError for a bad entry."""
@@ -80,12 +89,14 @@ class Secrets(Entries):
             parse_secret(entry)
 
 
-def allow_hosts_trait() -> AllowHosts:
-    return AllowHosts().tag(config=True)
+def allow_hosts_trait(help: str = ALLOW_HOSTS_HELP) -> AllowHosts:
+    """The ``allow_hosts`` option; ``help`` says what the backend does with it (default: docker's proxy)."""
+    return AllowHosts(help=help).tag(config=True)
 
 
-def secrets_trait() -> Secrets:
-    return Secrets().tag(config=True)
+def secrets_trait(help: str = SECRETS_HELP) -> Secrets:
+    """The ``host_secrets`` option; ``help`` says who adds the headers (default: docker's proxy)."""
+    return Secrets(help=help).tag(config=True)
 
 
 def pypi_index_trait() -> Unicode:
@@ -97,6 +108,7 @@ class Unenforced(AllowHosts):
 
     def __init__(self, reason: str, **kwargs: Any) -> None:
         self.reason = reason
+        kwargs.setdefault("help", f"Refused on this backend: {reason}")
         super().__init__(**kwargs)
 
     def validate(self, obj: Any, value: Any) -> Any:

@@ -7,7 +7,7 @@ processes of the gateway's user); Enterprise Gateway on Kubernetes gives each ke
 its own limits and network policies. The gateway's token never appears in messages, logs,
 ``describe()`` or notebooks. Death and oversized messages: :mod:`.watch`; files travel
 through the kernel itself: :mod:`.files`. Options and the mapping to gateway settings:
-docs/gateway.md.
+docs/how-to/gateway.md.
 """
 
 from __future__ import annotations
@@ -71,11 +71,19 @@ class GatewayBackend(KernelClientBackend):
                                               "in the kernel's environment once it runs, so every name arrives. "
                                               "KERNEL_USERNAME defaults to this process's user.").tag(config=True)
     connect_timeout = Float(120.0, help="Seconds to wait for the gateway to start the kernel and open its channels "
-                                        "(a Kubernetes pod can take a minute to schedule).").tag(config=True)
-    keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id).").tag(
+                                        "(a Kubernetes pod can take a minute to schedule); also sent as "
+                                        "KERNEL_LAUNCH_TIMEOUT.").tag(config=True)
+    request_timeout = Float(30.0, help="Seconds to wait for the gateway's other REST calls, and for a completion, "
+                                       "inspection or comm_info reply.").tag(config=True)
+    keep_alive = Bool(False, help="Leave the kernel running on the gateway at shutdown (reattach with kernel_id); "
+                                  "the gateway's culling still applies.").tag(
         config=True)
-    kernel_id = Unicode("", help="Attach to this existing kernel on the gateway instead of starting one.").tag(config=True)
-    allow_hosts = allow_hosts_trait()
+    kernel_id = Unicode("", help="Attach to this existing kernel on the gateway instead of starting one (its id is "
+                                 "the sandbox id in %sandbox status).").tag(config=True)
+    allow_hosts = allow_hosts_trait("Hosts the kernel may reach, as for docker (NAME[:PORT], *.DOMAIN, addresses, "
+                                    "CIDR networks, 'pypi'): refused unless network_policy names the network "
+                                    "policy the gateway enforces on its kernels, which then decides (keeping the "
+                                    "two in step is yours).")
     network_policy = Unicode("", help="The network policy the gateway enforces on its kernels (e.g. the Kubernetes "
                                       "NetworkPolicy of Enterprise Gateway's kernel pods), named to say that it, not "
                                       "sandbox-kernel, decides allow_hosts; without it allow_hosts is refused.").tag(

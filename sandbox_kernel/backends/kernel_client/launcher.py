@@ -18,6 +18,11 @@ READY_LINE = "sandbox-kernel: kernel ready"
 """With :data:`READY_VARIABLE` set, the kernel writes this line on its stderr once its sockets are
 bound, as its event loop starts: a pooled sandbox's filler offers it only then."""
 
+SEED_VARIABLE = "SANDBOX_KERNEL_JEDI_SEED"
+"""An image's variable naming its prebuilt jedi cache (the default image's recipe builds one):
+the launcher links it into the kernel's cache folder, and the kernel front door then leaves out
+its completion warm-up."""
+
 IOPUB_APP = f"""\
 from ipykernel.kernelapp import IPKernelApp  # first: an image without ipykernel says so by name
 import os
@@ -25,6 +30,26 @@ import sys
 import zmq
 
 _SAY_READY = os.environ.pop("{READY_VARIABLE}", "")
+
+
+def _seed_jedi_cache(seed):
+    # an image's prebuilt jedi cache (SEED/TAG/*.pkl), linked into this kernel's own cache
+    # folder (as jedi finds it) so that new entries can still be written there
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "jedi")
+    try:
+        for tag in os.listdir(seed):
+            if not os.path.isdir(os.path.join(seed, tag)):
+                continue  # parso's lock file
+            os.makedirs(os.path.join(cache, tag), exist_ok=True)
+            for name in os.listdir(os.path.join(seed, tag)):
+                if not os.path.lexists(os.path.join(cache, tag, name)):
+                    os.symlink(os.path.join(seed, tag, name), os.path.join(cache, tag, name))
+    except OSError:
+        pass  # no cache: the first completion parses, as in any new kernel
+
+
+if os.environ.get("{SEED_VARIABLE}"):
+    _seed_jedi_cache(os.environ["{SEED_VARIABLE}"])
 
 
 class LosslessIOPubKernelApp(IPKernelApp):

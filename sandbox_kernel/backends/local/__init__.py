@@ -37,6 +37,8 @@ from ..usage import CpuMeter
 from . import pooled, view
 
 ALLOWED_ENV = ("PATH", "LANG")
+RLIMITS = str(Path(__file__).with_name("rlimits.py"))
+"""The script that sets the kernel's resource limits and execs it (:mod:`.rlimits`), when any is set."""
 
 
 def remove_leftovers() -> None:
@@ -75,18 +77,22 @@ class LocalBackend(KernelClientBackend):
         """``sandbox-kernel pool stop``: remove this host's waiting pooled sandboxes; their names."""
         return pooled.pool_stop(asked)
 
-    python = Unicode(sys.executable, help="The Python interpreter that runs the kernel (needs ipykernel).").tag(
+    python = Unicode(sys.executable, help="The Python interpreter that runs the sandbox's kernel (needs ipykernel); default: "
+                                         "the one that runs the wrapper kernel (sys.executable).").tag(
         config=True
     )
     env_vars = HostVariables(help="Names of host environment variables to pass to the sandbox (never "
-                                  "JupyterHub's).").tag(config=True)
-    memory_limit = ByteSize(0, help="Address-space limit of the kernel process (RLIMIT_AS), e.g. '2g'; 0: none.").tag(
+                                  "JupyterHub's); it gets only PATH, LANG and a HOME of its own besides.").tag(config=True)
+    memory_limit = ByteSize(0, help="Address-space limit of the kernel process (RLIMIT_AS), e.g. '2g'; allocations "
+                                    "past it raise MemoryError. 0: none.").tag(
         config=True
     )
-    cpu_time_limit = Float(0, help="CPU seconds the kernel process may use in all (RLIMIT_CPU); 0: none.").tag(
+    cpu_time_limit = Float(0, help="CPU seconds the kernel process may use in all (RLIMIT_CPU); past it the "
+                                   "sandbox stops and the cell says why. 0: none.").tag(
         config=True
     )
-    max_processes = Integer(0, help="RLIMIT_NPROC for the kernel's user (ignored for root); 0: none.").tag(
+    max_processes = Integer(0, help="Processes of the kernel's user (RLIMIT_NPROC: counted per user; ignored for "
+                                         "root); 0: none.").tag(
         config=True
     )
     max_file_size = ByteSize(0, help="Largest file the kernel may write (RLIMIT_FSIZE); 0: none.").tag(config=True)
@@ -107,6 +113,15 @@ class LocalBackend(KernelClientBackend):
         cell, 1.07× from a warm pool), and a notebook that never runs a cell costs one idle
         process."""
         return True
+
+    @property
+    def completer_cached(self) -> bool:
+        """Whether jedi's cache, shared by this user's local sandboxes (:func:`.pooled.completer_cache`),
+        was built by an earlier one: then the first Tab reads it and needs no warm-up."""
+        return pooled.completer_cached(self.python)
+
+    def _completer_warmed(self) -> None:
+        pooled.completer_warmed(self.python)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -141,9 +156,11 @@ class LocalBackend(KernelClientBackend):
     def _command(self, connection_file: str, runtime: Path | None = None) -> list[str]:
         """The kernel's command line: ``launch.py`` in ``runtime`` (default: this session's)
         under the resource limits."""
-        wrapper = [sys.executable, "-m", "sandbox_kernel.backends.local.rlimits"]
-        wrapper += [f"--{name}={value}" for name, value in self._limits().items() if value]
-        return [*wrapper, "--", self.python, str((runtime or self._runtime) / "launch.py"), "-f", connection_file,
+        limits = [f"--{name}={value}" for name, value in self._limits().items() if value]
+        # The script by its path, without site-packages (-S -E): as ``-m`` it imported this
+        # package and jupyter_client (0.2-0.8 s before the kernel's own interpreter started).
+        wrapper = [sys.executable, "-S", "-E", RLIMITS, *limits, "--"] if limits else []
+        return [*wrapper, self.python, str((runtime or self._runtime) / "launch.py"), "-f", connection_file,
                 *KERNEL_ARGS, *history_args(self.history_file or default_history_file())]
 
     async def _launch(self) -> dict[str, Any]:
@@ -152,7 +169,7 @@ class LocalBackend(KernelClientBackend):
             return info
         self._scratch = Path(tempfile.mkdtemp(prefix=f"sandbox-local-{os.getpid()}-"))
         self._runtime = Path(tempfile.mkdtemp(prefix=f"sandbox-local-conn-{os.getpid()}-"))
-        (self._scratch / "home").mkdir()
+        pooled.make_home(self._scratch)
         connection_file, info = write_connection_file(
             str(self._runtime / "kernel.json"), transport="ipc", ip=str(self._runtime / "k")
         )

@@ -1,9 +1,10 @@
-"""Set resource limits, then exec a command: ``python -m sandbox_kernel.backends.local.rlimits
---as BYTES --cpu SECONDS --nproc N --fsize BYTES -- CMD ...``.
+"""Set resource limits, then exec a command: ``python -S -E .../rlimits.py --as BYTES --cpu SECONDS
+--nproc N --fsize BYTES -- CMD ...``.
 
-The local backend starts its kernel through this, so the limits apply to the kernel's process
-and everything it starts, and never to the wrapper kernel (no ``preexec_fn`` in a threaded
-process). A value of 0 leaves that limit unset.
+The local backend starts its kernel through this when a limit is set, so the limits apply to the
+kernel's process and everything it starts, and never to the wrapper kernel (no ``preexec_fn`` in a
+threaded process). A value of 0 leaves that limit unset. It is run as a script by its path, with
+the standard library only: it must not import this package (that cost each start 0.2-0.8 s).
 """
 
 from __future__ import annotations

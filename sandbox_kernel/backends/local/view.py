@@ -82,7 +82,7 @@ def argv(plan: Plan, mode: str, workdir: str, empty_file: str, bwrap: str) -> tu
 
 def innermost(pid: int) -> int:
     """The last descendant of ``pid`` along its first children (bwrap → its child → the kernel,
-    which the rlimits wrapper became by exec): the kernel's pid, for its memory. Linux."""
+    which the rlimits script, if any, became by exec): the kernel's pid, for its memory. Linux."""
     for _ in range(8):
         try:
             children = open(f"/proc/{pid}/task/{pid}/children").read().split()

@@ -27,10 +27,11 @@ FILL_LOG = "fill.log"
 def pool_size_trait() -> Integer:
     """The ``pool_size`` option, as each pooled backend declares it."""
     return Integer(0, min=0, help="Sandboxes of this configuration kept started on this host, each with its kernel "
-                                  "ready, for new sessions to take (used once each; refilled in the background). "
-                                  "0: none, every session starts its own. Each holds its memory while it waits "
-                                  "(measured: about 49 MiB for local, 36 MiB for docker; 67 MiB with numpy and pandas imported). "
-                                  "`sandbox-kernel pool stop` removes them.").tag(config=True)
+                                  "ready, for new sessions (a new notebook, a restart, %%sandbox --pool-size 2, "
+                                  "Sandbox('docker', pool_size=2)) to take at once (used once each; refilled in the "
+                                  "background). 0: none, every session starts its own. Each holds its memory while "
+                                  "it waits (measured: about 49 MiB for local, 36 MiB for docker; 67 MiB with numpy "
+                                  "and pandas imported). `sandbox-kernel pool stop` removes them.").tag(config=True)
 
 
 def pool_ttl_trait() -> Float:

@@ -21,7 +21,7 @@ def workspace_trait() -> CaselessStrEnum:
         help="Show a host folder (workspace_dir: the notebook's) as the sandbox's working directory: 'ro' read-only "
              "(what cells write stays in the sandbox, listed as artifacts), 'rw' read-write (bound: cells change "
              "your folder; copied: they change the copy), 'off'. Dotfiles, what .sandboxignore names, symlinks "
-             "leaving the folder and sockets are left out. Off by default: see docs/security.md.").tag(config=True)
+             "leaving the folder and sockets are left out. Off by default: see docs/explanation/security.md.").tag(config=True)
 
 
 def workspace_dir_trait() -> Unicode:

@@ -60,18 +60,22 @@ class SandboxKernel(Kernel, OutputOptions):
         "file_extension": ".py",
     }
 
-    backend = Unicode("local", config=True, help="The sandbox backend: local, docker, e2b, or any "
+    backend = Unicode("local", config=True, help="The sandbox backend: local, docker, e2b, gateway, or any "
                            "name registered under the 'sandbox_kernel.backends' entry point.")
     cell_timeout = Float(None, allow_none=True, config=True,
-                         help="Seconds a cell may run before it is interrupted; None: no limit.")
+                         help="Seconds a cell may run; then it is interrupted and the cell says so (the state "
+                              "is kept). None: no limit.")
     max_output_bytes = ByteSize(10 * 1024**2, config=True,
                                 help="Output (stdout, stderr, rich data) one cell may show, e.g. '10m'; "
-                                     "the rest is dropped with a marker. 0: no limit.")
+                                     "the rest is dropped with a marker saying how much. The same bound holds "
+                                     "for what one widget event's handler shows, and for all a sandbox thread "
+                                     "prints between one cell's start and the next. 0: no limit.")
     start_sandbox_at_launch = Bool(None, allow_none=True, config=True,
                                    help="Start the sandbox when the kernel starts, not at the first cell. "
-                                        "None (default): as the backend prefers: at launch for local (a "
-                                        "process that boots beside the kernel) and for a backend that keeps "
-                                        "a warm pool (pool_size > 0), else at the first cell.")
+                                        "None (default): as the backend prefers: at launch for local and "
+                                        "docker (a new notebook's first Tab and the debugger find the sandbox "
+                                        "up) and for a backend that keeps a warm pool (pool_size > 0), else at "
+                                        "the first cell.")
     artifacts = Bool(True, config=True, help="After a cell, list the files it created or changed in the sandbox's "
                                              "working directory (%sandbox download --artifacts copies them here).")
     file_commands = CaselessStrEnum(list(FILE_COMMANDS), "ask", config=True,

@@ -56,7 +56,11 @@ class SandboxMagics(Magics, OutputOptions):
                             help="Seconds a sandboxed cell may run when --timeout is not given; None: no limit."
                             ).tag(config=True)
     max_output_bytes = ByteSize(10 * 1024**2, help="Output one sandboxed cell may show, e.g. '10m'; the rest "
-                                                   "is dropped with a marker. 0: no limit.").tag(config=True)
+                                                   "is dropped with a marker. 0: no limit. Sessions made afterwards "
+                                                   "also refuse any single message from a local or docker sandbox "
+                                                   "larger than twice this (at least 32 MiB) before reading it, and "
+                                                   "say so in one line (--max-message-bytes on the %%sandbox line "
+                                                   "sets that bound itself).").tag(config=True)
     max_transfer_bytes = ByteSize(256 * 1024**2, help="Encoded size of one variable moved by -i/-o, push or pull, "
                                                       "e.g. '1g'; a larger one is refused before it is read. 0: no "
                                                       "limit.").tag(config=True)
@@ -88,7 +92,7 @@ class SandboxMagics(Magics, OutputOptions):
 
         ``-i NAME`` / ``-o NAME`` on the cell's line (repeatable, or comma lists) copy host
         variables in before the cell, and sandbox variables back after it succeeded, as data
-        only (JSON, bytes, ``.npy``, Arrow IPC: see docs/magic.md); at most
+        only (JSON, bytes, ``.npy``, Arrow IPC: see docs/how-to/magic.md); at most
         ``max_transfer_bytes`` each.
 
         Files move between the notebook's directory and the sandbox's working directory.

@@ -169,7 +169,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-policy", choices=POLICIES, default="sanitize")
     parser.add_argument("--allowed-origin", action="append", dest="allowed_origins", default=[], metavar="ORIGIN")
     parser.add_argument("--allowed-mime-type", action="append", dest="allowed_mime_types", default=[],
-                        metavar="MIME", help="let outputs of this MIME type through (repeatable; see docs/security.md)")
+                        metavar="MIME", help="let outputs of this MIME type through (repeatable; see docs/explanation/security.md)")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
     parser.add_argument("--port", type=int, default=0, help="with --http: the port (default 0: a free one)")
     parser.add_argument("--idle-timeout", type=float, default=1800.0,

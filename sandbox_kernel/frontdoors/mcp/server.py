@@ -125,8 +125,12 @@ def build_server(sessions: Any) -> Any:
     @server.tool(structured_output=False)
     async def run_code(ctx: Context, code: str, timeout: float | None = None):
         """Run Python code in the sandbox. Variables, imports and files persist between calls.
-        Returns stdout, stderr, the last expression's value and displays (plots as images).
-        timeout: seconds before the code is interrupted (default: the server's)."""
+        Returns stdout, stderr (after [stderr]), the last expression's value and each display as
+        text (HTML sanitized), plots and images as image content, then '[files written] NAME
+        (SIZE bytes), ...' for the files the code created or changed in the working directory (20
+        at most; download_file fetches one). An exception, a timeout or a dead sandbox is a tool
+        error, with the traceback or one line. timeout: seconds before the code is interrupted
+        (default: the server's)."""
         try:
             result = await sessions.get(ctx).run(code, timeout=timeout)
         except SandboxError as exc:
@@ -136,7 +140,8 @@ def build_server(sessions: Any) -> Any:
     @server.tool(structured_output=False)
     async def run_command(ctx: Context, command: str, timeout: float | None = None):
         """Run a shell command line (/bin/sh -c) in the sandbox's working directory.
-        Returns its exit code, stdout and stderr."""
+        Returns 'exit code N', its stdout and stderr; a command the server's --allowed-command
+        patterns refuse, and a non-zero exit, are tool errors."""
         try:
             done = await sessions.get(ctx).run_command(command, timeout=timeout)
         except SandboxError as exc:
@@ -147,8 +152,9 @@ def build_server(sessions: Any) -> Any:
     @server.tool()
     async def upload_file(ctx: Context, path: str, content: str,
                           encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
-        """Write a file in the sandbox's working directory. path: relative, e.g. 'data/in.csv';
-        content: the text, or base64 when encoding='base64'."""
+        """Write a file in the sandbox's working directory; returns where it was written.
+        path: relative, e.g. 'data/in.csv' (absolute paths and '..' are refused); content: the
+        text, or base64 when encoding='base64'."""
         try:
             data = base64.b64decode(content, validate=True) if encoding == "base64" else content.encode()
             return f"wrote {len(data)} bytes to {await sessions.get(ctx).write_file(inside_workdir(path), data)}"
@@ -158,7 +164,8 @@ def build_server(sessions: Any) -> Any:
     @server.tool()
     async def download_file(ctx: Context, path: str, encoding: Literal["utf-8", "base64"] = "utf-8") -> str:
         """Read a file from the sandbox's working directory (path relative to it); as text, or
-        base64 when encoding='base64' (binary files)."""
+        base64 when encoding='base64' (binary files). A file over the server's
+        --max-output-bytes is a tool error, refused as it is read."""
         limit = sessions.get(ctx).max_output_bytes
         try:  # a larger file is refused as it is read, never held whole on the host
             data = await sessions.get(ctx).read_file(inside_workdir(path), max_bytes=limit)
@@ -184,8 +191,8 @@ def build_server(sessions: Any) -> Any:
 
     @server.tool()
     async def status(ctx: Context) -> str:
-        """The sandbox's backend, id, limits, working directory, policy, memory use and this
-        server's process id (JSON)."""
+        """The sandbox's backend, id, limits, working directory, output policy, the allowed
+        commands, memory use and this server's process id (JSON)."""
         sandbox = sessions.get(ctx)
         info = {**sandbox.describe(), "server_pid": os.getpid()}
         with contextlib.suppress(SandboxError):

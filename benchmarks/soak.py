@@ -1,0 +1,232 @@
+"""Host memory per unit of work, at every front door: what a long-lived process keeps.
+
+    .venv/bin/python benchmarks/soak.py [--doors magic,api,mcp-stdio,mcp-http,kernel,pool,egress] [--scale 1]
+
+For each door, a few units of work warm it up (imports, caches, first allocations), then the
+door's process's resident memory (``VmRSS``, after ``gc.collect()`` where the process is this
+one) is read before and after N more units; the figure is the growth divided by N, in kB per
+unit. A door is flat when that is under :data:`FLAT_KB` (a hundredth of the ~430 kB per policy
+that issue 37 found; what remains is the interpreter's allocator and bounded caches):
+
+  magic      ``%%sandbox`` cells (``x = i``, local) in an IPython shell in this process
+  api        ``Sandbox("local")`` opened, run and closed in this process
+  mcp-stdio  ``sandbox-kernel mcp`` (local) started, ``run_code`` called and closed over stdio by
+             the ``mcp`` SDK's client, as a desktop agent does: this (the agent's) process
+  mcp-http   sessions of one ``sandbox-kernel mcp --http`` server (create, ``run_code``, close
+             by HTTP ``DELETE``): the server's process
+  kernel     cells of a ``sandbox-local`` kernel with rich outputs (HTML, Markdown, SVG, PNG,
+             JSON, an update of a display): the wrapper kernel's process
+  pool       ``Sandbox("local", pool_size=1)`` opened and closed, each taking a pooled sandbox
+             while the pool refills: this process
+  egress     ``Sandbox("docker", allow_hosts=[...])`` opened, run and closed, each with its egress
+             proxy container (no request leaves: the name is a ``.test`` one): this process;
+             needs the Docker engine, the sandbox image and the egress image
+
+Sandboxes and servers are this run's own; nothing is left behind. Figures vary with the
+machine's load by a few kB per unit: compare within a run, and read a door as flat or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+FLAT_KB = 4.3
+"""kB per unit under which a door is flat: a hundredth of the leak issue 37 found (~430 kB a unit)."""
+
+ROOT = Path(__file__).resolve().parents[1]
+RICH_CELL = """\
+from IPython.display import HTML, Markdown, SVG, Image, JSON, display
+import base64
+display(HTML('<table><tr><td style="color:red" onclick="x()">%(i)d</td></tr></table>'))
+display(Markdown('**cell %(i)d** [link](https://example.test)'))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><circle r="4" cx="4" cy="4"/></svg>'))
+display(Image(data=base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==')))
+display(JSON({'cell': %(i)d}))
+h = display('first', display_id=True); h.update('second')
+"""
+
+
+def rss_kb(pid: int | None = None) -> int:
+    """Resident set size of process ``pid`` (default: this one) in kB (``VmRSS``)."""
+    for line in Path(f"/proc/{pid or 'self'}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def measure(unit: Callable[[int], None], units: int, warm: int, pid: int | None = None) -> tuple[float, int, int]:
+    """``(kB per unit, kB before, kB after)`` over ``units`` calls of ``unit(i)`` after ``warm`` calls."""
+    for i in range(warm):
+        unit(i)
+    gc.collect()
+    before = rss_kb(pid)
+    for i in range(units):
+        unit(warm + i)
+    gc.collect()
+    after = rss_kb(pid)
+    return (after - before) / units, before, after
+
+
+# -- the doors ----------------------------------------------------------------------------------
+def magic(units: int) -> tuple[float, int, int]:
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("%load_ext magics")
+
+    def cell(i: int) -> None:
+        with capture_output():
+            assert shell.run_cell(f"%%sandbox --name soak\nx = {i}").success
+
+    try:
+        return measure(cell, units, 20)
+    finally:
+        shell.run_cell("%sandbox stop soak")
+
+
+def api(units: int) -> tuple[float, int, int]:
+    from sandbox_kernel import Sandbox
+
+    def sandbox(i: int) -> None:
+        with Sandbox("local") as sb:
+            assert sb.run(f"x = {i}; x").text == str(i)
+
+    return measure(sandbox, units, 20)  # the first ~20 grow the allocator's arenas
+
+
+def mcp_stdio(units: int) -> tuple[float, int, int]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sandbox_kernel", "mcp", "--backend", "local"],
+                                   env=dict(os.environ))
+
+    async def session(i: int) -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            result = await client.call_tool("run_code", {"code": f"{i} + 1"})
+            assert not result.is_error and str(i + 1) in result.content[0].text
+
+    return measure(lambda i: asyncio.run(session(i)), units, 3)
+
+
+def mcp_http(units: int) -> tuple[float, int, int]:
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    token = "soak-token"
+    server = subprocess.Popen([sys.executable, "-m", "sandbox_kernel", "mcp", "--backend", "local", "--http"],
+                              env={**os.environ, "SANDBOX_KERNEL_MCP_TOKEN": token}, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "serving http" not in line:
+            line = server.stderr.readline()
+            if not line:
+                raise RuntimeError("the MCP server did not start")
+        url = line.split()[-1]
+
+        async def session(i: int) -> None:
+            async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http, \
+                    streamable_http_client(url, http_client=http) as (read, write, *_), \
+                    ClientSession(read, write) as client:
+                await client.initialize()
+                result = await client.call_tool("run_code", {"code": f"{i} + 1"})
+                assert not result.is_error and str(i + 1) in result.content[0].text
+
+        def unit(i: int) -> None:
+            asyncio.run(session(i))
+            time.sleep(0.3)  # the DELETE's removal of the sandbox ends in the server
+
+        return measure(unit, units, 20, pid=server.pid)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def kernel(units: int) -> tuple[float, int, int]:
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="sandbox-local", startup_timeout=120)
+    try:
+        def cell(i: int) -> None:
+            reply = kc.execute_interactive(RICH_CELL % {"i": i}, timeout=60, output_hook=lambda msg: None)
+            assert reply["content"]["status"] == "ok", reply["content"]
+
+        return measure(cell, units, 300, pid=km.provisioner.process.pid)  # past the 256 requests a session recalls
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+
+
+def pool(units: int) -> tuple[float, int, int]:
+    from sandbox_kernel import Sandbox
+    from sandbox_kernel.backends import pool as registry
+
+    def sandbox(i: int) -> None:
+        deadline = time.monotonic() + 60
+        while i and not registry.waiting_records("local") and time.monotonic() < deadline:
+            time.sleep(0.1)  # the refill the last take began
+        with Sandbox("local", pool_size=1) as sb:
+            assert sb.run(f"x = {i}; x").text == str(i)
+
+    try:
+        return measure(sandbox, units, 3)
+    finally:
+        subprocess.run([sys.executable, "-m", "sandbox_kernel", "pool", "stop"], check=True, capture_output=True)
+
+
+DOCKER_OPTIONS: dict[str, str] = {}
+"""The docker sandboxes' options (``--docker-image``)."""
+
+
+def egress(units: int) -> tuple[float, int, int]:
+    from sandbox_kernel import Sandbox
+
+    def sandbox(i: int) -> None:
+        with Sandbox("docker", allow_hosts=["soak.example.test"], **DOCKER_OPTIONS) as sb:
+            assert sb.run(f"x = {i}; x").text == str(i)
+
+    return measure(sandbox, units, 2)
+
+
+DOORS = {"magic": (magic, 400), "api": (api, 80), "mcp-stdio": (mcp_stdio, 40), "mcp-http": (mcp_http, 80),
+         "kernel": (kernel, 400), "pool": (pool, 20), "egress": (egress, 12)}
+"""door -> (its run, units at --scale 1)."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--doors", default=",".join(DOORS))
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every door's units")
+    parser.add_argument("--docker-image", help="the docker sandboxes' image (default: the backend's)")
+    args = parser.parse_args()
+    if args.docker_image:
+        DOCKER_OPTIONS["image"] = args.docker_image
+    print("| door | units | kB per unit | RSS before → after (MB) | |")
+    print("|---|---|---|---|---|")
+    failed = False
+    for name in args.doors.split(","):
+        run, units = DOORS[name]
+        units = max(1, round(units * args.scale))
+        with contextlib.redirect_stdout(sys.stderr):
+            per, before, after = run(units)
+        flat = per < FLAT_KB
+        failed |= not flat
+        print(f"| {name} | {units} | {per:.1f} | {before / 1024:.1f} → {after / 1024:.1f} | "
+              f"{'flat' if flat else 'GROWS'} |", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
