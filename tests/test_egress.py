@@ -264,7 +264,8 @@ print("RESULT", flow.response.status_code, data.server.error)
 def test_a_check_that_raises_refuses(client):  # noqa: F811
     """mitmproxy logs an addon's exception and carries on: the proxy's hooks refuse instead of
     letting an unchecked request out. Run in the proxy's image with its own mitmproxy."""
-    from sandbox_kernel.backends.docker.egress.container import IMAGE, sources
+    from sandbox_kernel.backends.docker.proxy_spec import IMAGE
+    from sandbox_kernel.backends.egress.bootstrap import sources
 
     files = [(f"{name}.py", text) for name, text in sources()] + [("check.py", FAIL_CLOSED)]
     write = "; ".join(f"open({name!r}, 'w').write({text!r})" for name, text in files)

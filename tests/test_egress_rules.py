@@ -1,6 +1,6 @@
 """Egress by name, in process: the allowlist's entries and decisions, the secrets option, the pypi
 preset, what the sandbox's environment gets, E2B's mapping, the refusal note, and the backends
-that refuse the option (sandbox_kernel/backends/egress/, docker/egress/notes.py, e2b/network.py)."""
+that refuse the option (sandbox_kernel/backends/egress/, its notes.py, e2b/network.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import ipaddress
 import pytest
 
 from sandbox_kernel import Sandbox
-from sandbox_kernel.backends.docker.egress.notes import RefusalNotes, refusal_line
 from sandbox_kernel.backends.e2b.network import network_options
+from sandbox_kernel.backends.egress.notes import RefusalNotes, refusal_line
 from sandbox_kernel.backends.egress.options import (
     expand,
     parse_secret,

@@ -110,19 +110,6 @@ def test_interrupt_at_an_input_prompt(backend_name):
         assert run(kc, "%%sandbox\nx + 1")[0]["status"] == "ok"
 
 
-def test_without_a_host_kernel_comms_are_dropped_and_said_once():
-    """Terminal IPython has no page: the magic's pipeline drops comms and says so once."""
-    from sandbox_kernel.core.events import Comm, Stream
-    from sandbox_kernel.frontdoors.magics import SandboxMagics
-    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE
-
-    shown = []
-    cell = SandboxMagics()._make_session("t", "local", [], host_comms=False).cell(shown.append)
-    for _ in range(2):
-        cell.emit(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
-    assert shown == [Stream("stderr", COMMS_NOTE)]
-
-
 def test_dead_sandbox_gives_one_short_message(backend_name):
     with host_kernel(backend_name) as (_, kc):
         run(kc, f"%%sandbox --backend {backend_of(backend_name)}\nx = 1")

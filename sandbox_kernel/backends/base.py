@@ -1,7 +1,8 @@
 """The backend contract: one async class every sandbox implements.
 
-Both front doors (the kernel in :mod:`sandbox_kernel.frontdoors.kernel.kernel` and the ``%%sandbox`` magic)
-drive a backend only through this API and only consume :mod:`sandbox_kernel.core.events`.
+A :class:`~sandbox_kernel.session.session.SandboxSession` drives a backend only through this API
+and only consumes :mod:`sandbox_kernel.core.events`; every front door (the kernel, the ``%%sandbox``
+magic, the Python API and the MCP server) owns such a session and never a backend.
 Every option is a traitlets trait, so it is set as ``--DockerBackend.memory_limit=...`` on a
 kernelspec's argv, in a Jupyter config file, or as a keyword argument.
 
@@ -10,7 +11,8 @@ Lifecycle, as the callers use it::
     async with backend:                    # start() ... shutdown()
         outcome = await backend.execute("1 + 1", emit)
 
-All methods are called from one asyncio event loop (the kernel's, or the magic's loop thread).
+All methods are called from one asyncio event loop (the kernel's main loop, the magic's loop
+thread, or the API's shared loop thread).
 What a backend can do beyond the five required methods is declared up front in its
 :class:`Capabilities`; the front doors read that instead of calling and catching
 :class:`~sandbox_kernel.core.errors.NotSupported`.
@@ -44,9 +46,9 @@ StdinHandler = Callable[[str, bool], Awaitable[str]]
 
 request_msg_id: ContextVar[str | None] = ContextVar("sandbox_kernel_request_msg_id", default=None)
 """The msg_id of the frontend's request being served (``execute_request``, ``comm_msg``, ...),
-set by the kernel around its backend calls. Backends that speak the Jupyter protocol give the
-request they send into the sandbox the same msg_id, so the sandbox's outputs name the
-frontend's request as their parent: ipywidgets routes ``echo_update`` and the capture of an
+set by the session around its backend calls (``SandboxSession.serving``). Backends that speak the
+Jupyter protocol give the request they send into the sandbox the same msg_id, so the sandbox's
+outputs name the frontend's request as their parent: ipywidgets routes ``echo_update`` and the capture of an
 ``Output`` widget (``interact``) by that msg_id."""
 
 request_subshell_id: ContextVar[str | None] = ContextVar("sandbox_kernel_request_subshell_id", default=None)

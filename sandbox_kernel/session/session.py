@@ -135,6 +135,33 @@ class SandboxSession:
         """The backend's description (``backend``, ``sandbox_id``, ``limits``, ...), JSON-able."""
         return self.backend.describe()
 
+    def status(self) -> dict[str, Any]:
+        """What every door's status shows: :meth:`describe`, with ``started`` (bool) and
+        ``capabilities`` (the names the backend declares); JSON-able, no secrets."""
+        return {**self.describe(), "started": self.started, "capabilities": self.capabilities.names()}
+
+    @property
+    def backend_class(self) -> type[Backend]:
+        """The backend's class, whose traits are the session's options."""
+        return type(self.backend)
+
+    @property
+    def language(self) -> str:
+        """The language the sandbox runs (``python``; e2b's ``language``)."""
+        return getattr(self.backend, "language", "python")
+
+    @property
+    def kernel_info(self) -> dict[str, Any] | None:
+        """The sandbox kernel's ``kernel_info_reply`` content while it runs (``language_info``,
+        ``banner``, ``supported_features``), else None."""
+        return self.backend.kernel_info
+
+    @property
+    def runs_other_language(self) -> bool:
+        """Whether the sandbox may run a kernel of another language than Python (a door learns
+        which only once it runs: :attr:`kernel_info`)."""
+        return self.backend.runs_other_language
+
     def starts_at_launch(self, setting: bool | None) -> bool:
         """Whether a door that opens now should start the sandbox at once: ``setting`` when
         given (an option of the door), else as the backend prefers
@@ -160,8 +187,14 @@ class SandboxSession:
         await self.backend.interrupt()
 
     async def usage(self) -> dict[str, int] | None:
-        """The sandbox's resource use (``{"memory_bytes": n}``), or None."""
+        """The sandbox's resource use (``{"memory_bytes": n}``, ``cpu_percent``, ``cpu_count``), or
+        None (not running, or the backend cannot tell)."""
         return await self.backend.usage() if self.backend.started else None
+
+    async def paused_sandboxes(self) -> list[str]:
+        """The ids of the session's paused sandboxes, for a backend that declares ``pause`` (e2b;
+        also noted in :meth:`describe` as ``paused_sandboxes``); empty for the others."""
+        return await self.backend.paused_sandboxes() if self.capabilities.pause else []
 
     def on_replaced(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` whenever the sandbox is replaced by a fresh one (a restart, or a
@@ -323,7 +356,7 @@ class SandboxSession:
                 await self.backend.start()
                 with self.serving(request):
                     return replies.history(await self.backend.history(content))
-        return {"status": "ok", "history": []}
+        return replies.no_history()
 
     async def debug(self, content: dict[str, Any]) -> dict[str, Any]:
         """A ``debug_reply``'s content for a ``debug_request``'s ``content`` (a Debug Adapter
@@ -335,8 +368,7 @@ class SandboxSession:
             await self.backend.start()
             reply = await self.backend.debug_request(content)
         except SandboxError as exc:
-            return {"type": "response", "request_seq": content.get("seq"), "command": content.get("command"),
-                    "success": False, "message": str(exc), "body": {}}
+            return replies.debug_error(content, str(exc))
         return replies.debug_reply(content, reply, self.pipeline.policy)
 
     async def delete_subshell(self, subshell_id: str) -> None:
@@ -408,7 +440,7 @@ class SandboxSession:
         if (backend := await self._answering("completion")) is not None:
             with contextlib.suppress(SandboxError):
                 return await backend.complete(code, cursor_pos)
-        return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
+        return replies.no_completion(cursor_pos)
 
     async def inspect(self, code: str, cursor_pos: int, detail_level: int = 0) -> dict[str, Any]:
         """An ``inspect_reply``'s content from the sandbox, its MIME bundle policed like any
@@ -419,7 +451,7 @@ class SandboxSession:
                 data = reply.get("data")
                 policed = self.pipeline.policy.bundle(data if isinstance(data, dict) else {}, reply.get("metadata"))
                 return {**reply, "data": policed.data, "metadata": policed.metadata}
-        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        return replies.not_found()
 
     async def is_complete(self, code: str) -> dict[str, Any]:
         """An ``is_complete_reply``'s content from the sandbox, else IPython's own judgement; also
@@ -429,10 +461,7 @@ class SandboxSession:
         if not starting and (backend := await self._answering("completion")) is not None:
             with contextlib.suppress(SandboxError):
                 return await backend.is_complete(code)
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        status, indent = TransformerManager().check_complete(code)
-        return {"status": status, **({"indent": " " * indent} if indent else {})}
+        return replies.judged(code)
 
     # -- egress ------------------------------------------------------------------------------
     async def allow(self, *hosts: str) -> list[str]:

@@ -20,7 +20,7 @@ import zmq
 from ipykernel.kernelbase import Kernel
 from traitlets import Bool, CaselessStrEnum, Float, TraitError, Unicode
 
-from ... import __version__
+from ..._version import __version__
 from ...backends.base import Backend
 from ...core.errors import ConfigError, SandboxError
 from ...core.events import Comm, Emit, Event, Outcome
@@ -30,6 +30,7 @@ from ...runtime import compat
 from ...runtime.config_check import unknown_options
 from ...runtime.sigint import on_sigint
 from ...runtime.traits import ByteSize
+from ...session import replies
 from ...session.files import FileOptions
 from ...session.lines import FILE_COMMANDS
 from ...session.pipeline import OutputPipeline
@@ -128,7 +129,7 @@ class SandboxKernel(Kernel, OutputOptions):
     def language_info(self) -> dict[str, Any]:
         """The sandbox kernel's ``language_info`` once it runs (so a bash or R kernel in the
         sandbox is highlighted as such), else Python's."""
-        inner = self.sandbox.backend.kernel_info if self.sandbox else None
+        inner = self.sandbox.kernel_info if self.sandbox else None
         return (inner or {}).get("language_info") or self.python_language_info
 
     @property
@@ -138,7 +139,7 @@ class SandboxKernel(Kernel, OutputOptions):
         language = self.language_info.get("name", "python")
         text = f"sandbox-kernel {__version__}: {'Python' if language == 'python' else language} in a " \
                f"{info['backend']} sandbox" + (f" ({details})" if details else "")
-        inner = (self.sandbox.backend.kernel_info or {}).get("banner") if self.sandbox else None
+        inner = (self.sandbox.kernel_info or {}).get("banner") if self.sandbox else None
         return text + (f"\n{inner}" if inner and language != "python" else "")
 
     STARTING_WAIT_S = 2.5
@@ -160,7 +161,7 @@ class SandboxKernel(Kernel, OutputOptions):
     async def _sandbox_for_kernel_info(self) -> None:
         if self._session().started:
             return
-        if self.sandbox.backend.runs_other_language:
+        if self.sandbox.runs_other_language:
             await asyncio.wait_for(asyncio.shield(self._ensure_sandbox()), self.LANGUAGE_WAIT_S)
         elif self._launching is not None and not self._launching.done():
             await asyncio.wait_for(asyncio.shield(self._launching), self.STARTING_WAIT_S)
@@ -184,7 +185,7 @@ class SandboxKernel(Kernel, OutputOptions):
             capabilities = self._session().capabilities
         except SandboxError:
             return []
-        inner = (self.sandbox.backend.kernel_info or {}).get("supported_features") if self.sandbox.started else None
+        inner = (self.sandbox.kernel_info or {}).get("supported_features") if self.sandbox.started else None
         features = ["kernel subshells"] if capabilities.subshells and compat.supports_subshells(self) else []
         if capabilities.debugger and (inner is None or "debugger" in inner):
             features.append("debugger")
@@ -414,25 +415,22 @@ class SandboxKernel(Kernel, OutputOptions):
             await asyncio.sleep(0.02)
 
     # -- completion, inspection, is_complete ---------------------------------------------------
-    # A backend without the capability (e2b) gets the local answer at once; one that has it but
-    # fails (not started, gone) gets it too.
+    # The session answers what the sandbox cannot (no capability, not started, gone); a session
+    # that cannot be made (a bad option) gets the same answers (:mod:`...session.replies`).
     async def do_complete(self, code, cursor_pos):
         with contextlib.suppress(SandboxError):
             return await self._on_main(self._session().complete(code, cursor_pos))
-        return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
+        return replies.no_completion(cursor_pos)
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         with contextlib.suppress(SandboxError):
             return await self._on_main(self._session().inspect(code, cursor_pos, detail_level))
-        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        return replies.not_found()
 
     async def do_is_complete(self, code):
         with contextlib.suppress(SandboxError):
             return await self._on_main(self._session().is_complete(code))
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        status, indent = TransformerManager().check_complete(code)
-        return {"status": status, **({"indent": " " * indent} if indent else {})}
+        return replies.judged(code)
 
     async def do_shutdown(self, restart):
         """``shutdown_request`` (control channel): end the sandbox's session on the loop that
@@ -449,7 +447,7 @@ class SandboxKernel(Kernel, OutputOptions):
                    "start": start, "stop": stop, "n": n, "pattern": pattern, "unique": unique}
         with contextlib.suppress(SandboxError):
             return await self._on_main(self._session().history(content, request=self.get_parent("shell")))
-        return {"status": "ok", "history": []}
+        return replies.no_history()
 
     async def do_debug_request(self, msg):
         """``debug_request`` (control channel): relayed to the sandbox kernel's debugger, whose
@@ -457,8 +455,7 @@ class SandboxKernel(Kernel, OutputOptions):
         try:
             session = self._session()
         except SandboxError as exc:
-            return {"type": "response", "request_seq": msg.get("seq"), "command": msg.get("command"),
-                    "success": False, "message": str(exc), "body": {}}
+            return replies.debug_error(msg, str(exc))
         return await self._on_main(session.debug(msg))
 
     async def usage_request(self, stream, ident, parent):

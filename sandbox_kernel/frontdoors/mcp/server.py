@@ -196,7 +196,7 @@ def build_server(sessions: Any) -> Any:
         sandbox = sessions.get(ctx)
         info = {**sandbox.describe(), "server_pid": os.getpid()}
         with contextlib.suppress(SandboxError):
-            info["usage"] = await sandbox.backend.usage()
+            info["usage"] = await sandbox.usage()
         return json.dumps(info, default=str)
 
     return server

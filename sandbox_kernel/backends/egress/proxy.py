@@ -1,6 +1,6 @@
-"""The egress proxy's program: it runs in the proxy container (mitmproxy's image, see :mod:`.image`),
+"""The egress proxy's program: it runs in the proxy container (the egress image, :data:`..docker.proxy_spec.IMAGE`),
 never on the host. The host sends this source, :mod:`.heads` and :mod:`.rules` over the container's attach
-stream (:data:`~.BOOTSTRAP`), then one JSON line of configuration; later lines change the
+stream (:data:`.bootstrap.BOOTSTRAP`), then one JSON line of configuration; later lines change the
 allowlist. Every decision is written to standard output as one JSON line (:func:`say`).
 
 mitmproxy (its proxy core, TLS and HTTP layers) does the protocols; this file decides:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ....core.events import Emit, Stream
-from ...egress.rules import as_address, suggestion
+from ...core.events import Emit, Stream
+from .rules import as_address, suggestion
 
 _log = logging.getLogger(__name__)
 
