@@ -25,7 +25,7 @@ from tests.kernels import kernel, run, stdout
 from tests.support.backends import backends, prepared
 from tests.support.recorder import Recorder
 from tests.support.wheels import offline_pip
-from tests.targets.docker import IMAGE, NOTHING, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import IMAGE, NOTHING, held_by
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
@@ -44,19 +44,19 @@ USER 1000:1000
 GREETING = "GREETING=hello from a build arg"
 
 
-def _remove(client, tag: str) -> None:
+def _remove(docker_client, tag: str) -> None:
     try:
-        client.images.remove(tag)
+        docker_client.images.remove(tag)
     except Exception:  # not built (a test failed early), or in use by a container being removed
         pass
 
 
 @pytest.fixture
-def scratch_dockerfile(client, tmp_path):
+def scratch_dockerfile(docker_client, tmp_path):
     """A Dockerfile path for a test; the images built from it are removed afterwards."""
     yield tmp_path / "Dockerfile"
-    for image in client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"}):
-        _remove(client, image.id)
+    for image in docker_client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"}):
+        _remove(docker_client, image.id)
 
 
 @pytest.fixture(scope="session")
@@ -80,12 +80,12 @@ def bash_image(bash_dockerfile):
     import docker
 
     prepared("docker")  # skips, or fails in CI, without an engine
-    client = docker.from_env()
+    docker_client = docker.from_env()
     tag = dockerfile_tag(bash_dockerfile, dict([GREETING.split("=", 1)]))
-    _remove(client, tag)  # left by an interrupted run
+    _remove(docker_client, tag)  # left by an interrupted run
     yield tag
-    _remove(client, tag)
-    client.close()
+    _remove(docker_client, tag)
+    docker_client.close()
 
 
 @pytest.fixture(scope="session")
@@ -94,12 +94,12 @@ def tqdm_image():
     import docker
 
     prepared("docker")
-    client = docker.from_env()
-    tag = packages_tag(client, IMAGE, ["tqdm"])
-    _remove(client, tag)
+    docker_client = docker.from_env()
+    tag = packages_tag(docker_client, IMAGE, ["tqdm"])
+    _remove(docker_client, tag)
     yield tag
-    _remove(client, tag)
-    client.close()
+    _remove(docker_client, tag)
+    docker_client.close()
 
 
 @pytest.fixture
@@ -109,10 +109,10 @@ async def make():
 
 
 @pytest.fixture
-def sandbox_wheels(client, monkeypatch):  # noqa: F811
+def sandbox_wheels(docker_client, monkeypatch):
     """The backend's host-side ``pip download`` of ``packages`` reads build/test-wheels (the
     default image's architecture) and no index."""
-    for name, value in offline_pip(image_platform(client, IMAGE).machine).items():
+    for name, value in offline_pip(image_platform(docker_client, IMAGE).machine).items():
         monkeypatch.setenv(name, value)
 
 
@@ -120,7 +120,7 @@ def progress_of(rec: Recorder) -> list[str]:
     return [e.data["text/plain"] for e in rec.events if isinstance(e, Display) and e.execution_count is None]
 
 
-async def test_packages_are_built_once_with_progress_then_reused(make, client, tqdm_image, sandbox_wheels):
+async def test_packages_are_built_once_with_progress_then_reused(make, docker_client, tqdm_image, sandbox_wheels):
     backend = make(packages=["tqdm"])
     rec = Recorder()
     started = time.monotonic()
@@ -135,8 +135,8 @@ async def test_packages_are_built_once_with_progress_then_reused(make, client, t
     assert ahead in shown[0] and shown[0].endswith(")")
     assert shown[-1].startswith("Built the sandbox image with tqdm in ") and ahead in shown[-1]
     assert backend.describe()["image"] == tqdm_image
-    labels = client.images.get(tqdm_image).labels
-    assert labels["org.sandbox-kernel.packages"] == "tqdm" and not client.images.list(
+    labels = docker_client.images.get(tqdm_image).labels
+    assert labels["org.sandbox-kernel.packages"] == "tqdm" and not docker_client.images.list(
         filters={"label": "org.sandbox-kernel.builder=packages"})  # the builder stage with the wheels is gone
     again = make(packages=["tqdm"])
     rec = Recorder()
@@ -201,7 +201,7 @@ def test_the_context_digest_follows_files_args_and_dockerignore(tmp_path):
     assert context_digest(tmp_path / "Dockerfile", {"A": "1"}) != first
 
 
-async def test_a_dockerfile_is_rebuilt_when_its_build_arg_changes(make, client, scratch_dockerfile, tmp_path):
+async def test_a_dockerfile_is_rebuilt_when_its_build_arg_changes(make, docker_client, scratch_dockerfile, tmp_path):
     (tmp_path / "Dockerfile").write_text("FROM sandbox-kernel:latest\nARG COLOUR\nUSER root\n"
                                          "RUN echo \"$COLOUR\" > /etc/colour\nUSER 1000:1000\n")
     tags = []
@@ -213,7 +213,7 @@ async def test_a_dockerfile_is_rebuilt_when_its_build_arg_changes(make, client, 
         assert progress_of(rec)[-1].startswith(f"Built the sandbox image from {tmp_path / 'Dockerfile'} in ")
         tags.append(backend.describe()["image"])
         await backend.shutdown()
-    built = client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"})
+    built = docker_client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"})
     assert tags[0] != tags[1] and [image.tags for image in built] == [[tags[1]]]  # the older one is removed
 
 
@@ -262,7 +262,7 @@ async def test_bash_kernel_from_a_dockerfile_runs_hardened(make, bash_dockerfile
     assert (await backend.execute("echo $kept", rec)).status == "ok" and rec.text() == "5\n"
 
 
-def test_the_wrapper_kernel_speaks_bash(client, bash_dockerfile, bash_image):
+def test_the_wrapper_kernel_speaks_bash(docker_client, bash_dockerfile, bash_image):
     options = [f"--DockerBackend.dockerfile={bash_dockerfile}", f"--DockerBackend.build_args={GREETING}",
                "--DockerBackend.kernel_name=bash"]
     with kernel("docker", *options) as (km, kc):
@@ -279,10 +279,10 @@ def test_the_wrapper_kernel_speaks_bash(client, bash_dockerfile, bash_image):
     assert reply["status"] == "ok" and stdout(outputs) == "123\n"
     assert interrupted["status"] == "aborted" and stdout(after) == "5\n"
     assert "echo" in complete["matches"]
-    assert held_by(client, pid) == NOTHING
+    assert held_by(docker_client, pid) == NOTHING
 
 
-def test_a_kernel_whose_sandbox_cannot_start_still_answers(client):
+def test_a_kernel_whose_sandbox_cannot_start_still_answers(docker_client):
     with kernel("docker", "--DockerBackend.kernel_name=ir") as (km, kc):
         info = kc.kernel_info(reply=True)["content"]
         reply, _ = run(kc, "1")
@@ -291,4 +291,4 @@ def test_a_kernel_whose_sandbox_cannot_start_still_answers(client):
     assert info["status"] == "ok" and info["language_info"]["name"] == "python"  # not known: Python's
     assert reply["ename"] == again["ename"] == "SandboxStartError"
     assert "has no Jupyter kernel named 'ir'" in reply["evalue"] and "Traceback" not in "".join(reply["traceback"])
-    assert held_by(client, pid) == NOTHING
+    assert held_by(docker_client, pid) == NOTHING

@@ -14,16 +14,16 @@ from tests.support import contract, hostile
 from tests.support.backends import backends, prepared
 from tests.support.recorder import Recorder
 from tests.targets import skip_or_fail
-from tests.targets.docker import NOTHING, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, held_by
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 RUNTIME = "runsc"
 
 
 @pytest.fixture(scope="module")
-def runsc(client):
+def runsc(docker_client):
     """Skips (fails in CI) unless the engine has the runsc runtime."""
-    if RUNTIME not in (client.info().get("Runtimes") or {}):
+    if RUNTIME not in (docker_client.info().get("Runtimes") or {}):
         skip_or_fail(f"the Docker engine has no {RUNTIME} runtime; run `bash .ci/docker-setup.sh` as root")
     return RUNTIME
 
@@ -41,9 +41,9 @@ async def make_backend(runsc):
 
 
 @pytest.fixture
-async def make(make_backend, client):
+async def make(make_backend, docker_client):
     yield make_backend
-    assert held_by(client, os.getpid()) == NOTHING
+    assert held_by(docker_client, os.getpid()) == NOTHING
 
 
 # the contract, under runsc
@@ -78,9 +78,9 @@ async def test_fork_bomb_stops_the_gvisor_sandbox_at_the_pids_limit_with_a_messa
     assert rec.result() == "2"
 
 
-async def test_the_sandbox_runs_in_gvisor_with_the_same_hardening(make, client):
+async def test_the_sandbox_runs_in_gvisor_with_the_same_hardening(make, docker_client):
     async with make() as backend:
-        attrs = client.api.inspect_container(backend._container.id)
+        attrs = docker_client.api.inspect_container(backend._container.id)
         rec = Recorder()
         await backend.execute("import os\nprint(open('/proc/version').read().split()[2], os.getuid(), "
                               "sorted(os.listdir('/sys/class/net')))", rec)
@@ -92,7 +92,7 @@ async def test_the_sandbox_runs_in_gvisor_with_the_same_hardening(make, client):
     assert (uid, net.strip()) == ("1000", "['lo']")
 
 
-async def test_read_only_mount_and_workspace_under_gvisor(make, client, tmp_path):
+async def test_read_only_mount_and_workspace_under_gvisor(make, docker_client, tmp_path):
     tmp_path.chmod(0o777)
     (tmp_path / "in.txt").write_text("host data")
     (tmp_path / "in.txt").chmod(0o666)
@@ -107,6 +107,6 @@ async def test_read_only_mount_and_workspace_under_gvisor(make, client, tmp_path
             after = Recorder()
             await backend.execute("print(open('kept').read())", after)
     finally:
-        client.api.remove_volume(volume, force=True)
+        docker_client.api.remove_volume(volume, force=True)
     assert rec.text() == "host data\nRead-only file system\n" and after.text() == "1\n"
     assert os.listdir(tmp_path) == ["in.txt"]

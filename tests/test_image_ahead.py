@@ -23,7 +23,6 @@ from sandbox_kernel.backends.docker.images.build import image_platform
 from sandbox_kernel.backends.docker.images.packages import packages_tag
 from tests.support.backends import prepared
 from tests.support.wheels import offline_pip
-from tests.targets.docker import client  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -36,12 +35,12 @@ CELL = "import sklearn\nprint(sklearn.__version__)"
 
 
 @pytest.fixture
-def kernelspec(tmp_path, client, monkeypatch):  # noqa: F811
+def kernelspec(tmp_path, docker_client, monkeypatch):
     """A docker kernelspec whose options ask for :data:`PACKAGES`, found through JUPYTER_PATH;
     the packages image is removed before and after. Kernels started by the test (their host-side
     ``pip download``) inherit pip's offline settings from this process."""
     prepared("docker")
-    for name, value in offline_pip(image_platform(client, DockerBackend().image).machine).items():
+    for name, value in offline_pip(image_platform(docker_client, DockerBackend().image).machine).items():
         monkeypatch.setenv(name, value)
     spec = tmp_path / "share" / "kernels" / KERNEL
     spec.mkdir(parents=True)
@@ -51,15 +50,15 @@ def kernelspec(tmp_path, client, monkeypatch):  # noqa: F811
                  *options],
         "display_name": KERNEL, "language": "python", "interrupt_mode": "message"}))
     env = {**os.environ, "JUPYTER_PATH": str(tmp_path / "share")}
-    tag = packages_tag(client, DockerBackend().image, PACKAGES)
-    _remove(client, tag)
+    tag = packages_tag(docker_client, DockerBackend().image, PACKAGES)
+    _remove(docker_client, tag)
     yield env, tag
-    _remove(client, tag)
+    _remove(docker_client, tag)
 
 
-def _remove(client, tag: str) -> None:  # noqa: F811
+def _remove(docker_client, tag: str) -> None:
     try:
-        client.images.remove(tag, force=True)
+        docker_client.images.remove(tag, force=True)
     except Exception:  # not there
         pass
 

@@ -11,27 +11,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from sandbox_kernel.backends.docker import engine
 
 from . import Prepared, Target
 
 IMAGE = "sandbox-kernel:latest"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def client():
-    """A docker-py client for a test module (skips, or fails in CI, without an engine)."""
-    from tests.support.backends import prepared
-
-    prepared("docker")
-    import docker
-
-    client = docker.from_env()
-    yield client
-    client.close()
 
 
 def unavailable() -> str | None:
