@@ -3,8 +3,10 @@ containers, and what removes them.
 
 A pooled container has no owner label (its filler's process is gone long before a session
 takes it), so the sweep of :func:`.engine.remove_leftovers` never sees it. It carries
-``org.sandbox-kernel.pool`` (its key) and ``org.sandbox-kernel.pool-host`` (this host's name:
-on an engine shared by several hosts, each host has its own pool). Its name starts with
+``org.sandbox-kernel.pool`` (its key), ``org.sandbox-kernel.pool-host`` (this host's name:
+on an engine shared by several hosts, each host has its own pool) and ``org.sandbox-kernel.pool-root``
+(its registry's folder, :func:`~sandbox_kernel.backends.pool.pool_root`: two users of one engine, or
+two registries of one user, each sweep only their own). Its name starts with
 :data:`NAME_PREFIX`, its ipc host directory with ``/tmp/skd-pool-``. Which one is waiting and
 which one a session took is in this host's registry (:class:`~sandbox_kernel.backends.pool.Registry`).
 """
@@ -23,6 +25,7 @@ from .engine import CREATED_LABEL, HOSTDIR_LABEL, LABEL, SESSION_LABEL, owner_is
 
 POOL_LABEL = f"{LABEL}.pool"
 POOL_HOST_LABEL = f"{LABEL}.pool-host"
+POOL_ROOT_LABEL = f"{LABEL}.pool-root"
 NAME_PREFIX = "sandbox-kernel-pool-"
 HOSTDIR_PREFIX = "skd-pool-"
 YOUNG_S = 120.0
@@ -32,13 +35,15 @@ list yet is left alone by the sweep (its filler is still starting it)."""
 
 def labels(key: str, hostdir: Any) -> dict[str, str]:
     """The labels of a pooled container and its volume (``hostdir``: the ipc transport's)."""
-    made = {POOL_LABEL: key, POOL_HOST_LABEL: socket.gethostname(), SESSION_LABEL: "pool",
-            CREATED_LABEL: str(int(time.time()))}
+    made = {POOL_LABEL: key, POOL_HOST_LABEL: socket.gethostname(), POOL_ROOT_LABEL: str(pool.pool_root()),
+            SESSION_LABEL: "pool", CREATED_LABEL: str(int(time.time()))}
     return {**made, HOSTDIR_LABEL: str(hostdir)} if hostdir is not None else made
 
 
 def _ours(info_labels: dict[str, str]) -> bool:
-    return info_labels.get(POOL_HOST_LABEL) == socket.gethostname()
+    """Made for this host's registry (one made before the root label was: for this host's)."""
+    root = info_labels.get(POOL_ROOT_LABEL)
+    return info_labels.get(POOL_HOST_LABEL) == socket.gethostname() and root in (None, str(pool.pool_root()))
 
 
 def _young(info_labels: dict[str, str]) -> bool:
