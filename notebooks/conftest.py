@@ -13,9 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugin.locks import WORKSPACE_VOLUMES
+
 pytest_plugins = ["tests.plugin"]
 
 CONFIG_DIRS = {"docker.ipynb": Path(__file__).parent / "config" / "docker"}
+WORKSPACE = {"docker.ipynb"}
+"""Notebooks whose sandbox's working directory is a workspace volume: they hold the machine lock
+that keeps ``gc --volumes`` of any test run away while they run (tests/plugin/locks.py)."""
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if Path(str(item.fspath)).name in WORKSPACE and getattr(item.parent, "nb", None) is not None:
+            item.add_marker(pytest.mark.machine_lock(WORKSPACE_VOLUMES))
 
 
 @pytest.hookimpl(wrapper=True)

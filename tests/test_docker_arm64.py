@@ -96,8 +96,15 @@ def test_a_cell_in_an_arm64_sandbox_reports_aarch64(docker_client):
 
 
 @pytest.fixture
-def pyyaml_arm64(docker_client, monkeypatch):
-    """The tag of sandbox-kernel:arm64 plus pyyaml (a C extension): absent at the start, removed at the end.
+def arm64_base(docker_client, own_image) -> str:
+    """sandbox-kernel:arm64 as an image of this run's own (a packages image's tag follows its base's id)."""
+    _require_arm64(docker_client)
+    return own_image(ARM64_IMAGE)
+
+
+@pytest.fixture
+def pyyaml_arm64(docker_client, monkeypatch, arm64_base):
+    """The tag of :func:`arm64_base` plus pyyaml (a C extension): absent at the start, removed at the end.
     The backend's ``pip download`` reads build/test-wheels/aarch64 (.ci/test-wheels-setup.sh), no index."""
     from sandbox_kernel.backends.docker.images.packages import packages_tag
 
@@ -110,8 +117,7 @@ def pyyaml_arm64(docker_client, monkeypatch):
     _require_arm64(docker_client)
     for name, value in offline_pip("aarch64").items():
         monkeypatch.setenv(name, value)
-    tag = packages_tag(docker_client, ARM64_IMAGE, ["pyyaml"])
-    remove()  # left by an interrupted run
+    tag = packages_tag(docker_client, arm64_base, ["pyyaml"])
     yield tag
     remove()
 
@@ -119,13 +125,13 @@ def pyyaml_arm64(docker_client, monkeypatch):
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-async def test_packages_on_an_arm64_image_get_aarch64_wheels(docker_client, pyyaml_arm64):
+async def test_packages_on_an_arm64_image_get_aarch64_wheels(docker_client, arm64_base, pyyaml_arm64):
     from tests.support.backends import backends
     from tests.support.recorder import Recorder
 
     started = time.monotonic()
     async with backends("docker") as make:
-        backend = make(image=ARM64_IMAGE, packages=["pyyaml"])
+        backend = make(image=arm64_base, packages=["pyyaml"])
         rec = Recorder()
         outcome = await backend.execute("import platform, yaml\nprint(platform.machine(), yaml.__with_libyaml__)", rec)
         image = backend.describe()["image"]

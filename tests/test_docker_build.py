@@ -22,7 +22,7 @@ from sandbox_kernel.backends.docker.images.packages import packages_tag
 from sandbox_kernel.core.errors import ExecutionTimeout, SandboxStartError
 from sandbox_kernel.core.events import Display
 from tests.kernels import kernel, run, stdout
-from tests.support.backends import backends, prepared
+from tests.support.backends import backends
 from tests.support.recorder import Recorder
 from tests.support.wheels import offline_pip
 from tests.targets.docker import IMAGE, NOTHING, held_by
@@ -60,10 +60,12 @@ def scratch_dockerfile(docker_client, tmp_path):
 
 
 @pytest.fixture(scope="session")
-def bash_dockerfile(tmp_path_factory) -> Path:
+def bash_dockerfile(tmp_path_factory, test_run) -> Path:
     """A Dockerfile folder whose image runs bash_kernel; its wheels copied by the host's pip from
-    build/test-wheels/host."""
+    build/test-wheels/host. A file naming the run is in the folder, so the image's tag (a digest
+    of the folder) is this run's own; the build's layers come from the engine's cache."""
     folder = tmp_path_factory.mktemp("bash-image")
+    (folder / "test-run").write_text(test_run)
     wheels = folder / "wheels"
     pip = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
                           "--dest", str(wheels), *BASH_WHEELS], capture_output=True, text=True,
@@ -74,32 +76,26 @@ def bash_dockerfile(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def bash_image(bash_dockerfile):
+def bash_image(docker_client, bash_dockerfile):
     """The tag the backend builds from :func:`bash_dockerfile` with :data:`GREETING`; removed at
     the end of the session (the first test that starts it pays for the build)."""
-    import docker
-
-    prepared("docker")  # skips, or fails in CI, without an engine
-    docker_client = docker.from_env()
     tag = dockerfile_tag(bash_dockerfile, dict([GREETING.split("=", 1)]))
-    _remove(docker_client, tag)  # left by an interrupted run
     yield tag
     _remove(docker_client, tag)
-    docker_client.close()
 
 
 @pytest.fixture(scope="session")
-def tqdm_image():
-    """The tag of sandbox-kernel:latest plus tqdm; absent at the start, removed at the end."""
-    import docker
+def tqdm_base(own_image) -> str:
+    """sandbox-kernel:latest as an image of this run's own (the packages image's tag follows its id)."""
+    return own_image(IMAGE)
 
-    prepared("docker")
-    docker_client = docker.from_env()
-    tag = packages_tag(docker_client, IMAGE, ["tqdm"])
-    _remove(docker_client, tag)
+
+@pytest.fixture(scope="session")
+def tqdm_image(docker_client, tqdm_base):
+    """The tag of :func:`tqdm_base` plus tqdm; absent at the start (the base is new), removed at the end."""
+    tag = packages_tag(docker_client, tqdm_base, ["tqdm"])
     yield tag
     _remove(docker_client, tag)
-    docker_client.close()
 
 
 @pytest.fixture
@@ -120,8 +116,9 @@ def progress_of(rec: Recorder) -> list[str]:
     return [e.data["text/plain"] for e in rec.events if isinstance(e, Display) and e.execution_count is None]
 
 
-async def test_packages_are_built_once_with_progress_then_reused(make, docker_client, tqdm_image, sandbox_wheels):
-    backend = make(packages=["tqdm"])
+async def test_packages_are_built_once_with_progress_then_reused(make, docker_client, tqdm_base, tqdm_image,
+                                                                sandbox_wheels, test_run):
+    backend = make(image=tqdm_base, packages=["tqdm"])
     rec = Recorder()
     started = time.monotonic()
     outcome = await backend.execute("import tqdm, sys\nprint(tqdm.__file__.startswith(sys.prefix))", rec)
@@ -131,14 +128,14 @@ async def test_packages_are_built_once_with_progress_then_reused(make, docker_cl
     assert shown[0].startswith("Building the sandbox image with tqdm") and "pip download tqdm" in shown[0]
     # the command names every option the image depends on (the fixture's base image and wheelhouse too)
     ahead = ("\n(A scripted run, e.g. nbclient or papermill, should build it first: sandbox-kernel image build "
-             "--DockerBackend.packages=tqdm --DockerBackend.build_base=")
+             f"--DockerBackend.image={tqdm_base} --DockerBackend.packages=tqdm --DockerBackend.build_base=")
     assert ahead in shown[0] and shown[0].endswith(")")
     assert shown[-1].startswith("Built the sandbox image with tqdm in ") and ahead in shown[-1]
     assert backend.describe()["image"] == tqdm_image
     labels = docker_client.images.get(tqdm_image).labels
-    assert labels["org.sandbox-kernel.packages"] == "tqdm" and not docker_client.images.list(
-        filters={"label": "org.sandbox-kernel.builder=packages"})  # the builder stage with the wheels is gone
-    again = make(packages=["tqdm"])
+    assert labels["org.sandbox-kernel.packages"] == "tqdm" and not docker_client.images.list(filters={"label": [
+        "org.sandbox-kernel.builder=packages", f"org.sandbox-kernel.test-run={test_run}"]})  # its builder stage (the wheels) is gone
+    again = make(image=tqdm_base, packages=["tqdm"])
     rec = Recorder()
     assert (await again.execute("import tqdm", rec)).status == "ok" and progress_of(rec) == []
 

@@ -43,11 +43,9 @@ def build(docker_client, tag: str, dockerfile: str) -> None:
     docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
 
 
-async def test_first_cell_builds_a_missing_image_with_progress_in_the_cell(make, docker_client, scratch_tags):
-    tag = "sandbox-kernel:autobuild-test"
+async def test_first_cell_builds_a_missing_image_with_progress_in_the_cell(make, docker_client, scratch_tags, test_run):
+    tag = f"sandbox-kernel:autobuild-{test_run}"  # this run's own: missing at the start
     scratch_tags.append(tag)
-    if image_is_current(docker_client, tag) is not None:  # left by an interrupted run
-        docker_client.images.remove(tag)
     backend = make(image=tag)
     rec = Recorder()
     outcome = await backend.execute("1 + 1", rec)
@@ -55,13 +53,13 @@ async def test_first_cell_builds_a_missing_image_with_progress_in_the_cell(make,
     progress = [e for e in rec.events if isinstance(e, Display) and e.execution_count is None]
     assert len(progress) >= 2 and not progress[0].update and all(e.update for e in progress[1:])
     assert len({e.display_id for e in progress}) == 1
-    assert "Building the sandbox image sandbox-kernel:autobuild-test" in progress[0].data["text/plain"]
-    assert progress[-1].data["text/plain"].startswith("Built the sandbox image sandbox-kernel:autobuild-test in ")
+    assert f"Building the sandbox image {tag}" in progress[0].data["text/plain"]
+    assert progress[-1].data["text/plain"].startswith(f"Built the sandbox image {tag} in ")
     assert image_is_current(docker_client, tag)
 
 
-async def test_an_image_from_an_older_recipe_is_rebuilt(make, docker_client, scratch_tags):
-    tag = "sandbox-kernel:stale-test"
+async def test_an_image_from_an_older_recipe_is_rebuilt(make, docker_client, scratch_tags, test_run):
+    tag = f"sandbox-kernel:stale-{test_run}"
     scratch_tags.append(tag)
     build(docker_client, tag, f"FROM sandbox-kernel:latest\nLABEL {RECIPE_LABEL}=older\n")
     assert image_is_current(docker_client, tag) is False
@@ -92,8 +90,9 @@ async def test_an_image_without_python_fails_fast_with_the_fix(make):
 
 
 @pytest.mark.parametrize("transport", ["ipc", "api"])
-async def test_an_image_without_ipykernel_fails_fast_with_the_fix(make, docker_client, scratch_tags, transport):
-    tag = "sandbox-kernel-test:no-ipykernel"
+async def test_an_image_without_ipykernel_fails_fast_with_the_fix(make, docker_client, scratch_tags, transport,
+                                                                  test_run):
+    tag = f"sandbox-kernel-test:no-ipykernel-{test_run}"
     scratch_tags.append(tag)
     build(docker_client, tag, "FROM sandbox-kernel-base:bookworm\nRUN ln -s /usr/bin/python3 /usr/local/bin/python\n")
     backend = make(image=tag, transport=transport)  # api: the relay itself lacks pyzmq there

@@ -15,11 +15,13 @@ from sandbox_kernel.backends.docker import workspace
 from sandbox_kernel.core.errors import ConfigError, SandboxStartError
 from tests.kernels import kernel, stdout
 from tests.kernels import run as run_in_kernel
+from tests.plugin.locks import WORKSPACE_VOLUMES
 from tests.support.backends import backends
 from tests.support.recorder import Recorder
-from tests.targets.docker import NOTHING, held_by
+from tests.targets.docker import NOTHING, as_host, held_by
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(180),
+              pytest.mark.machine_lock(WORKSPACE_VOLUMES)]  # gc --volumes of another run would take a workspace
 
 
 @pytest.fixture
@@ -30,9 +32,9 @@ async def make(docker_client):
 
 
 @pytest.fixture
-def volume_name(docker_client):
+def volume_name(docker_client, test_run):
     """A workspace volume name of this test, removed afterwards."""
-    name = f"sandbox-kernel-test-{secrets.token_hex(4)}"
+    name = f"sandbox-kernel-test-{test_run}-{secrets.token_hex(4)}"
     yield name
     try:
         docker_client.api.remove_volume(name, force=True)
@@ -46,9 +48,10 @@ async def run(backend, code):
     return outcome, rec
 
 
-def gc(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc", *args], capture_output=True, text=True,
-                          timeout=120)
+def gc(*args: str, host: str | None = None) -> str:
+    """``sandbox-kernel gc ARGS``' output (run :func:`as_host` ``host``, if given)."""
+    done = subprocess.run([*(as_host(host) if host else []), sys.executable, "-m", "sandbox_kernel", "gc", *args],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -140,6 +143,7 @@ async def test_workspace_size_limit_or_the_warning_that_it_has_none(make, docker
         assert f"the workspace volume {volume_name} has no size limit" in shown.text("stderr")
 
 
+@pytest.mark.machine_lock(WORKSPACE_VOLUMES, exclusive=True)  # --volumes removes every unused workspace volume
 async def test_gc_lists_workspaces_and_removes_them_only_with_volumes(make, docker_client, volume_name):
     async with make(workdir_volume=volume_name) as backend:
         await run(backend, "open('f', 'w').write('x')")
@@ -214,17 +218,20 @@ def test_magic_line_takes_mounts_and_a_workspace_and_suggests_a_misspelt_option(
 
 
 def test_gc_dry_run_lists_leftovers_and_removes_nothing(docker_client):
+    """The owner and gc run as a host of their own (``as_host``): another test's sandbox start on
+    this machine would remove this host's leftovers of a killed owner."""
+    host = f"sk-test-{secrets.token_hex(4)}"
     script = ("import asyncio\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
               "async def main():\n    await DockerBackend(session='dry-orphan').start()\n"
               "    print('up', flush=True)\n    await asyncio.sleep(600)\nasyncio.run(main())")
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen([*as_host(host), sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert owner.stdout.readline() == "up\n"
     owner.kill()
     owner.wait()
-    held = held_by(docker_client, owner.pid)
+    held = held_by(docker_client, owner.pid, host)
     [container] = held["containers"]
-    listed = gc("--dry-run")
+    listed = gc("--dry-run", host=host)
     assert f"would remove {container.lstrip('/')}" in listed and "would remove" in listed.splitlines()[-1]
-    assert held_by(docker_client, owner.pid) == held  # nothing removed, host directory included
-    gc()  # (removal itself: test_docker.py's leftovers test; any sandbox's start may also have removed them)
-    assert held_by(docker_client, owner.pid) == NOTHING
+    assert held_by(docker_client, owner.pid, host) == held  # nothing removed, host directory included
+    gc(host=host)  # (removal itself: test_docker.py's leftovers test)
+    assert held_by(docker_client, owner.pid, host) == NOTHING

@@ -11,4 +11,4 @@ makes a run safe beside other runs.
   the work, the nbval notebooks' kernels.
 """
 
-pytest_plugins = ["tests.plugin.isolation", "tests.plugin.targets", "tests.plugin.magic", "tests.plugin.tiers"]
+pytest_plugins = ["tests.plugin.isolation", "tests.plugin.locks", "tests.plugin.targets", "tests.plugin.magic", "tests.plugin.tiers"]

@@ -5,6 +5,8 @@ every kernel, sandbox and pool filler a test starts inherits it:
 
 - ``SANDBOX_KERNEL_POOL_ROOT``: the warm pools' registry under the worker's base temporary folder
   (pooled docker containers carry it as a label: a sweep or ``pool stop`` takes only its own);
+- ``SANDBOX_KERNEL_HOSTDIR_ROOT``: the docker backend's ipc host directories (the leftovers'
+  sweep of every sandbox's start, on any run, looks only in its own);
 - ``JUPYTER_DATA_DIR`` and ``IPYTHONDIR``: the local sandboxes' IPython history
   (``sandbox-kernel/history/local.sqlite``), the host kernels' history and connection files:
   another run's cells never show in this run's ``history`` replies.
@@ -45,8 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN] = f"{run}-{worker_id()}"
     base = config._tmp_path_factory.getbasetemp()  # noqa: SLF001 - pytest's own base temp (per worker under xdist)
     patch = config.stash[_PATCH] = pytest.MonkeyPatch()
-    for variable, folder in (("SANDBOX_KERNEL_POOL_ROOT", "pool"), ("JUPYTER_DATA_DIR", "jupyter-data"),
-                             ("IPYTHONDIR", "ipython")):
+    for variable, folder in (("SANDBOX_KERNEL_POOL_ROOT", "pool"), ("SANDBOX_KERNEL_HOSTDIR_ROOT", "hostdirs"),
+                             ("JUPYTER_DATA_DIR", "jupyter-data"), ("IPYTHONDIR", "ipython")):
         path = base / folder
         path.mkdir(mode=0o700, exist_ok=True)
         patch.setenv(variable, str(path))

@@ -12,6 +12,10 @@ The locks are ``flock(2)`` locks on files in ``$SANDBOX_KERNEL_TEST_LOCKS`` (def
 steady stream of shared holders starve an exclusive one; a second file, the turnstile, gives the
 exclusive holder its turn: every taker passes it, and the exclusive one keeps it until it holds
 the lock.
+
+A test holds a lock with the marker ``machine_lock(NAME, exclusive=False)`` (nbval notebooks get
+theirs from tests/plugin/tiers.py), from its set-up to its teardown, or across consecutive tests
+that want the same lock. Tests that hold one exclusively run in the xdist group ``machine``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 WORKSPACE_VOLUMES = "workspace-volumes"
 """Held shared while a test keeps a workspace volume between sandboxes; exclusively by the
@@ -78,3 +84,43 @@ def _take(file, operation: int, name: str, started: float, timeout: float) -> No
                 raise TimeoutError(f"the machine lock {name!r} ({file.name}) was held by another test run for "
                                    f"more than {timeout:.0f} s") from None
             time.sleep(0.2)
+
+
+# -- the marker: ``@pytest.mark.machine_lock(NAME, exclusive=False)`` ---------------------------
+_HELD = pytest.StashKey[dict]()
+
+
+def locks_of(item: pytest.Item | None) -> set[tuple[str, bool]]:
+    """The machine locks ``item`` holds while it runs: ``{(name, exclusive)}``."""
+    if item is None:
+        return set()
+    wanted: dict[str, bool] = {}
+    for mark in item.iter_markers("machine_lock"):  # a module's shared one, a test's exclusive one: exclusive
+        wanted[mark.args[0]] = wanted.get(mark.args[0], False) or bool(mark.kwargs.get("exclusive", False))
+    return set(wanted.items())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "machine_lock(name, exclusive=False): hold the machine lock NAME "
+                                       "(tests/plugin/locks.py) while the test, its fixtures included, runs; exclusive "
+                                       "ones run in the xdist group 'machine'")
+    config.stash[_HELD] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Take the item's machine locks before its set-up; keep them while the next item wants the
+    same (a module's tests that share its fixtures), else let them go after its teardown."""
+    held: dict = item.config.stash[_HELD]
+    for name, exclusive in sorted(locks_of(item)):
+        if (name, exclusive) not in held:
+            lock = machine_lock(name, exclusive=exclusive)
+            waited = lock.__enter__()
+            held[name, exclusive] = lock
+            if waited > 1:
+                item.add_report_section("setup", "machine lock", f"waited {waited:.0f} s for the machine lock {name!r}")
+    try:
+        return (yield)
+    finally:
+        for key in set(held) - locks_of(nextitem):
+            held.pop(key).__exit__(None, None, None)

@@ -146,3 +146,27 @@ async def make_e2b(e2b_server, monkeypatch):
     yield make
     for backend in made:
         await backend.shutdown()
+
+
+@pytest.fixture(scope="session")
+def own_image(docker_client, test_run):
+    """``own_image(base)`` → ``sandbox-kernel-test:RUN-WORKER-N``: ``base`` with a label of this run
+    and worker, a new image id (the same layers), so that the images a test derives from it
+    (``packages``' tags are digests of their base's id) are its run's own: removing them at the
+    end never takes another run's. Built once per base (about a second); removed at the end."""
+    import io
+
+    made: dict[str, str] = {}
+
+    def own(base: str) -> str:
+        if base not in made:
+            tag = f"sandbox-kernel-test:{test_run}-{len(made)}"
+            docker_client.images.build(fileobj=io.BytesIO(f"FROM {base}\nLABEL org.sandbox-kernel.test-run={test_run}\n".encode()),
+                                       tag=tag, rm=True)
+            made[base] = tag
+        return made[base]
+
+    yield own
+    for tag in made.values():
+        with contextlib.suppress(Exception):  # in use by a container being removed: left for the engine's prune
+            docker_client.images.remove(tag)

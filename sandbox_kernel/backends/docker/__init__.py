@@ -345,7 +345,7 @@ class DockerBackend(KernelClientBackend):
             return info
         await _run_blocking(quota.check, client, self.memory_limit, lock.load())
         self._hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-",
-                                                                   dir=engine.HOSTDIR_ROOT))
+                                                                   dir=engine.hostdir_root()))
         try:
             self._info = {} if relayed else prepare_hostdir(self._hostdir, uid)
             owned = engine.labels(self.session, self._hostdir)
@@ -417,7 +417,7 @@ class DockerBackend(KernelClientBackend):
         await _run_blocking(quota.check, client, self.memory_limit, lock.load())
         relayed = self._transport == "api"
         uid, _ = self._uid_gid()
-        hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=pooled.HOSTDIR_PREFIX, dir=engine.HOSTDIR_ROOT))
+        hostdir = None if relayed else Path(tempfile.mkdtemp(prefix=pooled.HOSTDIR_PREFIX, dir=engine.hostdir_root()))
         name = f"{pooled.NAME_PREFIX}{secrets.token_hex(6)}"
         volume = self.workdir_volume or f"{name}-work"
         labels = {**pooled.labels(key, hostdir), **quota.labels(self.memory_limit)}
