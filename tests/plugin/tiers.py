@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugin.locks import locks_of
 from tests.targets import NAMES
 
 TIERS = ("unit", "corpus", "kernel", "docker", "e2b", "gateway", "browser")
@@ -35,6 +36,10 @@ BACKEND_PARAMS = ("backend_name", "name", "kind")
 
 SPLIT_BY_BACKEND = {"tests/test_contract.py"}
 """Modules whose cases form one group per backend (their shared sandbox is per backend)."""
+RIG_GROUPS = {"podman": "podman", "podman_api": "podman", "tests/test_docker_podman.py": "podman"}
+"""Backends and modules whose tests share a rig that is costly to start or to use twice at once
+(the Podman service of tests/targets/podman.py: Podman slowed down and timed out with one
+service per worker on its one storage): one group, so one worker, one service."""
 
 WEIGHTS: dict[str, float] = {}
 """Seconds a group took (``group name: seconds``), heaviest handed out first; a group not
@@ -67,14 +72,19 @@ def group_of(item: pytest.Item, tier: str) -> str | None:
     """The xdist group of ``item`` (None: a group of its own)."""
     if (marker := item.get_closest_marker("xdist_group")) is not None:
         return marker.args[0] if marker.args else marker.kwargs.get("name")
+    if any(exclusive for _, exclusive in locks_of(item)):
+        return "machine"
     path = Path(str(item.fspath)).relative_to(item.config.rootpath).as_posix()
     if _notebook(item) is not None:
         return f"notebook:{path}"
     if tier in IN_PROCESS:
         return None
+    if path in RIG_GROUPS:
+        return RIG_GROUPS[path]
     if path in SPLIT_BY_BACKEND:
         params = _backend_params(item)
-        return f"{path}:{next((params[k] for k in BACKEND_PARAMS if k in params), '')}"
+        name = next((params[k] for k in BACKEND_PARAMS if k in params), "")
+        return RIG_GROUPS.get(name, f"{path}:{name}")
     return path
 
 
@@ -118,3 +128,25 @@ def pytest_runtest_setup(item: pytest.Item):
         for key, value in prepared(name).kernel_env.items():
             patch.setenv(key, value)
         return (yield)
+
+
+# -- minutes per tier, at the end of a run with --durations (.ci/run) -----------------------------
+class TierMinutes:
+    """Adds each phase's seconds to its test's tier (on xdist's controller, from the workers'
+    reports) and prints the minutes at the end."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        tier = next((tier for tier in reversed(TIERS) if tier in report.keywords), "untiered")
+        self.seconds[tier] = self.seconds.get(tier, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        parts = ", ".join(f"{tier} {self.seconds[tier] / 60:.1f}" for tier in (*TIERS, "untiered") if tier in self.seconds)
+        terminalreporter.write_line(f"minutes per tier (set-up, call and teardown, summed over the workers): {parts}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.durations is not None and getattr(config, "workerinput", None) is None:
+        config.pluginmanager.register(TierMinutes(), "sandbox-kernel-tier-minutes")
