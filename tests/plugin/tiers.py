@@ -36,10 +36,17 @@ BACKEND_PARAMS = ("backend_name", "name", "kind")
 
 SPLIT_BY_BACKEND = {"tests/test_contract.py"}
 """Modules whose cases form one group per backend (their shared sandbox is per backend)."""
-RIG_GROUPS = {"podman": "podman", "podman_api": "podman", "tests/test_docker_podman.py": "podman"}
-"""Backends and modules whose tests share a rig that is costly to start or to use twice at once
-(the Podman service of tests/targets/podman.py: Podman slowed down and timed out with one
-service per worker on its one storage): one group, so one worker, one service."""
+RIG_GROUPS = {"podman": "podman", "podman_api": "podman", "tests/test_docker_podman.py": "podman",
+              **dict.fromkeys(["tests/test_docker_remote.py", "tests/test_docker_remote_magic.py",
+                               "tests/test_remote_engine.py", "tests/test_egress_engines.py"], "remote-engine"),
+              **dict.fromkeys(["tests/test_browser.py", "tests/test_browser_files.py", "tests/test_browser_findings.py",
+                               "tests/test_browser_frontends.py", "tests/test_browser_magic.py"], "browser")}
+"""Backends and modules whose tests share a rig that is costly to start or to run twice at once:
+one group, so one worker and one rig. The Podman service of tests/targets/podman.py (Podman slowed
+down until a cell timed out with one service per worker on its one storage); the remote engine of
+tests/targets/remote_engine.py (a second one loads the 700 MB sandbox image into a tmpfs); the
+browser modules' JupyterLab and Chromium (four at once, one per worker, held both cores for
+minutes: load average 58, and screenshots timed out)."""
 
 WEIGHTS: dict[str, float] = {}
 """Seconds a group took (``group name: seconds``), heaviest handed out first; a group not
@@ -106,6 +113,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"{len(untiered)} test(s) have no tier marker ({', '.join(TIERS)}): declare it "
                                 f"with `pytest.mark.TIER` in the module's pytestmark, e.g. {untiered[0]}")
     result = yield
+    if getattr(config, "workerinput", None) is not None and config.getvalue("loadgroup") and (
+            lost := [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]):
+        raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (its node id has no @GROUP): pytest 9.2's node ids "
+                                "defeat --dist loadgroup (pytest-dev/pytest-xdist#1386); install the test extra's pytest<9.2")
     items.sort(key=lambda item: -weights[item.stash[_GROUP]])  # stable: each group keeps its order
     return result
 
