@@ -308,7 +308,9 @@ def screenshot(page, name: str) -> Path:
     if height + 200 > size["height"]:
         page.set_viewport_size({"width": size["width"], "height": height + 200})
     page.evaluate(SCROLL_HEIGHT)  # scrolls to the top
-    page.screenshot(path=str(path))
+    # evidence, not a measured wait: a tall page's screenshot took more than the page's 15 s on this
+    # 2-core machine under load (every test of test_browser.py then errored in its fixture)
+    page.screenshot(path=str(path), timeout=180_000)
     return path
 
 

@@ -25,7 +25,6 @@ from tests.kernels import kernel, run, stdout
 from tests.support import egress
 from tests.support.host import host_arguments
 from tests.targets import skip_or_fail
-from tests.targets.docker import client  # noqa: F401 - the module's engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -42,11 +41,11 @@ VALUE = "'installed from the test index, with its dependency'"
 
 
 @pytest.fixture(scope="module")
-def rig_on_engine(client):  # noqa: F811
+def rig_on_engine(docker_client):
     for image in (egress.RIG_IMAGE, "sandbox-kernel-egress:latest"):
-        if not client.images.list(name=image):
+        if not docker_client.images.list(name=image):
             skip_or_fail(f"the image {image} is missing; {egress.SETUP}")
-    with egress.rig(client, WHEELS) as made:
+    with egress.rig(docker_client, WHEELS) as made:
         yield made
 
 
@@ -101,7 +100,7 @@ def test_probes_reach_nothing_and_fail_at_once(rig, tmp_path):
     with Sandbox("docker", **rig.options(*PROBED)) as sb:
         sb.upload(tmp_path / "rig-ca.pem", "rig-ca.pem")
         assert sb.run("import urllib.request\nurllib.request.urlopen('http://index.test:8080/simple/').status").text == "200"
-        proxy = rig.client.containers.get(sb.describe()["egress_proxy"])
+        proxy = rig.docker_client.containers.get(sb.describe()["egress_proxy"])
         addresses = {**rig.addresses, "gateway": rig.gateway,
                      "proxy": proxy.attrs["NetworkSettings"]["Networks"][rig.network]["IPAddress"]}
         started = time.monotonic()
@@ -261,7 +260,7 @@ print("RESULT", flow.response.status_code, data.server.error)
 """
 
 
-def test_a_check_that_raises_refuses(client):  # noqa: F811
+def test_a_check_that_raises_refuses(docker_client):
     """mitmproxy logs an addon's exception and carries on: the proxy's hooks refuse instead of
     letting an unchecked request out. Run in the proxy's image with its own mitmproxy."""
     from sandbox_kernel.backends.docker.proxy_spec import IMAGE
@@ -269,6 +268,6 @@ def test_a_check_that_raises_refuses(client):  # noqa: F811
 
     files = [(f"{name}.py", text) for name, text in sources()] + [("check.py", FAIL_CLOSED)]
     write = "; ".join(f"open({name!r}, 'w').write({text!r})" for name, text in files)
-    out = client.containers.run(IMAGE, ["sh", "-c", 'cd /tmp && python -c "$0" && python check.py', write],
+    out = docker_client.containers.run(IMAGE, ["sh", "-c", 'cd /tmp && python -c "$0" && python check.py', write],
                                 network_mode="none", remove=True, stdout=True, stderr=False).decode()
     assert "RESULT 403 sandbox-kernel egress refused ok.test:80: the proxy could not check it (ValueError)" in out, out

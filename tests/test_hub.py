@@ -30,9 +30,11 @@ from tests.hub import (
     volumes,
     write_notebook,
 )
+from tests.plugin.locks import HUB_USERS
 from tests.targets import skip_or_fail
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900),
+              pytest.mark.machine_lock(HUB_USERS, exclusive=True)]  # the rig's users and engines: one run at a time
 
 ALICE, BOB = USERS
 CULL_S = 40

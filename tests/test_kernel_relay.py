@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.kernels import kernel, run, stdout
+from tests.plugin.locks import WORKSPACE_VOLUMES
 from tests.targets import backend_of
 
 pytestmark = pytest.mark.kernel
@@ -109,6 +110,7 @@ def test_history_is_the_sandboxes(sandbox):
     assert code == "history_mark = 'h' * 3"
 
 
+@pytest.mark.machine_lock(WORKSPACE_VOLUMES)  # a workspace volume between two kernels: no gc --volumes meanwhile
 @pytest.mark.parametrize("name", TARGETS)
 def test_history_across_sessions_where_the_sandbox_keeps_it(name):
     """local keeps it across sessions by default; docker in memory (a new sandbox starts empty),

@@ -21,11 +21,9 @@ import pytest
 from tests.kernels import run
 from tests.support.capabilities import lacks, shown  # what a backend cannot do and its fallback; a str result
 from tests.support.host import host_kernel
-from tests.support.magic import (  # noqa: F401 - the scenario's fixtures and its tests, collected here
+from tests.support.magic import (  # noqa: F401 - the scenario's tests, collected here
     bundles,
-    cells,
     plain,
-    replies,
     test_clear_output_and_display_updates,
     test_error_fails_the_cell_with_the_sandbox_traceback,
     test_help_and_the_pager_show_as_in_the_host,

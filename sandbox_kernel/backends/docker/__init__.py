@@ -132,7 +132,7 @@ class DockerBackend(DockerOptions):
             return info
         await run_blocking(quota.check, client, self.memory_limit, lock.load())
         hostdir = None if link.relayed else Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-",
-                                                                  dir=engine.HOSTDIR_ROOT))
+                                                                  dir=engine.hostdir_root()))
         name = f"sandbox-kernel-{re.sub(r'[^A-Za-z0-9_.-]', '-', self.session)[:40]}-{secrets.token_hex(4)}"
         box = self._box = SandboxContainer(self, link, self._orphans, volume=self.workdir_volume or f"{name}-work",
                                            hostdir=hostdir)

@@ -3,8 +3,10 @@ containers, how the filler makes one (:func:`launch`), their labels, and what re
 
 A pooled container has no owner label (its filler's process is gone long before a session
 takes it), so the sweep of :func:`.engine.remove_leftovers` never sees it. It carries
-``org.sandbox-kernel.pool`` (its key) and ``org.sandbox-kernel.pool-host`` (this host's name:
-on an engine shared by several hosts, each host has its own pool). Its name starts with
+``org.sandbox-kernel.pool`` (its key), ``org.sandbox-kernel.pool-host`` (this host's name:
+on an engine shared by several hosts, each host has its own pool) and ``org.sandbox-kernel.pool-root``
+(its registry's folder, :func:`~sandbox_kernel.backends.pool.pool_root`: two users of one engine, or
+two registries of one user, each sweep only their own). Its name starts with
 :data:`NAME_PREFIX`, its ipc host directory with ``/tmp/skd-pool-``. Which one is waiting and
 which one a session took is in this host's registry (:class:`~sandbox_kernel.backends.pool.Registry`).
 """
@@ -23,10 +25,11 @@ from ...core.errors import Refused
 from .. import pool
 from ..workspace import plan_of
 from .boundary import engine_errors
-from .engine import CREATED_LABEL, HOSTDIR_LABEL, HOSTDIR_ROOT, LABEL, SESSION_LABEL, owner_is_gone, remove_hostdir
+from .engine import CREATED_LABEL, HOSTDIR_LABEL, LABEL, SESSION_LABEL, hostdir_root, owner_is_gone, remove_hostdir
 
 POOL_LABEL = f"{LABEL}.pool"
 POOL_HOST_LABEL = f"{LABEL}.pool-host"
+POOL_ROOT_LABEL = f"{LABEL}.pool-root"
 NAME_PREFIX = "sandbox-kernel-pool-"
 HOSTDIR_PREFIX = "skd-pool-"
 YOUNG_S = 120.0
@@ -36,13 +39,15 @@ list yet is left alone by the sweep (its filler is still starting it)."""
 
 def labels(key: str, hostdir: Any) -> dict[str, str]:
     """The labels of a pooled container and its volume (``hostdir``: the ipc transport's)."""
-    made = {POOL_LABEL: key, POOL_HOST_LABEL: socket.gethostname(), SESSION_LABEL: "pool",
-            CREATED_LABEL: str(int(time.time()))}
+    made = {POOL_LABEL: key, POOL_HOST_LABEL: socket.gethostname(), POOL_ROOT_LABEL: str(pool.pool_root()),
+            SESSION_LABEL: "pool", CREATED_LABEL: str(int(time.time()))}
     return {**made, HOSTDIR_LABEL: str(hostdir)} if hostdir is not None else made
 
 
 def _ours(info_labels: dict[str, str]) -> bool:
-    return info_labels.get(POOL_HOST_LABEL) == socket.gethostname()
+    """Made for this host's registry (one made before the root label was: for this host's)."""
+    root = info_labels.get(POOL_ROOT_LABEL)
+    return info_labels.get(POOL_HOST_LABEL) == socket.gethostname() and root in (None, str(pool.pool_root()))
 
 
 def _young(info_labels: dict[str, str]) -> bool:
@@ -210,7 +215,7 @@ async def launch(options: Any, link: Any, orphans: Any) -> tuple[str, dict[str, 
     client = await link.connect(options)
     key = await key_of(options, link)
     await run_blocking(quota.check, client, options.memory_limit, lock.load())
-    hostdir = None if link.relayed else Path(tempfile.mkdtemp(prefix=HOSTDIR_PREFIX, dir=HOSTDIR_ROOT))
+    hostdir = None if link.relayed else Path(tempfile.mkdtemp(prefix=HOSTDIR_PREFIX, dir=hostdir_root()))
     name = f"{NAME_PREFIX}{secrets.token_hex(6)}"
     volume = options.workdir_volume or f"{name}-work"
     made = {**labels(key, hostdir), **quota.labels(options.memory_limit)}
