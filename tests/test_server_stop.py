@@ -23,7 +23,6 @@ from sandbox_kernel.backends.docker.engine import OWNER_LABEL
 from tests.browser import JupyterLab
 from tests.kernels import kernel, run
 from tests.targets import skip_or_fail
-from tests.targets.docker import client  # noqa: F401 - the module's engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 FINISHER = "sandbox_kernel.frontdoors.kernel.finisher"
@@ -94,7 +93,7 @@ def specs() -> tuple[dict, dict[str, str]]:
     return {"sandbox-docker": kernel_json("docker", options), "sandbox-local": kernel_json("local", [])}, setup.kernel_env
 
 
-def test_a_server_stopped_with_sigterm_leaves_no_sandbox(client):  # noqa: F811
+def test_a_server_stopped_with_sigterm_leaves_no_sandbox(docker_client):
     """Two sandbox-docker kernels and a sandbox-local one, each having run a cell; the server gets
     SIGTERM. Its kernels get 1 s (``shutdown_wait_time``; jupyter_client's default is 5 s): each
     is SIGTERMed at 0.5 s and SIGKILLed at 1 s, in the middle of its removal, which its finisher
@@ -115,23 +114,23 @@ def test_a_server_stopped_with_sigterm_leaves_no_sandbox(client):  # noqa: F811
         wrappers = [pid for pid, (parent, cmdline) in processes().items()
                     if parent == lab.process.pid and "sandbox_kernel" in cmdline]
         assert len(wrappers) == 3, processes()
-        assert len(leftovers(client, wrappers)) >= 6  # what is looked for exists while they run
+        assert len(leftovers(docker_client, wrappers)) >= 6  # what is looked for exists while they run
         lab.process.send_signal(signal.SIGTERM)
         assert lab.process.wait(60) == 0
-        assert settled(client, wrappers) == []
+        assert settled(docker_client, wrappers) == []
         assert finishers(wrappers) == []
     finally:
         lab.stop()
 
 
 @pytest.mark.parametrize("backend", ["docker", "local"])
-def test_a_kernel_given_sigterm_removes_its_sandbox_then_ends(client, backend):  # noqa: F811
+def test_a_kernel_given_sigterm_removes_its_sandbox_then_ends(docker_client, backend):
     """SIGTERM straight to a sandbox kernel (no shutdown_request first, as ``systemctl stop`` or
     ``kill`` sends it): it removes its sandbox and exits with status 0; its finisher was told so."""
     with kernel(backend) as (km, kc):
         assert run(kc, "1")[0]["status"] == "ok"
         process = km.provisioner.process
-        assert leftovers(client, [process.pid])
+        assert leftovers(docker_client, [process.pid])
         os.kill(process.pid, signal.SIGTERM)
         assert process.wait(30) == 0
-        assert settled(client, [process.pid]) == []
+        assert settled(docker_client, [process.pid]) == []

@@ -15,6 +15,7 @@ unstarted backends of it). Plain helpers (:func:`tests.support.backends.prepared
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 from typing import Any
 
@@ -52,9 +53,12 @@ closed by the ``targets`` fixture's teardown or, if no test used it, when pytest
 
 
 def session_targets() -> Targets:
-    """The :class:`Targets` of the running test session."""
+    """The :class:`Targets` of the running test session; outside one (a benchmark under
+    benchmarks/ using the tests' set-up), the process's own, undone when it exits."""
+    global _SESSION
     if _SESSION is None:
-        raise RuntimeError("no test session runs: the targets are prepared by tests/plugin (pytest_plugins)")
+        _SESSION = Targets()
+        atexit.register(_SESSION.close)
     return _SESSION
 
 
