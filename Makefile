@@ -1,12 +1,20 @@
 # sandbox-kernel: `make demo` runs the quickstart notebook in a sandbox (`make demo-docker`: the docker one);
-# `make test` runs the tests; `make docs` builds the documentation site into build/docs/html.
+# `make check` runs ruff and the in-process tests (under a minute: before every commit); `make test` runs all tests;
+# `make docs` builds the documentation site into build/docs/html.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# pytest-xdist: most of a test's time is spent waiting for engines, browsers and kernels, so more
+# workers than the machine's 2 cores pay (measured: README, Tests). A group (--dist loadgroup) runs on
+# one worker; tests/plugin/tiers.py hands the groups out heaviest first (--no-loadscope-reorder keeps
+# that order). TEST_WORKERS=0 runs in this process, one test after the other.
+TEST_WORKERS ?= 4
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-p xdist -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+CHECK_WORKERS ?= 2
 
-.PHONY: demo demo-docker test bench docs screenshots install clean
+.PHONY: demo demo-docker check test bench docs screenshots install clean
 
 # pip's and setuptools' output goes to build/install.log, shown only when the install fails
 $(STAMP): pyproject.toml
@@ -27,9 +35,15 @@ demo: $(STAMP)
 demo-docker: $(STAMP)
 	@JUPYTER_CONFIG_PATH=$(CURDIR)/notebooks/config/docker $(PY) scripts/demo.py notebooks/docker.ipynb build/
 
+# ruff and the in-process tiers: unit (the front doors on the scripted backend are unit tests) and corpus
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -m "unit or corpus" -q -p no:cacheprovider -p xdist -n $(CHECK_WORKERS) $(PYTEST_ARGS)
+
 test: $(STAMP)
 	$(VENV)/bin/sandbox-kernel install --sys-prefix >/dev/null
-	$(PY) -m pytest -p nbval tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -p nbval tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider \
+	    $(XDIST) $(PYTEST_ARGS)
 
 # the site, from docs/ (MyST pages, and references generated from the code): warnings are errors, so
 # a broken link, an option that does not exist or one without help text fails it

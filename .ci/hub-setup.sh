@@ -55,11 +55,16 @@ if runuser -u "${USERS[0]}" -- test -r "$(pwd)/pyproject.toml"; then editable=-e
     editable=""
     echo "note: $(pwd) is closed to other users: installing a copy (run this script again after changing the code)"
 fi
-if ! log=$("$HUB_ROOT/venv/bin/python" -m pip install -q $editable ".[docker,widgets]" 2>&1); then
-    echo "$log" >&2
-    exit 1
+# (skipped when the venv already has this clone, editable, installed from this pyproject.toml)
+installed="$(pwd -P) $(sha256sum pyproject.toml | cut -c1-16)"
+if [[ -z "$editable" || "$(cat "$HUB_ROOT/venv/.sandbox-kernel-clone" 2>/dev/null)" != "$installed" ]]; then
+    if ! log=$("$HUB_ROOT/venv/bin/python" -m pip install -q $editable ".[docker,widgets]" 2>&1); then
+        echo "$log" >&2
+        exit 1
+    fi
+    chmod -R a+rX "$HUB_ROOT/venv"
+    if [[ -n "$editable" ]]; then echo "$installed" >"$HUB_ROOT/venv/.sandbox-kernel-clone"; else rm -f "$HUB_ROOT/venv/.sandbox-kernel-clone"; fi
 fi
-chmod -R a+rX "$HUB_ROOT/venv"
 runuser -u "${USERS[0]}" -- "$HUB_ROOT/venv/bin/python" -c "import sandbox_kernel, jupyterhub"
 
 if [[ "$("$HUB_ROOT/chp/node_modules/.bin/configurable-http-proxy" --version 2>/dev/null)" != "$CHP" ]]; then

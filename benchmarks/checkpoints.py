@@ -1,4 +1,4 @@
-"""What checkpoints cost and how fast they come back, in one run (docs/checkpoints.md).
+"""What checkpoints cost and how fast they come back, in one run (docs/how-to/checkpoints.md).
 
     .venv/bin/python benchmarks/checkpoints.py [--backends local,docker] [--restores 20] [--rounds 3]
 

@@ -195,10 +195,6 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         if "sandbox-gateway" in args.kernels.split(","):
             stack.enter_context(kernel_gateway())
-        if any(VARIANTS.get(name, (0, 0, None))[2] for name in args.kernels.split(",")):
-            from tests.support.backends import close
-
-            stack.callback(close)  # the rig a variant started
         names = args.kernels.split(",")
         starts = start_to_first_result(names, args.starts)
         for name in names:

@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/soak.py [--doors magic,api,mcp-stdio,mcp-http,kernel,pool,egress] [--scale 1]
 
-For each door, a few units of work warm it up (imports, caches, first allocations), then the
-door's process's resident memory (``VmRSS``, after ``gc.collect()`` where the process is this
-one) is read before and after N more units; the figure is the growth divided by N, in kB per
-unit. A door is flat when that is under :data:`FLAT_KB` (a hundredth of the ~430 kB per policy
-that issue 37 found; what remains is the interpreter's allocator and bounded caches):
+For each door, warm-up units first (imports, caches, the allocator's first arenas), then N more
+units while the door's process's resident memory (``VmRSS``) is read at 11 points; the figure is
+the least-squares slope of those readings in kB per unit, with its standard error (the noise: a
+growth of 1 kB a unit shows when the error is well under 1). No collection is forced: a closed
+sandbox is freed by reference counting (tests/test_memory.py), as a long-lived process needs.
+A door is flat when the slope is under :data:`FLAT_KB` (a hundredth of the ~430 kB per policy
+that issue 37 found). For the doors in this process the table also gives the resident memory
+after ``malloc_trim(0)`` (glibc): what of the growth is memory the allocator keeps free.
 
   magic      ``%%sandbox`` cells (``x = i``, local) in an IPython shell in this process
   api        ``Sandbox("local")`` opened, run and closed in this process
@@ -22,8 +25,8 @@ that issue 37 found; what remains is the interpreter's allocator and bounded cac
              proxy container (no request leaves: the name is a ``.test`` one): this process;
              needs the Docker engine, the sandbox image and the egress image
 
-Sandboxes and servers are this run's own; nothing is left behind. Figures vary with the
-machine's load by a few kB per unit: compare within a run, and read a door as flat or not.
+Sandboxes and servers are this run's own; nothing is left behind. Read a door as flat or not;
+the standard error says how much the run could tell.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
+import ctypes
+import dataclasses
+import math
 import os
 import subprocess
 import sys
@@ -63,21 +68,54 @@ def rss_kb(pid: int | None = None) -> int:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def measure(unit: Callable[[int], None], units: int, warm: int, pid: int | None = None) -> tuple[float, int, int]:
-    """``(kB per unit, kB before, kB after)`` over ``units`` calls of ``unit(i)`` after ``warm`` calls."""
+def trimmed_kb() -> int | None:
+    """This process's ``VmRSS`` in kB after glibc's ``malloc_trim(0)`` gave the free pages of its
+    heaps back to the system; None without glibc."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        return None
+    return rss_kb()
+
+
+@dataclasses.dataclass(frozen=True)
+class Growth:
+    """A door's figures: ``per_unit`` and ``error`` in kB per unit, resident memory in kB."""
+
+    per_unit: float
+    error: float
+    before: int
+    after: int
+    trimmed: int | None = None
+
+
+def slope(points: list[tuple[int, int]]) -> tuple[float, float]:
+    """``(slope, standard error)`` of the least-squares line through ``(unit, kB)`` points."""
+    n = len(points)
+    mean_x, mean_y = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mean_x) ** 2 for x, _ in points)
+    b = sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx
+    residual = sum((y - mean_y - b * (x - mean_x)) ** 2 for x, y in points)
+    return b, math.sqrt(residual / (n - 2) / sxx) if n > 2 else 0.0
+
+
+def measure(unit: Callable[[int], None], units: int, warm: int, pid: int | None = None) -> Growth:
+    """The growth of process ``pid``'s (default: this one's) ``VmRSS`` over ``units`` calls of
+    ``unit(i)`` after ``warm`` calls, read at 11 points."""
     for i in range(warm):
         unit(i)
-    gc.collect()
-    before = rss_kb(pid)
-    for i in range(units):
-        unit(warm + i)
-    gc.collect()
-    after = rss_kb(pid)
-    return (after - before) / units, before, after
+    marks = {round(units * k / 10) for k in range(1, 11)}
+    points = [(0, rss_kb(pid))]
+    for i in range(1, units + 1):
+        unit(warm + i - 1)
+        if i in marks:
+            points.append((i, rss_kb(pid)))
+    per_unit, error = slope(points)
+    return Growth(per_unit, error, points[0][1], points[-1][1], trimmed_kb() if pid is None else None)
 
 
 # -- the doors ----------------------------------------------------------------------------------
-def magic(units: int) -> tuple[float, int, int]:
+def magic(units: int, warm: int) -> Growth:
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
@@ -89,22 +127,22 @@ def magic(units: int) -> tuple[float, int, int]:
             assert shell.run_cell(f"%%sandbox --name soak\nx = {i}").success
 
     try:
-        return measure(cell, units, 20)
+        return measure(cell, units, warm)
     finally:
         shell.run_cell("%sandbox stop soak")
 
 
-def api(units: int) -> tuple[float, int, int]:
+def api(units: int, warm: int) -> Growth:
     from sandbox_kernel import Sandbox
 
     def sandbox(i: int) -> None:
         with Sandbox("local") as sb:
             assert sb.run(f"x = {i}; x").text == str(i)
 
-    return measure(sandbox, units, 20)  # the first ~20 grow the allocator's arenas
+    return measure(sandbox, units, warm)
 
 
-def mcp_stdio(units: int) -> tuple[float, int, int]:
+def mcp_stdio(units: int, warm: int) -> Growth:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -117,10 +155,10 @@ def mcp_stdio(units: int) -> tuple[float, int, int]:
             result = await client.call_tool("run_code", {"code": f"{i} + 1"})
             assert not result.is_error and str(i + 1) in result.content[0].text
 
-    return measure(lambda i: asyncio.run(session(i)), units, 3)
+    return measure(lambda i: asyncio.run(session(i)), units, warm)
 
 
-def mcp_http(units: int) -> tuple[float, int, int]:
+def mcp_http(units: int, warm: int) -> Growth:
     import httpx
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -148,13 +186,13 @@ def mcp_http(units: int) -> tuple[float, int, int]:
             asyncio.run(session(i))
             time.sleep(0.3)  # the DELETE's removal of the sandbox ends in the server
 
-        return measure(unit, units, 20, pid=server.pid)
+        return measure(unit, units, warm, pid=server.pid)
     finally:
         server.terminate()
         server.wait(30)
 
 
-def kernel(units: int) -> tuple[float, int, int]:
+def kernel(units: int, warm: int) -> Growth:
     from jupyter_client.manager import start_new_kernel
 
     km, kc = start_new_kernel(kernel_name="sandbox-local", startup_timeout=120)
@@ -163,13 +201,13 @@ def kernel(units: int) -> tuple[float, int, int]:
             reply = kc.execute_interactive(RICH_CELL % {"i": i}, timeout=60, output_hook=lambda msg: None)
             assert reply["content"]["status"] == "ok", reply["content"]
 
-        return measure(cell, units, 300, pid=km.provisioner.process.pid)  # past the 256 requests a session recalls
+        return measure(cell, units, warm, pid=km.provisioner.process.pid)
     finally:
         kc.stop_channels()
         km.shutdown_kernel()
 
 
-def pool(units: int) -> tuple[float, int, int]:
+def pool(units: int, warm: int) -> Growth:
     from sandbox_kernel import Sandbox
     from sandbox_kernel.backends import pool as registry
 
@@ -181,7 +219,7 @@ def pool(units: int) -> tuple[float, int, int]:
             assert sb.run(f"x = {i}; x").text == str(i)
 
     try:
-        return measure(sandbox, units, 3)
+        return measure(sandbox, units, warm)
     finally:
         subprocess.run([sys.executable, "-m", "sandbox_kernel", "pool", "stop"], check=True, capture_output=True)
 
@@ -190,41 +228,48 @@ DOCKER_OPTIONS: dict[str, str] = {}
 """The docker sandboxes' options (``--docker-image``)."""
 
 
-def egress(units: int) -> tuple[float, int, int]:
+def egress(units: int, warm: int) -> Growth:
     from sandbox_kernel import Sandbox
 
     def sandbox(i: int) -> None:
         with Sandbox("docker", allow_hosts=["soak.example.test"], **DOCKER_OPTIONS) as sb:
             assert sb.run(f"x = {i}; x").text == str(i)
 
-    return measure(sandbox, units, 2)
+    return measure(sandbox, units, warm)
 
 
-DOORS = {"magic": (magic, 400), "api": (api, 80), "mcp-stdio": (mcp_stdio, 40), "mcp-http": (mcp_http, 80),
-         "kernel": (kernel, 400), "pool": (pool, 20), "egress": (egress, 12)}
-"""door -> (its run, units at --scale 1)."""
+DOORS = {"magic": (magic, 50, 400), "api": (api, 60, 160), "mcp-stdio": (mcp_stdio, 10, 60),
+         "mcp-http": (mcp_http, 100, 160), "kernel": (kernel, 300, 400), "pool": (pool, 10, 60),
+         "egress": (egress, 10, 60)}
+"""door -> (its run, warm-up units, measured units at --scale 1). The warm-ups are what each door's
+process took, measured here, to stop growing: a server's first ~100 sessions touch the pages of
+the interpreter's arenas (the MCP server over HTTP: about 8 kB a session over its first 100, then
+under 1), the kernel's session recalls its last 256 requests."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--doors", default=",".join(DOORS))
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply every door's units")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every door's measured units")
     parser.add_argument("--docker-image", help="the docker sandboxes' image (default: the backend's)")
     args = parser.parse_args()
     if args.docker_image:
         DOCKER_OPTIONS["image"] = args.docker_image
-    print("| door | units | kB per unit | RSS before → after (MB) | |")
-    print("|---|---|---|---|---|")
+    print("| door | warm-up + units | kB per unit (± standard error) | RSS before → after (MB) "
+          "| after malloc_trim (MB) | |")
+    print("|---|---|---|---|---|---|")
     failed = False
     for name in args.doors.split(","):
-        run, units = DOORS[name]
-        units = max(1, round(units * args.scale))
+        run, warm, units = DOORS[name]
+        units = max(10, round(units * args.scale))
         with contextlib.redirect_stdout(sys.stderr):
-            per, before, after = run(units)
-        flat = per < FLAT_KB
+            growth = run(units, warm)
+        flat = growth.per_unit < FLAT_KB
         failed |= not flat
-        print(f"| {name} | {units} | {per:.1f} | {before / 1024:.1f} → {after / 1024:.1f} | "
-              f"{'flat' if flat else 'GROWS'} |", flush=True)
+        trimmed = "—" if growth.trimmed is None else f"{growth.trimmed / 1024:.1f}"
+        print(f"| {name} | {warm} + {units} | {growth.per_unit:.1f} ± {growth.error:.1f} | "
+              f"{growth.before / 1024:.1f} → {growth.after / 1024:.1f} | {trimmed} | {'flat' if flat else 'GROWS'} |",
+              flush=True)
     sys.exit(1 if failed else 0)
 
 

@@ -1,6 +1,6 @@
-"""nbval's notebook items live here, outside ``tests/``, so ``tests/conftest.py``'s per-item hook
-(which gives a ``sandbox-NAME`` notebook's kernel the backend's test environment, e.g. the local
-E2B server's address) must be made visible to them: conftest hooks apply to their own directory.
+"""nbval's notebook items live here, outside ``tests/``: the test plugin (tests/plugin/) gives a
+``sandbox-NAME`` notebook's kernel the backend's test environment (e.g. the local E2B server's
+address) and each notebook its xdist group.
 
 A notebook listed in :data:`CONFIG_DIRS` gets its kernel's options from that Jupyter config
 directory (put first on ``JUPYTER_CONFIG_PATH`` while its first cell is set up, when nbval starts
@@ -13,25 +13,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pytest_runtest_setup as backend_environment
+from tests.plugin.locks import WORKSPACE_VOLUMES
+
+pytest_plugins = ["tests.plugin"]
 
 CONFIG_DIRS = {"docker.ipynb": Path(__file__).parent / "config" / "docker"}
-_saved: list[tuple[str | None]] = []
+WORKSPACE = {"docker.ipynb"}
+"""Notebooks whose sandbox's working directory is a workspace volume: they hold the machine lock
+that keeps ``gc --volumes`` of any test run away while they run (tests/plugin/locks.py)."""
 
 
-@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if Path(str(item.fspath)).name in WORKSPACE and getattr(item.parent, "nb", None) is not None:
+            item.add_marker(pytest.mark.machine_lock(WORKSPACE_VOLUMES))
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
-    backend_environment(item)
     config = CONFIG_DIRS.get(Path(str(item.fspath)).name)
-    if config is not None and not _saved:
-        _saved.append((os.environ.get("JUPYTER_CONFIG_PATH"),))
-        os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(config), _saved[0][0]]))
-
-
-def pytest_runtest_teardown(item):
-    if _saved:
-        (value,) = _saved.pop()
-        if value is None:
-            os.environ.pop("JUPYTER_CONFIG_PATH", None)
-        else:
-            os.environ["JUPYTER_CONFIG_PATH"] = value
+    if config is None:
+        return (yield)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_CONFIG_PATH", os.pathsep.join(filter(None, [str(config), os.environ.get("JUPYTER_CONFIG_PATH")])))
+        return (yield)

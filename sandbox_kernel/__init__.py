@@ -4,7 +4,7 @@ wrapper kernel or the ``%%sandbox`` magic.
 ``import sandbox_kernel`` stays light: backends and their optional dependencies load lazily.
 """
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 def load_ipython_extension(ipython):

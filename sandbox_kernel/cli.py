@@ -1,6 +1,6 @@
 """``sandbox-kernel``: install and list kernelspecs, launch the kernel, build the image, gc.
 
-    sandbox-kernel install [--user | --sys-prefix | --prefix DIR] [--backend NAME ...] [-- OPTIONS]
+    sandbox-kernel install [--user | --sys-prefix | --prefix DIR] [--backend NAME ...] [--default NAME [--only]] [-- OPTIONS]
     sandbox-kernel uninstall [--backend NAME ...]
     sandbox-kernel list
     sandbox-kernel mcp [--backend NAME] [--allowed-command REGEX ...] [--Backend.option=VALUE ...]
@@ -16,8 +16,8 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 from .backends import backend_names, install_fix, kernelspec_backends, missing_packages
-from .core.errors import SandboxError
-from .frontdoors.kernel import kernelspec
+from .core.errors import ConfigError, SandboxError
+from .frontdoors.kernel import kernelspec, server_config
 
 COMMAND_GROUP = "sandbox_kernel.commands"
 """Entry-point group of the subcommands other modules provide (``image``, ``gc``, ``mcp``): each
@@ -35,6 +35,11 @@ def _parser(commands: dict[str, ModuleType]) -> argparse.ArgumentParser:
     where.add_argument("--prefix", help="into PREFIX/share/jupyter/kernels")
     install.add_argument("--backend", action="append", choices=kernelspec_backends(),
                          help="backend to install a kernelspec for (repeatable; default: all)")
+    install.add_argument("--default", metavar="NAME", choices=kernelspec_backends(),
+                         help="make sandbox-NAME the Jupyter server's default kernel (the Launcher's first card, "
+                              "new notebooks' kernel) instead of python3")
+    install.add_argument("--only", action="store_true",
+                         help="with --default: offer that kernel alone (python3 and the others hidden)")
     install.add_argument("options", nargs="*", help="traitlets options for the kernel, after --, "
                          "e.g. -- --DockerBackend.memory_limit=2g")
     uninstall = sub.add_parser("uninstall", help="remove kernelspecs")
@@ -83,9 +88,13 @@ def _run(args: argparse.Namespace, commands: dict[str, ModuleType]) -> int:
     if args.command == "install":
         _install(args)
     elif args.command == "uninstall":
+        removed = set()
         for backend in args.backend or backend_names():
             if (path := kernelspec.uninstall(backend)) is not None:
+                removed.add(kernelspec.kernel_name(backend))
                 print(f"removed {kernelspec.kernel_name(backend)} from {path}")
+        for path in server_config.forget(removed):
+            print(f"took {', '.join(sorted(removed))} out of the server's default kernel in {path}")
     elif args.command == "list":
         for name, path in sorted(kernelspec.installed().items()):
             print(f"{name}\t{path}")
@@ -99,15 +108,33 @@ def _install(args: argparse.Namespace) -> None:
     installed, saying which were skipped and how to install them. Named with ``--backend``, a
     kernelspec is written anyway (its kernel says what is missing at the first cell)."""
     prefix = sys.prefix if args.sys_prefix else args.prefix
+    if args.only and not args.default:
+        raise ConfigError("--only needs --default NAME: the kernel to offer alone.")
+    written = set()
     for backend in args.backend or kernelspec_backends():
         if (missing := missing_packages(backend)) and not args.backend:
             print(f"skipped {kernelspec.kernel_name(backend)}: its backend needs {', '.join(missing)} "
                   f"({install_fix(backend)}, then install again)")
             continue
         path = kernelspec.install(backend, user=args.user, prefix=prefix, options=args.options)
+        written.add(kernelspec.kernel_name(backend))
         print(f"installed {kernelspec.kernel_name(backend)} in {path}")
         if missing:
             print(f"  note: its backend needs {', '.join(missing)} ({install_fix(backend)})")
+    if args.default:
+        _make_default(args.default, args.only, written, user=args.user, prefix=prefix)
+
+
+def _make_default(backend: str, only: bool, written: set[str], *, user: bool, prefix: str | None) -> None:
+    """Write the server settings that make sandbox-BACKEND the default (and with ``only`` the
+    only kernel), once its kernelspec is installed (``written`` now, or earlier)."""
+    name = kernelspec.kernel_name(backend)
+    if name not in written and name not in kernelspec.installed():
+        raise ConfigError(f"--default {backend}: {name} is not installed ({install_fix(backend)}, then install "
+                          f"again, or name it: --backend {backend}).")
+    path = server_config.make_default(name, server_config.config_dir(user=user, prefix=prefix), only=only)
+    print(f"{name} is the default kernel (the Launcher's first card, new notebooks' kernel)"
+          f"{', and no other kernel is offered' if only else ''}, in Jupyter servers started from now on: {path}")
 
 
 def load_commands() -> dict[str, ModuleType]:

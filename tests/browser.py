@@ -93,8 +93,8 @@ class JupyterLab:
     APPS = {"lab": ("jupyterlab", "LabApp"), "notebook": ("notebook", "JupyterNotebookApp")}
 
     def __init__(self, kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None,
-                 frontend: str = "lab") -> None:
-        self.kernelspecs, self.env, self.frontend = kernelspecs, env or {}, frontend
+                 frontend: str = "lab", options: tuple[str, ...] = ()) -> None:
+        self.kernelspecs, self.env, self.frontend, self.options = kernelspecs, env or {}, frontend, options
         self.tmp = Path(tempfile.mkdtemp(prefix="sandbox-kernel-lab-"))
         self.root = self.tmp / "root"
         self.token = secrets.token_hex(16)
@@ -116,14 +116,15 @@ class JupyterLab:
         return {"JUPYTER_PATH": str(self.tmp / "data"), "JUPYTER_CONFIG_DIR": str(self.tmp / "config"),
                 "JUPYTER_RUNTIME_DIR": str(self.tmp / "runtime")}
 
-    def _start_server(self) -> None:
+    def start_server(self) -> None:
+        """Start the server alone (:meth:`start` starts the browser too)."""
         env = {**os.environ, **self._write_dirs(), **self.env}
         module, app = self.APPS[self.frontend]
         argv = [sys.executable, "-m", module, "--no-browser", "--ip=127.0.0.1", "--port=0",
                 f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
                 f"--{app}.user_settings_dir={self.tmp / 'settings'}",
                 f"--{app}.workspaces_dir={self.tmp / 'workspaces'}", f"--{app}.expose_app_in_browser=True",
-                "--allow-root"]
+                "--allow-root", *self.options]
         self.log = open(self.tmp / "server.log", "wb")
         self.process = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
@@ -133,11 +134,12 @@ class JupyterLab:
                 raise RuntimeError(f"jupyter lab exited: {(self.tmp / 'server.log').read_text()[-2000:]}")
             infos = list((self.tmp / "runtime").glob("jpserver-*.json"))
             if infos:
-                with contextlib.suppress(json.JSONDecodeError):
+                with contextlib.suppress(json.JSONDecodeError, OSError):  # written; then listening?
                     self.url = json.loads(infos[0].read_text())["url"].rstrip("/")
+                    self.api("status")
                     return
             time.sleep(0.2)
-        raise RuntimeError("jupyter lab did not write its server info within 60 s")
+        raise RuntimeError("jupyter lab did not answer within 60 s")
 
     # -- browser ----------------------------------------------------------------------------
     def _start_browser(self) -> None:
@@ -147,7 +149,7 @@ class JupyterLab:
         self.browser = self._playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
 
     def start(self) -> JupyterLab:
-        self._start_server()
+        self.start_server()
         self._start_browser()
         return self
 
@@ -175,6 +177,30 @@ class JupyterLab:
             if exc.code == 404:
                 return None
             raise
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        """The JSON answer of ``POST /api/PATH`` with ``body`` (with the token)."""
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.url}/api/{path}", data=json.dumps(body).encode(), method="POST",
+                                         headers={"Authorization": f"token {self.token}",
+                                                  "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return json.loads(answer.read())
+
+    def run(self, kernel_id: str, code: str, timeout: float = 120) -> str:
+        """Run ``code`` on the server's kernel ``kernel_id`` through its connection file, as a
+        second client; returns the ``execute_reply``'s status."""
+        from jupyter_client import BlockingKernelClient
+
+        client = BlockingKernelClient(connection_file=str(self.tmp / "runtime" / f"kernel-{kernel_id}.json"))
+        client.load_connection_file()
+        client.start_channels(hb=False)  # a heartbeat not answered yet by a kernel still starting reads as "died"
+        try:
+            client.wait_for_ready(timeout=timeout)
+            return client.execute_interactive(code, timeout=timeout)["content"]["status"]
+        finally:
+            client.stop_channels()
 
     # -- notebooks --------------------------------------------------------------------------
     def write_notebook(self, name: str, kernel: str, cells: list[str]) -> Path:
@@ -282,7 +308,9 @@ def screenshot(page, name: str) -> Path:
     if height + 200 > size["height"]:
         page.set_viewport_size({"width": size["width"], "height": height + 200})
     page.evaluate(SCROLL_HEIGHT)  # scrolls to the top
-    page.screenshot(path=str(path))
+    # evidence, not a measured wait: a tall page's screenshot took more than the page's 15 s on this
+    # 2-core machine under load (every test of test_browser.py then errored in its fixture)
+    page.screenshot(path=str(path), timeout=180_000)
     return path
 
 

@@ -53,7 +53,7 @@ c.JupyterHub.load_roles = [{{"name": "tests", "services": ["tests"],
 c.Spawner.cmd = ["{venv}/bin/jupyterhub-singleuser"]
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = c.Spawner.http_timeout = 120
-c.Spawner.pre_spawn_hook = spawner_hook(Limits(**{limits!r}))
+c.Spawner.pre_spawn_hook = spawner_hook(Limits(**{limits!r}), image={image!r})
 c.Spawner.args = {args!r}
 """
 MANDATORY = ["--KernelSpecManager.allowed_kernelspecs=sandbox-docker", "--KernelSpecManager.ensure_native_kernel=False",
@@ -101,11 +101,13 @@ def install_kernelspecs(options: list[str] = KERNEL_OPTIONS) -> subprocess.Compl
 
 class Hub:
     """The hub, started by :meth:`start` with ``args`` for every user's server (default:
-    :data:`MANDATORY`) and ``lock`` as the administrator's lock (None: no lock file)."""
+    :data:`MANDATORY`), ``lock`` as the administrator's lock (None: no lock file), ``image`` the
+    sandbox image its spawner hook gives each user's engine and ``env`` added to its environment."""
 
-    def __init__(self, args: list[str] | None = None, lock: dict | None = LOCK) -> None:
+    def __init__(self, args: list[str] | None = None, lock: dict | None = LOCK, image: str = "sandbox-kernel:latest",
+                 env: dict[str, str] | None = None) -> None:
         self.args = MANDATORY if args is None else args
-        self.lock = lock
+        self.lock, self.image, self.env = lock, image, env or {}
         self.tmp = Path(tempfile.mkdtemp(prefix="sandbox-kernel-hub-"))
         self.token = secrets.token_hex(16)
         self.port = free_port()
@@ -119,9 +121,9 @@ class Hub:
             LOCK_FILE.chmod(0o644)
         (self.tmp / "jupyterhub_config.py").write_text(CONFIG.format(
             port=self.port, hub_port=free_port(), proxy_port=free_port(), chp=CHP, tmp=self.tmp, users=set(USERS),
-            token=self.token, venv=VENV, limits=ENGINE_LIMITS, args=self.args))
+            token=self.token, venv=VENV, limits=ENGINE_LIMITS, image=self.image, args=self.args))
         self.log = open(self.tmp / "hub.log", "wb")
-        env = {"PATH": f"{VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+        env = {"PATH": f"{VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", **self.env}
         self.process = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", "jupyterhub_config.py"], cwd=self.tmp,
                                         env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60
@@ -140,7 +142,8 @@ class Hub:
                 self.api("DELETE", f"/hub/api/users/{user}/server")
         if self.process is not None:  # the hub stops the users' servers on SIGTERM
             stop_server(self.process, self.log, self.tmp / "hub.log", "jupyterhub.log", grace=60)
-        LOCK_FILE.unlink(missing_ok=True)
+        if self.lock is not None:  # another hub's lock is not this one's to remove
+            LOCK_FILE.unlink(missing_ok=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
@@ -172,6 +175,22 @@ def write_notebook(user: str, name: str, cells: list[str], kernel: str = "sandbo
     nbformat.write(nb, path)
     shutil.chown(path, user, user)
     return path
+
+
+def volumes(user: str) -> list[str]:
+    """Names of the sandbox volumes (``-work``) in ``user``'s own engine."""
+    done = as_user(user, "podman", "volume", "ls", "--format", "{{.Name}}", "--filter",
+                   "label=org.sandbox-kernel.owner", timeout=60)
+    return done.stdout.split()
+
+
+def user_engine(action: str, user: str, **env: str) -> subprocess.CompletedProcess:
+    """``sandbox-kernel user-engine ACTION USER`` as root, with the rig's limits (as
+    .ci/hub-setup.sh starts the engines) and ``env`` added to the environment."""
+    limits = ["--memory", str(ENGINE_LIMITS["memory"]), "--pids", str(ENGINE_LIMITS["pids"]),
+              "--cpus", str(ENGINE_LIMITS["cpus"])] if action == "start" else []
+    return subprocess.run([str(VENV / "bin" / "sandbox-kernel"), "user-engine", action, user, *limits],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, **env})
 
 
 def sandboxes(user: str) -> list[str]:

@@ -19,7 +19,7 @@ JUPYTER = ["payloads", "history", "subshells", "debugger"]
 whole, history_request, kernel subshells (JEP 91), the debugger."""
 
 DECLARED = {
-    # docs/explanation/checkpoints.md: a keeper process in the sandbox holds forks of its kernel
+    # docs/how-to/checkpoints.md: a keeper process in the sandbox holds forks of its kernel
     "local": [*KERNEL, "files", "pool", *JUPYTER, "checkpoints"],
     # docs/explanation/security.md, "Egress": docker changes a running sandbox's proxy, e2b calls update_network
     "docker": [*KERNEL, "files", "pool", *JUPYTER, "egress_update", "checkpoints"],

@@ -1,4 +1,4 @@
-"""Checkpoints of a sandbox's whole kernel process (docs/checkpoints.md), on the real backends:
+"""Checkpoints of a sandbox's whole kernel process (docs/how-to/checkpoints.md), on the real backends:
 state that pickle cannot carry comes back by value after undo, restore N and a kernel killed
 from outside; restores are repeatable; restart keeps the checkpoints; the bounds hold and 50
 cycles leave nothing behind; the keeper's socket is its user's only."""
@@ -21,6 +21,8 @@ from tests.support.backends import prepared
 pytestmark = pytest.mark.kernel
 
 BACKENDS = ["local", "docker"]
+TIER = {"local": "kernel", "docker": "docker"}
+"""The tier of each backend's cases (tests/plugin/tiers.py marks a ``name`` parameter's itself)."""
 DATAFRAME_BYTES = 200 * 1024**2
 
 STATE = f"""
@@ -81,7 +83,7 @@ def fingerprint(sb) -> dict:
     return json.loads(ast.literal_eval(sb.run("fingerprint()").text))
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=[pytest.param(name, marks=getattr(pytest.mark, TIER[name])) for name in BACKENDS])
 def sb(request):
     """One sandbox per backend, holding :data:`STATE`, a checkpoint after every cell."""
     name = request.param
@@ -237,6 +239,7 @@ def test_the_oldest_go_first_past_max_bytes_and_the_socket_is_the_users_own(name
             assert stat.S_IMODE(os.stat(socket_path).st_mode) == 0o600
 
 
+@pytest.mark.docker
 def test_checkpoints_give_their_memory_back_to_a_cell_that_needs_it():
     """Under the container's limit the checkpoints' memory is the kernel's first: the keeper drops
     the oldest past 85 % of the limit, and when the OOM killer was faster (it takes the kernel
@@ -296,14 +299,14 @@ def test_the_kernels_lines_say_what_they_did():
         assert reply["status"] == "error" and errors[0].startswith("No checkpoint after cell 99. There are checkpoints")
 
 
-@pytest.mark.parametrize("engine", ["podman", "runsc"])
-def test_undo_recovery_and_forks_under_podman_and_gvisor(engine):
-    """The same mechanism on Podman's engine (the engine-API transport) and under gVisor's runsc
-    (no child subreaper there: a promoted kernel's end is its keeper connection's)."""
-    import docker
-
+@pytest.mark.parametrize("engine", [pytest.param("podman", marks=[pytest.mark.docker, pytest.mark.xdist_group("podman")]),
+                                    pytest.param("runsc", marks=pytest.mark.docker)])
+def test_undo_recovery_and_forks_under_podman_and_gvisor(engine, docker_client):
+    """The same mechanism on Podman's engine (the engine-API transport; the Podman targets' one
+    group, tests/plugin/tiers.py) and under gVisor's runsc (no child subreaper there: a promoted
+    kernel's end is its keeper connection's)."""
     name, extra = ("podman", {}) if engine == "podman" else ("docker", {"runtime": "runsc"})
-    if engine == "runsc" and "runsc" not in (docker.from_env().info().get("Runtimes") or {}):
+    if engine == "runsc" and "runsc" not in (docker_client.info().get("Runtimes") or {}):
         targets.skip_or_fail("the Docker engine has no runsc runtime; run `bash .ci/docker-setup.sh` as root")
     with targets.env_vars(prepared(name).kernel_env):
         sandbox = Sandbox(targets.backend_of(name), **prepared(name).traits, checkpoint_min_seconds=0, **extra)

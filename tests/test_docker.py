@@ -6,9 +6,11 @@ afterwards) and, where a cell is hostile, the backend answers the next cell.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ import pytest
 
 from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.core.errors import SandboxDied
+from sandbox_kernel.runtime.owners import start_time
 from tests.support.backends import backends
 from tests.support.hostile import (  # noqa: F401 - collected here
     run,
@@ -25,24 +28,31 @@ from tests.support.hostile import (  # noqa: F401 - collected here
     test_root_is_read_only_tmp_and_workdir_are_writable,
     test_workdir_has_a_size_limit,
 )
-from tests.targets.docker import NOTHING, SocketProxy, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, SocketProxy, as_host, held_by
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 
 
+@pytest.fixture
+def client(docker_client):
+    """The engine's docker-py client, as tests/support/hostile.py's tests take it (each module says
+    which engine: here the local one)."""
+    return docker_client
+
+
 @pytest.fixture(params=["ipc", "api"])
-async def make(client, request):
+async def make(docker_client, request):
     """``make(**traits)`` → an unstarted DockerBackend on each transport in turn; after the
     test, all are shut down and nothing of theirs is left on the host."""
     async with backends("docker") as factory:
         yield lambda **traits: factory(**{"transport": request.param, **traits})
-    assert held_by(client, os.getpid()) == NOTHING
+    assert held_by(docker_client, os.getpid()) == NOTHING
 
 
 # -- hardening -------------------------------------------------------------------------------------
-async def test_container_is_hardened_as_documented(make, client):
+async def test_container_is_hardened_as_documented(make, docker_client):
     async with make() as backend:
-        attrs = client.api.inspect_container(backend._container.id)
+        attrs = docker_client.api.inspect_container(backend._container.id)
     host = attrs["HostConfig"]
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["Init"]
     assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
@@ -125,23 +135,23 @@ async def test_os_exit_and_signals_say_how_the_kernel_ended(make):
     ("kill", r"stopped from outside the notebook \(SIGKILL: docker kill"),
     ("remove", "stopped from outside the notebook|removed from outside the notebook"),
 ])
-async def test_container_stopped_from_outside(make, client, how, reason):
+async def test_container_stopped_from_outside(make, docker_client, how, reason):
     async with make() as backend:
         await run(backend, "kept = 1")
         running = asyncio.ensure_future(run(backend, "import time\nwhile True: time.sleep(0.1)"))
         await asyncio.sleep(1)
         started = time.monotonic()
         if how == "kill":
-            client.api.kill(backend._container.id)
+            docker_client.api.kill(backend._container.id)
         else:
-            client.api.remove_container(backend._container.id, force=True)
+            docker_client.api.remove_container(backend._container.id, force=True)
         with pytest.raises(SandboxDied, match=reason):
             await running
         assert time.monotonic() - started < 5
         assert (await run(backend, "'kept' in globals()"))[1].result() == "False"
 
 
-async def test_engine_gone_ends_the_cell_and_the_kernel(make, client, tmp_path, monkeypatch):
+async def test_engine_gone_ends_the_cell_and_the_kernel(make, docker_client, tmp_path, monkeypatch):
     proxy_path = tmp_path / "docker.sock"
     proxy = SocketProxy(proxy_path)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{proxy_path}")
@@ -157,18 +167,18 @@ async def test_engine_gone_ends_the_cell_and_the_kernel(make, client, tmp_path, 
             await running
         assert time.monotonic() - started < 20
         for _ in range(300):  # the kernel was told to exit, so the container stops by itself
-            if client.api.inspect_container(container)["State"]["Status"] == "exited":
+            if docker_client.api.inspect_container(container)["State"]["Status"] == "exited":
                 break
             await asyncio.sleep(0.1)
-        assert client.api.inspect_container(container)["State"]["Status"] == "exited"
+        assert docker_client.api.inspect_container(container)["State"]["Status"] == "exited"
     finally:  # the engine is back, even when an assertion failed: the fixture removes what is left
         proxy = SocketProxy(proxy_path)
     assert (await run(backend, "1 + 1"))[1].result() == "2"  # a fresh sandbox; the old one goes
-    assert not client.api.containers(all=True, filters={"id": container})
+    assert not docker_client.api.containers(all=True, filters={"id": container})
 
 
 # -- lifecycle ---------------------------------------------------------------------------------------
-async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, client):
+async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, docker_client):
     backend = make()
     await backend.start()
     first = backend._container.id
@@ -179,13 +189,13 @@ async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, 
         assert outcome.error.ename == "PermissionError"
     else:  # no host directory (the bridge's endpoints are inproc), and nothing of the host is mounted
         assert hostdir is None
-        mounts = client.api.inspect_container(first)["Mounts"]
+        mounts = docker_client.api.inspect_container(first)["Mounts"]
         assert [m["Type"] for m in mounts] == ["volume"]
     await backend.restart()
-    assert backend._container.id != first and not client.api.containers(all=True, filters={"id": first})
+    assert backend._container.id != first and not docker_client.api.containers(all=True, filters={"id": first})
     assert hostdir is None or not hostdir.exists()
     await backend.shutdown()
-    assert held_by(client, os.getpid()) == NOTHING
+    assert held_by(docker_client, os.getpid()) == NOTHING
 
 
 async def test_the_first_cells_output_is_never_lost(make):
@@ -199,61 +209,79 @@ async def test_the_first_cells_output_is_never_lost(make):
         assert time.monotonic() - started < 5
 
 
-def test_leftovers_of_a_killed_owner_are_removed_at_next_start_and_by_gc(client):
+def test_leftovers_of_a_killed_owner_are_removed_at_next_start_and_by_gc(docker_client):
+    """The owner and the cleaners run as a host of their own (``as_host``): any sandbox's start on
+    this machine would remove a killed owner's leftovers of this host before the test saw them."""
+    host = f"sk-test-{secrets.token_hex(4)}"
     script = ("import asyncio, sys\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
               "async def main():\n    await DockerBackend(session='orphan').start()\n"
               "    print('up', flush=True)\n    await asyncio.sleep(600)\nasyncio.run(main())")
     for cleaner in ("start", "gc"):
-        owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        owner = subprocess.Popen([*as_host(host), sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
         assert owner.stdout.readline() == "up\n"
         owner.kill()
         owner.wait()
-        assert held_by(client, owner.pid)["containers"]
+        assert held_by(docker_client, owner.pid, host)["containers"]
         if cleaner == "start":
-            subprocess.run([sys.executable, "-c", "import asyncio\nfrom sandbox_kernel.backends.docker import "
-                            "DockerBackend\nasync def main():\n    async with DockerBackend(): pass\n"
+            subprocess.run([*as_host(host), sys.executable, "-c", "import asyncio\nfrom sandbox_kernel.backends.docker "
+                            "import DockerBackend\nasync def main():\n    async with DockerBackend(): pass\n"
                             "asyncio.run(main())"], check=True)
         else:
-            gc = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc"], capture_output=True, text=True)
+            gc = subprocess.run([*as_host(host), sys.executable, "-m", "sandbox_kernel", "gc"], capture_output=True,
+                                text=True)
             assert gc.returncode == 0 and "sandbox-kernel-orphan-" in gc.stdout
-        assert held_by(client, owner.pid) == NOTHING
+        assert held_by(docker_client, owner.pid, host) == NOTHING
 
 
 @pytest.mark.parametrize("transport", ["ipc", "api"])
-def test_a_sandbox_whose_wrapper_is_killed_ends_by_itself(client, transport):
+def test_a_sandbox_whose_wrapper_is_killed_ends_by_itself(docker_client, transport):
     """No sweep needed (issue 19): the engine closes the container's stdin when the process
-    attached to it dies, and the relay (api) or the launcher (ipc) then ends the kernel."""
+    attached to it dies, and the relay (api) or the launcher (ipc) then ends the kernel. (The
+    wrapper runs as a host of its own: another test's sweep would remove its exited container.)"""
+    host = f"sk-test-{secrets.token_hex(4)}"
     script = ("import asyncio, sys\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
               "async def main():\n    b = DockerBackend(session='killed', transport=sys.argv[1])\n"
               "    await b.start()\n    print(b._container.id, flush=True)\n    await asyncio.sleep(600)\n"
               "asyncio.run(main())")
-    owner = subprocess.Popen([sys.executable, "-c", script, transport], stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen([*as_host(host), sys.executable, "-c", script, transport], stdout=subprocess.PIPE,
+                             text=True)
     container = owner.stdout.readline().strip()
-    assert client.api.inspect_container(container)["State"]["Status"] == "running"
+    assert docker_client.api.inspect_container(container)["State"]["Status"] == "running"
     owner.kill()
     owner.wait()
     killed = time.monotonic()
-    while client.api.inspect_container(container)["State"]["Status"] == "running" and time.monotonic() - killed < 10:
+    while docker_client.api.inspect_container(container)["State"]["Status"] == "running" and time.monotonic() - killed < 10:
         time.sleep(0.1)
-    assert client.api.inspect_container(container)["State"]["Status"] == "exited"
+    assert docker_client.api.inspect_container(container)["State"]["Status"] == "exited"
     assert time.monotonic() - killed < 5
-    engine.remove_leftovers(client)
-    assert held_by(client, owner.pid) == NOTHING
+    subprocess.run([*as_host(host), sys.executable, "-c", REMOVE_LEFTOVERS], check=True, capture_output=True)
+    assert held_by(docker_client, owner.pid, host) == NOTHING
 
 
-def test_gc_all_on_a_shared_engine_leaves_other_hosts_sandboxes(client):
-    other = client.api.create_container("sandbox-kernel:latest", entrypoint=["/nonexistent"], command=[],
-                                        labels={engine.OWNER_LABEL: "another-host/1/1"}, network_disabled=True)
-    mine = client.api.create_container("sandbox-kernel:latest", entrypoint=["/nonexistent"], command=[],
-                                       labels={engine.OWNER_LABEL: engine.owner()}, network_disabled=True)
+REMOVE_LEFTOVERS = ("import sys, docker\nfrom sandbox_kernel.backends.docker import engine\n"
+                    "print(engine.remove_leftovers(docker.from_env(), everything='--all' in sys.argv))")
+"""``engine.remove_leftovers`` in a process of its own (run :func:`as_host`); prints what it removed."""
+
+
+def test_gc_all_on_a_shared_engine_leaves_other_hosts_sandboxes(docker_client):
+    """``everything`` (``gc --all``) removes every sandbox of its host, running ones too: run as a
+    host of its own (``as_host``), so that its host's sandboxes are this test's only."""
+    host = f"sk-test-{secrets.token_hex(4)}"
+    other = docker_client.api.create_container("sandbox-kernel:latest", entrypoint=["/nonexistent"], command=[],
+                                               labels={engine.OWNER_LABEL: "another-host/1/1"}, network_disabled=True)
+    mine = docker_client.api.create_container(
+        "sandbox-kernel:latest", entrypoint=["/nonexistent"], command=[], network_disabled=True,
+        labels={engine.OWNER_LABEL: f"{host}/{os.getpid()}/{start_time(os.getpid())}"})  # a running owner there
     try:
-        removed = engine.remove_leftovers(client, everything=True)
-        assert client.api.containers(all=True, filters={"id": other["Id"]})
-        assert not client.api.containers(all=True, filters={"id": mine["Id"]}) and removed
+        done = subprocess.run([*as_host(host), sys.executable, "-c", REMOVE_LEFTOVERS, "--all"], capture_output=True,
+                              text=True, check=True)
+        removed = ast.literal_eval(done.stdout)
+        assert docker_client.api.containers(all=True, filters={"id": other["Id"]})
+        assert not docker_client.api.containers(all=True, filters={"id": mine["Id"]}) and removed
     finally:
         for made in (other, mine):
             with contextlib.suppress(Exception):
-                client.api.remove_container(made["Id"], force=True)
+                docker_client.api.remove_container(made["Id"], force=True)
 
 
 # -- files -------------------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from sandbox_kernel.core.errors import ImageBuildError
 from tests.kernels import kernel, run, stdout
 from tests.support.wheels import offline_pip
 from tests.targets import skip_or_fail
-from tests.targets.docker import client  # noqa: F401 (a fixture)
 
 ARM64_IMAGE = "sandbox-kernel:arm64"
 BINFMT = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
@@ -58,7 +57,7 @@ def test_another_architecture_is_one_short_message(name):
 
 
 @pytest.mark.docker
-def test_the_cli_refuses_another_platform_in_one_line(client):  # noqa: F811
+def test_the_cli_refuses_another_platform_in_one_line(docker_client):
     cli = subprocess.run([sys.executable, "-m", "sandbox_kernel.backends.docker.images", "build",
                           "--platform", "linux/s390x", "--tag", "sandbox-kernel-test:s390x"],
                          capture_output=True, text=True, timeout=60)
@@ -68,23 +67,23 @@ def test_the_cli_refuses_another_platform_in_one_line(client):  # noqa: F811
 
 
 @pytest.mark.docker
-def test_the_engine_architecture_is_read(client):  # noqa: F811
-    assert engine_platform(client).machine == client.info()["Architecture"]
+def test_the_engine_architecture_is_read(docker_client):
+    assert engine_platform(docker_client).machine == docker_client.info()["Architecture"]
 
 
-def _require_arm64(client) -> None:  # noqa: F811
+def _require_arm64(docker_client) -> None:
     if not (BINFMT.is_file() and BINFMT.read_text().startswith("enabled")):
         skip_or_fail(f"qemu-aarch64 is not registered in binfmt_misc ({BINFMT}); run `bash .ci/arm64-setup.sh` as root")
-    if not client.images.list(name=ARM64_IMAGE):
+    if not docker_client.images.list(name=ARM64_IMAGE):
         skip_or_fail(f"the image {ARM64_IMAGE} is missing; run `bash .ci/arm64-setup.sh` as root")
 
 
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_cell_in_an_arm64_sandbox_reports_aarch64(client):  # noqa: F811
-    _require_arm64(client)
-    assert image_platform(client, ARM64_IMAGE) is PLATFORMS["aarch64"]
+def test_a_cell_in_an_arm64_sandbox_reports_aarch64(docker_client):
+    _require_arm64(docker_client)
+    assert image_platform(docker_client, ARM64_IMAGE) is PLATFORMS["aarch64"]
     started = time.monotonic()
     with kernel("docker", f"--DockerBackend.image={ARM64_IMAGE}") as (km, kc):
         reply, outputs = run(kc, "import platform\nprint(platform.machine())", timeout=180)
@@ -97,22 +96,28 @@ def test_a_cell_in_an_arm64_sandbox_reports_aarch64(client):  # noqa: F811
 
 
 @pytest.fixture
-def pyyaml_arm64(client, monkeypatch):  # noqa: F811
-    """The tag of sandbox-kernel:arm64 plus pyyaml (a C extension): absent at the start, removed at the end.
+def arm64_base(docker_client, own_image) -> str:
+    """sandbox-kernel:arm64 as an image of this run's own (a packages image's tag follows its base's id)."""
+    _require_arm64(docker_client)
+    return own_image(ARM64_IMAGE)
+
+
+@pytest.fixture
+def pyyaml_arm64(docker_client, monkeypatch, arm64_base):
+    """The tag of :func:`arm64_base` plus pyyaml (a C extension): absent at the start, removed at the end.
     The backend's ``pip download`` reads build/test-wheels/aarch64 (.ci/test-wheels-setup.sh), no index."""
     from sandbox_kernel.backends.docker.images.packages import packages_tag
 
     def remove():
         try:
-            client.images.remove(tag)
+            docker_client.images.remove(tag)
         except Exception:  # not there, or in use by a container being removed
             pass
 
-    _require_arm64(client)
+    _require_arm64(docker_client)
     for name, value in offline_pip("aarch64").items():
         monkeypatch.setenv(name, value)
-    tag = packages_tag(client, ARM64_IMAGE, ["pyyaml"])
-    remove()  # left by an interrupted run
+    tag = packages_tag(docker_client, arm64_base, ["pyyaml"])
     yield tag
     remove()
 
@@ -120,16 +125,16 @@ def pyyaml_arm64(client, monkeypatch):  # noqa: F811
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-async def test_packages_on_an_arm64_image_get_aarch64_wheels(client, pyyaml_arm64):  # noqa: F811
+async def test_packages_on_an_arm64_image_get_aarch64_wheels(docker_client, arm64_base, pyyaml_arm64):
     from tests.support.backends import backends
     from tests.support.recorder import Recorder
 
     started = time.monotonic()
     async with backends("docker") as make:
-        backend = make(image=ARM64_IMAGE, packages=["pyyaml"])
+        backend = make(image=arm64_base, packages=["pyyaml"])
         rec = Recorder()
         outcome = await backend.execute("import platform, yaml\nprint(platform.machine(), yaml.__with_libyaml__)", rec)
         image = backend.describe()["image"]
     print(f"arm64 under qemu: pyyaml packages build + start + first cell {time.monotonic() - started:.1f} s")
     assert outcome.status == "ok" and rec.text() == "aarch64 True\n"  # libyaml's binding: the aarch64 wheel
-    assert image == pyyaml_arm64 and image_platform(client, image) is PLATFORMS["aarch64"]
+    assert image == pyyaml_arm64 and image_platform(docker_client, image) is PLATFORMS["aarch64"]

@@ -44,6 +44,23 @@ def test_an_ssh_engine_that_does_not_answer_is_not_blamed_on_paramiko():
     assert f"The Docker engine is not answering at {host}." in done.stderr and "paramiko" not in done.stderr
 
 
+def test_a_users_own_engine_that_does_not_answer_names_who_starts_it_not_sudo():
+    """A hub user's engine is rootless Podman at /run/user/UID/podman/podman.sock: they have no
+    sudo, and the machine's engine is not theirs to use (docs/how-to/jupyterhub.md, section 4)."""
+    import pwd
+
+    host = f"unix:///run/user/{os.getuid()}/podman/podman.sock"  # looked up only if absent: nothing is created
+    if os.path.exists(host.removeprefix("unix://")):
+        pytest.skip(f"{host} exists here")
+    done = gc(GC, host)
+    name = pwd.getpwuid(os.getuid()).pw_name
+    assert done.returncode != 0
+    assert (f"Your own engine (rootless Podman, at {host}) is not answering. Fix: this engine is not the machine's "
+            "Docker engine: on a shared machine (JupyterHub) the administrator starts it (`sandbox-kernel "
+            f"user-engine start {name}`, docs/how-to/jupyterhub.md)") in done.stderr, done.stderr
+    assert "sudo" not in done.stderr and "systemctl" not in done.stderr
+
+
 def test_the_image_builder_reaches_the_engine_as_the_backend_does():
     host = f"tcp://127.0.0.1:{closed_port()}"
     done = subprocess.run([sys.executable, "-m", "sandbox_kernel.backends.docker.images", "check", "any:image"],

@@ -22,10 +22,10 @@ from sandbox_kernel.backends.docker.images.packages import packages_tag
 from sandbox_kernel.core.errors import ExecutionTimeout, SandboxStartError
 from sandbox_kernel.core.events import Display
 from tests.kernels import kernel, run, stdout
-from tests.support.backends import backends, prepared
+from tests.support.backends import backends
 from tests.support.recorder import Recorder
 from tests.support.wheels import offline_pip
-from tests.targets.docker import IMAGE, NOTHING, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import IMAGE, NOTHING, held_by
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
@@ -44,26 +44,28 @@ USER 1000:1000
 GREETING = "GREETING=hello from a build arg"
 
 
-def _remove(client, tag: str) -> None:
+def _remove(docker_client, tag: str) -> None:
     try:
-        client.images.remove(tag)
+        docker_client.images.remove(tag)
     except Exception:  # not built (a test failed early), or in use by a container being removed
         pass
 
 
 @pytest.fixture
-def scratch_dockerfile(client, tmp_path):
+def scratch_dockerfile(docker_client, tmp_path):
     """A Dockerfile path for a test; the images built from it are removed afterwards."""
     yield tmp_path / "Dockerfile"
-    for image in client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"}):
-        _remove(client, image.id)
+    for image in docker_client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"}):
+        _remove(docker_client, image.id)
 
 
 @pytest.fixture(scope="session")
-def bash_dockerfile(tmp_path_factory) -> Path:
+def bash_dockerfile(tmp_path_factory, test_run) -> Path:
     """A Dockerfile folder whose image runs bash_kernel; its wheels copied by the host's pip from
-    build/test-wheels/host."""
+    build/test-wheels/host. A file naming the run is in the folder, so the image's tag (a digest
+    of the folder) is this run's own; the build's layers come from the engine's cache."""
     folder = tmp_path_factory.mktemp("bash-image")
+    (folder / "test-run").write_text(test_run)
     wheels = folder / "wheels"
     pip = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
                           "--dest", str(wheels), *BASH_WHEELS], capture_output=True, text=True,
@@ -74,32 +76,26 @@ def bash_dockerfile(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def bash_image(bash_dockerfile):
+def bash_image(docker_client, bash_dockerfile):
     """The tag the backend builds from :func:`bash_dockerfile` with :data:`GREETING`; removed at
     the end of the session (the first test that starts it pays for the build)."""
-    import docker
-
-    prepared("docker")  # skips, or fails in CI, without an engine
-    client = docker.from_env()
     tag = dockerfile_tag(bash_dockerfile, dict([GREETING.split("=", 1)]))
-    _remove(client, tag)  # left by an interrupted run
     yield tag
-    _remove(client, tag)
-    client.close()
+    _remove(docker_client, tag)
 
 
 @pytest.fixture(scope="session")
-def tqdm_image():
-    """The tag of sandbox-kernel:latest plus tqdm; absent at the start, removed at the end."""
-    import docker
+def tqdm_base(own_image) -> str:
+    """sandbox-kernel:latest as an image of this run's own (the packages image's tag follows its id)."""
+    return own_image(IMAGE)
 
-    prepared("docker")
-    client = docker.from_env()
-    tag = packages_tag(client, IMAGE, ["tqdm"])
-    _remove(client, tag)
+
+@pytest.fixture(scope="session")
+def tqdm_image(docker_client, tqdm_base):
+    """The tag of :func:`tqdm_base` plus tqdm; absent at the start (the base is new), removed at the end."""
+    tag = packages_tag(docker_client, tqdm_base, ["tqdm"])
     yield tag
-    _remove(client, tag)
-    client.close()
+    _remove(docker_client, tag)
 
 
 @pytest.fixture
@@ -109,10 +105,10 @@ async def make():
 
 
 @pytest.fixture
-def sandbox_wheels(client, monkeypatch):  # noqa: F811
+def sandbox_wheels(docker_client, monkeypatch):
     """The backend's host-side ``pip download`` of ``packages`` reads build/test-wheels (the
     default image's architecture) and no index."""
-    for name, value in offline_pip(image_platform(client, IMAGE).machine).items():
+    for name, value in offline_pip(image_platform(docker_client, IMAGE).machine).items():
         monkeypatch.setenv(name, value)
 
 
@@ -120,8 +116,9 @@ def progress_of(rec: Recorder) -> list[str]:
     return [e.data["text/plain"] for e in rec.events if isinstance(e, Display) and e.execution_count is None]
 
 
-async def test_packages_are_built_once_with_progress_then_reused(make, client, tqdm_image, sandbox_wheels):
-    backend = make(packages=["tqdm"])
+async def test_packages_are_built_once_with_progress_then_reused(make, docker_client, tqdm_base, tqdm_image,
+                                                                sandbox_wheels, test_run):
+    backend = make(image=tqdm_base, packages=["tqdm"])
     rec = Recorder()
     started = time.monotonic()
     outcome = await backend.execute("import tqdm, sys\nprint(tqdm.__file__.startswith(sys.prefix))", rec)
@@ -131,14 +128,14 @@ async def test_packages_are_built_once_with_progress_then_reused(make, client, t
     assert shown[0].startswith("Building the sandbox image with tqdm") and "pip download tqdm" in shown[0]
     # the command names every option the image depends on (the fixture's base image and wheelhouse too)
     ahead = ("\n(A scripted run, e.g. nbclient or papermill, should build it first: sandbox-kernel image build "
-             "--DockerBackend.packages=tqdm --DockerBackend.build_base=")
+             f"--DockerBackend.image={tqdm_base} --DockerBackend.packages=tqdm --DockerBackend.build_base=")
     assert ahead in shown[0] and shown[0].endswith(")")
     assert shown[-1].startswith("Built the sandbox image with tqdm in ") and ahead in shown[-1]
     assert backend.describe()["image"] == tqdm_image
-    labels = client.images.get(tqdm_image).labels
-    assert labels["org.sandbox-kernel.packages"] == "tqdm" and not client.images.list(
-        filters={"label": "org.sandbox-kernel.builder=packages"})  # the builder stage with the wheels is gone
-    again = make(packages=["tqdm"])
+    labels = docker_client.images.get(tqdm_image).labels
+    assert labels["org.sandbox-kernel.packages"] == "tqdm" and not docker_client.images.list(filters={"label": [
+        "org.sandbox-kernel.builder=packages", f"org.sandbox-kernel.test-run={test_run}"]})  # its builder stage (the wheels) is gone
+    again = make(image=tqdm_base, packages=["tqdm"])
     rec = Recorder()
     assert (await again.execute("import tqdm", rec)).status == "ok" and progress_of(rec) == []
 
@@ -201,7 +198,7 @@ def test_the_context_digest_follows_files_args_and_dockerignore(tmp_path):
     assert context_digest(tmp_path / "Dockerfile", {"A": "1"}) != first
 
 
-async def test_a_dockerfile_is_rebuilt_when_its_build_arg_changes(make, client, scratch_dockerfile, tmp_path):
+async def test_a_dockerfile_is_rebuilt_when_its_build_arg_changes(make, docker_client, scratch_dockerfile, tmp_path):
     (tmp_path / "Dockerfile").write_text("FROM sandbox-kernel:latest\nARG COLOUR\nUSER root\n"
                                          "RUN echo \"$COLOUR\" > /etc/colour\nUSER 1000:1000\n")
     tags = []
@@ -213,7 +210,7 @@ async def test_a_dockerfile_is_rebuilt_when_its_build_arg_changes(make, client, 
         assert progress_of(rec)[-1].startswith(f"Built the sandbox image from {tmp_path / 'Dockerfile'} in ")
         tags.append(backend.describe()["image"])
         await backend.shutdown()
-    built = client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"})
+    built = docker_client.images.list(filters={"label": f"{DOCKERFILE_LABEL}={tmp_path / 'Dockerfile'}"})
     assert tags[0] != tags[1] and [image.tags for image in built] == [[tags[1]]]  # the older one is removed
 
 
@@ -262,7 +259,7 @@ async def test_bash_kernel_from_a_dockerfile_runs_hardened(make, bash_dockerfile
     assert (await backend.execute("echo $kept", rec)).status == "ok" and rec.text() == "5\n"
 
 
-def test_the_wrapper_kernel_speaks_bash(client, bash_dockerfile, bash_image):
+def test_the_wrapper_kernel_speaks_bash(docker_client, bash_dockerfile, bash_image):
     options = [f"--DockerBackend.dockerfile={bash_dockerfile}", f"--DockerBackend.build_args={GREETING}",
                "--DockerBackend.kernel_name=bash"]
     with kernel("docker", *options) as (km, kc):
@@ -279,10 +276,10 @@ def test_the_wrapper_kernel_speaks_bash(client, bash_dockerfile, bash_image):
     assert reply["status"] == "ok" and stdout(outputs) == "123\n"
     assert interrupted["status"] == "aborted" and stdout(after) == "5\n"
     assert "echo" in complete["matches"]
-    assert held_by(client, pid) == NOTHING
+    assert held_by(docker_client, pid) == NOTHING
 
 
-def test_a_kernel_whose_sandbox_cannot_start_still_answers(client):
+def test_a_kernel_whose_sandbox_cannot_start_still_answers(docker_client):
     with kernel("docker", "--DockerBackend.kernel_name=ir") as (km, kc):
         info = kc.kernel_info(reply=True)["content"]
         reply, _ = run(kc, "1")
@@ -291,4 +288,4 @@ def test_a_kernel_whose_sandbox_cannot_start_still_answers(client):
     assert info["status"] == "ok" and info["language_info"]["name"] == "python"  # not known: Python's
     assert reply["ename"] == again["ename"] == "SandboxStartError"
     assert "has no Jupyter kernel named 'ir'" in reply["evalue"] and "Traceback" not in "".join(reply["traceback"])
-    assert held_by(client, pid) == NOTHING
+    assert held_by(docker_client, pid) == NOTHING

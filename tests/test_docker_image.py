@@ -16,19 +16,18 @@ from sandbox_kernel.core.errors import BackendUnavailable, SandboxStartError
 from sandbox_kernel.core.events import Display
 from tests.support.backends import backends
 from tests.support.recorder import Recorder
-from tests.targets.docker import client  # noqa: F401 (client is a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
 
 @pytest.fixture
-def scratch_tags(client):
+def scratch_tags(docker_client):
     """Image tags a test makes; removed afterwards (layers are shared with the real images)."""
     tags: list[str] = []
     yield tags
     for tag in tags:
         try:
-            client.images.remove(tag, noprune=False)
+            docker_client.images.remove(tag, noprune=False)
         except Exception:
             pass
 
@@ -40,15 +39,13 @@ async def make(scratch_tags):
         yield factory
 
 
-def build(client, tag: str, dockerfile: str) -> None:
-    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
+def build(docker_client, tag: str, dockerfile: str) -> None:
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
 
 
-async def test_first_cell_builds_a_missing_image_with_progress_in_the_cell(make, client, scratch_tags):
-    tag = "sandbox-kernel:autobuild-test"
+async def test_first_cell_builds_a_missing_image_with_progress_in_the_cell(make, docker_client, scratch_tags, test_run):
+    tag = f"sandbox-kernel:autobuild-{test_run}"  # this run's own: missing at the start
     scratch_tags.append(tag)
-    if image_is_current(client, tag) is not None:  # left by an interrupted run
-        client.images.remove(tag)
     backend = make(image=tag)
     rec = Recorder()
     outcome = await backend.execute("1 + 1", rec)
@@ -56,20 +53,20 @@ async def test_first_cell_builds_a_missing_image_with_progress_in_the_cell(make,
     progress = [e for e in rec.events if isinstance(e, Display) and e.execution_count is None]
     assert len(progress) >= 2 and not progress[0].update and all(e.update for e in progress[1:])
     assert len({e.display_id for e in progress}) == 1
-    assert "Building the sandbox image sandbox-kernel:autobuild-test" in progress[0].data["text/plain"]
-    assert progress[-1].data["text/plain"].startswith("Built the sandbox image sandbox-kernel:autobuild-test in ")
-    assert image_is_current(client, tag)
+    assert f"Building the sandbox image {tag}" in progress[0].data["text/plain"]
+    assert progress[-1].data["text/plain"].startswith(f"Built the sandbox image {tag} in ")
+    assert image_is_current(docker_client, tag)
 
 
-async def test_an_image_from_an_older_recipe_is_rebuilt(make, client, scratch_tags):
-    tag = "sandbox-kernel:stale-test"
+async def test_an_image_from_an_older_recipe_is_rebuilt(make, docker_client, scratch_tags, test_run):
+    tag = f"sandbox-kernel:stale-{test_run}"
     scratch_tags.append(tag)
-    build(client, tag, f"FROM sandbox-kernel:latest\nLABEL {RECIPE_LABEL}=older\n")
-    assert image_is_current(client, tag) is False
+    build(docker_client, tag, f"FROM sandbox-kernel:latest\nLABEL {RECIPE_LABEL}=older\n")
+    assert image_is_current(docker_client, tag) is False
     async with make(image=tag) as backend:
         rec = Recorder()
         await backend.execute("1 + 1", rec)
-    assert image_is_current(client, tag)
+    assert image_is_current(docker_client, tag)
 
 
 async def test_auto_build_off_names_the_build_command(make):
@@ -93,10 +90,11 @@ async def test_an_image_without_python_fails_fast_with_the_fix(make):
 
 
 @pytest.mark.parametrize("transport", ["ipc", "api"])
-async def test_an_image_without_ipykernel_fails_fast_with_the_fix(make, client, scratch_tags, transport):
-    tag = "sandbox-kernel-test:no-ipykernel"
+async def test_an_image_without_ipykernel_fails_fast_with_the_fix(make, docker_client, scratch_tags, transport,
+                                                                  test_run):
+    tag = f"sandbox-kernel-test:no-ipykernel-{test_run}"
     scratch_tags.append(tag)
-    build(client, tag, "FROM sandbox-kernel-base:bookworm\nRUN ln -s /usr/bin/python3 /usr/local/bin/python\n")
+    build(docker_client, tag, "FROM sandbox-kernel-base:bookworm\nRUN ln -s /usr/bin/python3 /usr/local/bin/python\n")
     backend = make(image=tag, transport=transport)  # api: the relay itself lacks pyzmq there
     started = time.monotonic()
     with pytest.raises(SandboxStartError, match=r"has no ipykernel\. Fix: add it \(`RUN pip install ipykernel`"):
@@ -113,7 +111,7 @@ async def test_missing_docker_py_is_one_message_with_the_fix(make, monkeypatch):
         await backend.start()
 
 
-def test_image_command_line(client):
+def test_image_command_line(docker_client):
     cli = [sys.executable, "-m", "sandbox_kernel"]
     current = subprocess.run([*cli, "image", "build", "--if-needed"], capture_output=True, text=True)
     assert current.returncode == 0 and "sandbox-kernel:latest is up to date" in current.stdout

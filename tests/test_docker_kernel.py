@@ -9,18 +9,18 @@ import time
 import pytest
 
 from tests.kernels import kernel, kinds, run, stdout
-from tests.targets.docker import NOTHING, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, held_by
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
-def docker_kernel(client):
+def docker_kernel(docker_client):
     """One sandbox-docker kernel for the tests that leave it usable; checked clean at the end."""
     with kernel("docker", CANARY_SECRET="do-not-leak") as (km, kc):
         yield km, kc
         pid = km.provisioner.pid
-    assert held_by(client, pid) == NOTHING
+    assert held_by(docker_client, pid) == NOTHING
 
 
 def result(outputs: list[dict]) -> str:
@@ -40,12 +40,12 @@ def test_host_environment_stays_out(docker_kernel):
     assert stdout(outputs) == "None False\n"
 
 
-def test_env_vars_option_forwards_only_named_variables(client):
+def test_env_vars_option_forwards_only_named_variables(docker_client):
     with kernel("docker", "--DockerBackend.env_vars=FORWARDED", FORWARDED="yes", OTHER="no") as (km, kc):
         _, outputs = run(kc, "import os\nprint(os.environ.get('FORWARDED'), os.environ.get('OTHER'))")
         pid = km.provisioner.pid
     assert stdout(outputs) == "yes None\n"
-    assert held_by(client, pid) == NOTHING
+    assert held_by(docker_client, pid) == NOTHING
 
 
 def test_cell_timeout_interrupts_and_keeps_state():
@@ -81,7 +81,7 @@ def test_invalid_utf8_on_stdout(docker_kernel):
     assert result(run(kc, "1 + 1")[1]) == "2"
 
 
-def test_memory_bomb_is_one_message_and_the_next_cell_is_fresh(client):
+def test_memory_bomb_is_one_message_and_the_next_cell_is_fresh(docker_client):
     """Without a checkpoint (none is taken automatically here: tests/test_checkpoints.py has the
     recovery from one)."""
     with kernel("docker", "--DockerBackend.memory_limit=256m", "--DockerBackend.checkpoint_min_seconds=-1") as (km, kc):
@@ -95,20 +95,20 @@ def test_memory_bomb_is_one_message_and_the_next_cell_is_fresh(client):
         assert result(run(kc, "'kept' in globals()")[1]) == "False"
         pid = km.provisioner.pid
     assert elapsed < 10
-    assert held_by(client, pid) == NOTHING
+    assert held_by(docker_client, pid) == NOTHING
 
 
-def test_a_shutdown_request_removes_the_sandbox_and_ends_the_kernel_by_itself(client):
+def test_a_shutdown_request_removes_the_sandbox_and_ends_the_kernel_by_itself(docker_client):
     """``shutdown_request`` (JupyterLab's shut down or restart) removes the container and its
     volume before the reply, and the wrapper then exits without jupyter_client's SIGTERM."""
     for _ in range(2):
         with kernel("docker") as (km, kc):
             run(kc, "x = 1")
             pid = km.provisioner.pid
-            assert held_by(client, pid) != NOTHING
+            assert held_by(docker_client, pid) != NOTHING
             km.request_shutdown()
             assert km.provisioner.process.wait(timeout=5) == 0
-            assert held_by(client, pid) == NOTHING
+            assert held_by(docker_client, pid) == NOTHING
 
 
 def test_missing_engine_is_one_short_message_and_the_kernel_keeps_answering():

@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+import pytest_asyncio
 
 from tests.kernels import kernel, run
 from tests.support.backends import backends, prepared
@@ -19,7 +20,7 @@ from tests.support.recorder import Recorder
 from tests.support.widgets import WidgetFrontend, comm_msgs, result
 from tests.targets import REMOTE_NAMES, env_vars, remote_engine
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest.fixture(scope="module", params=REMOTE_NAMES)
@@ -29,7 +30,14 @@ def backend_name(request) -> str:
     return request.param
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sandbox(backend_name):
+    """A started DockerBackend on the rig that the contract's read-only cases share."""
+    async with backends(backend_name) as make, make() as backend:
+        yield backend
+
+
+@pytest_asyncio.fixture(loop_scope="module")
 async def make_backend(backend_name):
     """``make_backend(**traits)`` → an unstarted DockerBackend for the rig. The rig's environment
     (DOCKER_HOST, ...) holds for the whole test: docker-py reads it when the backend starts."""

@@ -9,9 +9,7 @@ import pytest
 
 from sandbox_kernel.frontdoors.api import Sandbox
 from tests.support.backends import prepared
-from tests.support.magic import (  # noqa: F401 - fixtures and tests, collected here for the rig
-    cells,
-    replies,
+from tests.support.magic import (  # noqa: F401 - its tests, collected here for the rig
     test_clear_output_and_display_updates,
     test_error_fails_the_cell_with_the_sandbox_traceback,
     test_help_and_the_pager_show_as_in_the_host,

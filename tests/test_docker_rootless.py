@@ -18,11 +18,13 @@ from sandbox_kernel.core.errors import QuotaReached, SandboxDied, SandboxStartEr
 from sandbox_kernel.core.events import SandboxReplaced
 from sandbox_kernel.runtime import lock
 from tests.hub import ENGINE_LIMITS, USERS, VENV, as_user, sandboxes, unavailable
+from tests.plugin.locks import HUB_USERS
 from tests.support.backends import backends
 from tests.support.hostile import run
 from tests.targets import env_vars, skip_or_fail
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300),
+              pytest.mark.machine_lock(HUB_USERS, exclusive=True)]  # the hub rig's users and engines, which it stops
 
 USER = USERS[0]
 NO_LIMITS = {"memory_limit": 0, "pids_limit": 0, "cpus": 0}

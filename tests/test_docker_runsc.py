@@ -8,42 +8,61 @@ from __future__ import annotations
 import os
 
 import pytest
+import pytest_asyncio
 
 from sandbox_kernel.core.errors import SandboxDied
+from tests.plugin.locks import WORKSPACE_VOLUMES
 from tests.support import contract, hostile
 from tests.support.backends import backends, prepared
 from tests.support.recorder import Recorder
 from tests.targets import skip_or_fail
-from tests.targets.docker import NOTHING, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import held_by
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(240), pytest.mark.asyncio(loop_scope="module")]
 RUNTIME = "runsc"
 
 
+@pytest.fixture
+def client(docker_client):
+    """The engine's docker-py client, as tests/support/hostile.py's tests take it (each module says
+    which engine: here the local one)."""
+    return docker_client
+
+
 @pytest.fixture(scope="module")
-def runsc(client):
+def runsc(docker_client):
     """Skips (fails in CI) unless the engine has the runsc runtime."""
-    if RUNTIME not in (client.info().get("Runtimes") or {}):
+    if RUNTIME not in (docker_client.info().get("Runtimes") or {}):
         skip_or_fail(f"the Docker engine has no {RUNTIME} runtime; run `bash .ci/docker-setup.sh` as root")
     return RUNTIME
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def backend_name():
     prepared("docker")
     return "docker"
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sandbox(runsc):
+    """A started sandbox under runsc that the contract's read-only cases share."""
+    async with backends("docker") as make, make(runtime=runsc) as backend:
+        yield backend
+
+
+@pytest_asyncio.fixture(loop_scope="module")
 async def make_backend(runsc):
     async with backends("docker") as make:
         yield lambda **traits: make(runtime=runsc, **traits)
 
 
-@pytest.fixture
-async def make(make_backend, client):
+@pytest_asyncio.fixture(loop_scope="module")
+async def make(make_backend, docker_client):
+    """``make(**traits)`` → an unstarted backend under runsc; none of its sandboxes outlives the
+    test (the module's shared ``sandbox``, held before it, may)."""
+    before = held_by(docker_client, os.getpid())
     yield make_backend
-    assert held_by(client, os.getpid()) == NOTHING
+    assert held_by(docker_client, os.getpid()) == before
 
 
 # the contract, under runsc
@@ -78,9 +97,9 @@ async def test_fork_bomb_stops_the_gvisor_sandbox_at_the_pids_limit_with_a_messa
     assert rec.result() == "2"
 
 
-async def test_the_sandbox_runs_in_gvisor_with_the_same_hardening(make, client):
+async def test_the_sandbox_runs_in_gvisor_with_the_same_hardening(make, docker_client):
     async with make() as backend:
-        attrs = client.api.inspect_container(backend._container.id)
+        attrs = docker_client.api.inspect_container(backend._container.id)
         rec = Recorder()
         await backend.execute("import os\nprint(open('/proc/version').read().split()[2], os.getuid(), "
                               "sorted(os.listdir('/sys/class/net')))", rec)
@@ -92,11 +111,12 @@ async def test_the_sandbox_runs_in_gvisor_with_the_same_hardening(make, client):
     assert (uid, net.strip()) == ("1000", "['lo']")
 
 
-async def test_read_only_mount_and_workspace_under_gvisor(make, client, tmp_path):
+@pytest.mark.machine_lock(WORKSPACE_VOLUMES)
+async def test_read_only_mount_and_workspace_under_gvisor(make, docker_client, tmp_path, test_run):
     tmp_path.chmod(0o777)
     (tmp_path / "in.txt").write_text("host data")
     (tmp_path / "in.txt").chmod(0o666)
-    volume = f"sandbox-kernel-test-runsc-{os.getpid()}"
+    volume = f"sandbox-kernel-test-runsc-{test_run}"
     try:
         async with make(mounts=[f"{tmp_path}:/home/sandbox/data"], workdir_volume=volume) as backend:
             rec = Recorder()
@@ -107,6 +127,6 @@ async def test_read_only_mount_and_workspace_under_gvisor(make, client, tmp_path
             after = Recorder()
             await backend.execute("print(open('kept').read())", after)
     finally:
-        client.api.remove_volume(volume, force=True)
+        docker_client.api.remove_volume(volume, force=True)
     assert rec.text() == "host data\nRead-only file system\n" and after.text() == "1\n"
     assert os.listdir(tmp_path) == ["in.txt"]

@@ -15,27 +15,29 @@ from sandbox_kernel.backends.docker import workspace
 from sandbox_kernel.core.errors import ConfigError, SandboxStartError
 from tests.kernels import kernel, stdout
 from tests.kernels import run as run_in_kernel
+from tests.plugin.locks import WORKSPACE_VOLUMES
 from tests.support.backends import backends
 from tests.support.recorder import Recorder
-from tests.targets.docker import NOTHING, client, held_by  # noqa: F401 (client is a fixture)
+from tests.targets.docker import NOTHING, as_host, held_by
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(180),
+              pytest.mark.machine_lock(WORKSPACE_VOLUMES)]  # gc --volumes of another run would take a workspace
 
 
 @pytest.fixture
-async def make(client):
+async def make(docker_client):
     async with backends("docker") as factory:
         yield factory
-    assert held_by(client, os.getpid()) == NOTHING
+    assert held_by(docker_client, os.getpid()) == NOTHING
 
 
 @pytest.fixture
-def volume_name(client):
+def volume_name(docker_client, test_run):
     """A workspace volume name of this test, removed afterwards."""
-    name = f"sandbox-kernel-test-{secrets.token_hex(4)}"
+    name = f"sandbox-kernel-test-{test_run}-{secrets.token_hex(4)}"
     yield name
     try:
-        client.api.remove_volume(name, force=True)
+        docker_client.api.remove_volume(name, force=True)
     except Exception:
         pass
 
@@ -46,9 +48,10 @@ async def run(backend, code):
     return outcome, rec
 
 
-def gc(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "sandbox_kernel", "gc", *args], capture_output=True, text=True,
-                          timeout=120)
+def gc(*args: str, host: str | None = None) -> str:
+    """``sandbox-kernel gc ARGS``' output (run :func:`as_host` ``host``, if given)."""
+    done = subprocess.run([*(as_host(host) if host else []), sys.executable, "-m", "sandbox_kernel", "gc", *args],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -110,7 +113,7 @@ async def test_bad_mounts_fail_the_start_with_one_message(make, tmp_path, entry,
 
 
 # -- the persistent workspace -----------------------------------------------------------------------
-async def test_workspace_survives_a_restart_and_a_new_backend(make, client, volume_name):
+async def test_workspace_survives_a_restart_and_a_new_backend(make, docker_client, volume_name):
     async with make(workdir_volume=volume_name) as first:
         await run(first, "import os\nos.makedirs('models')\nopen('models/m.txt', 'w').write('v1')")
         await first.restart()
@@ -118,7 +121,7 @@ async def test_workspace_survives_a_restart_and_a_new_backend(make, client, volu
         async with make(workdir_volume=volume_name) as second:  # a second kernel, at the same time
             _, shared = await run(second, "import os\nprint(open('models/m.txt').read(), os.stat('.').st_uid)")
     assert after_restart.text() == "v1 \n" and shared.text() == "v1 1000\n"
-    labels = client.api.inspect_volume(volume_name)["Labels"]
+    labels = docker_client.api.inspect_volume(volume_name)["Labels"]
     assert labels[workspace.WORKSPACE_LABEL] == volume_name  # and no owner label: leftover removal skips it
     assert not any(key.endswith(".owner") for key in labels)
     async with make(workdir_volume=volume_name) as third:  # after every sandbox of it is gone
@@ -126,13 +129,13 @@ async def test_workspace_survives_a_restart_and_a_new_backend(make, client, volu
     assert later.text() == "v1\n"
 
 
-async def test_workspace_size_limit_or_the_warning_that_it_has_none(make, client, volume_name):
+async def test_workspace_size_limit_or_the_warning_that_it_has_none(make, docker_client, volume_name):
     shown = Recorder()
     backend = make(workdir_volume=volume_name, workdir_size="8m")
     backend.set_progress_handler(shown)
     async with backend:
         outcome, _ = await run(backend, "open('big', 'wb').write(b'x' * 16 * 1024**2)")
-    options = client.api.inspect_volume(volume_name).get("Options") or {}
+    options = docker_client.api.inspect_volume(volume_name).get("Options") or {}
     if "size" in options:  # an engine with project quota
         assert outcome.status == "error" and "No space left" in outcome.error.evalue
     else:
@@ -140,7 +143,8 @@ async def test_workspace_size_limit_or_the_warning_that_it_has_none(make, client
         assert f"the workspace volume {volume_name} has no size limit" in shown.text("stderr")
 
 
-async def test_gc_lists_workspaces_and_removes_them_only_with_volumes(make, client, volume_name):
+@pytest.mark.machine_lock(WORKSPACE_VOLUMES, exclusive=True)  # --volumes removes every unused workspace volume
+async def test_gc_lists_workspaces_and_removes_them_only_with_volumes(make, docker_client, volume_name):
     async with make(workdir_volume=volume_name) as backend:
         await run(backend, "open('f', 'w').write('x')")
         assert f"workspace volume {volume_name} (in use)" in gc("--dry-run", "--volumes")
@@ -148,14 +152,14 @@ async def test_gc_lists_workspaces_and_removes_them_only_with_volumes(make, clie
     listed = gc("--dry-run")
     assert f"workspace volume {volume_name} (kept; --volumes removes it)" in listed
     assert f"workspace volume {volume_name} (would remove)" in gc("--dry-run", "--volumes")
-    assert f"workspace volume {volume_name} (kept" in gc() and client.api.inspect_volume(volume_name)
+    assert f"workspace volume {volume_name} (kept" in gc() and docker_client.api.inspect_volume(volume_name)
     assert f"removed {volume_name}" in gc("--volumes")
-    assert volume_name not in [v["Name"] for v in client.api.volumes().get("Volumes") or []]
+    assert volume_name not in [v["Name"] for v in docker_client.api.volumes().get("Volumes") or []]
 
 
 # -- gpus --------------------------------------------------------------------------------------------
-async def test_gpus_on_an_engine_without_gpu_support_says_so(make, client):
-    if "nvidia" in str(client.info().get("Runtimes", {})):
+async def test_gpus_on_an_engine_without_gpu_support_says_so(make, docker_client):
+    if "nvidia" in str(docker_client.info().get("Runtimes", {})):
         pytest.skip("this engine has GPU support")
     backend = make(gpus="all")
     with pytest.raises(SandboxStartError, match=r"gpus=all needs GPU support in the Docker engine, which it lacks\. "
@@ -170,7 +174,7 @@ async def test_gpus_on_an_engine_without_gpu_support_says_so(make, client):
     ("--DockerBackend.mounts=/no/such:/home/sandbox/d", "Bad option for the docker backend: mount "
                                                          "'/no/such:/home/sandbox/d': /no/such does not exist"),
 ])
-def test_kernel_reports_bad_options_at_every_cell(client, option, message):
+def test_kernel_reports_bad_options_at_every_cell(docker_client, option, message):
     with kernel("docker", option) as (km, kc):
         for _ in range(2):
             reply, outputs = run_in_kernel(kc, "1 + 1")
@@ -179,10 +183,10 @@ def test_kernel_reports_bad_options_at_every_cell(client, option, message):
             assert len(error["content"]["traceback"]) == 1
         assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
         pid = km.provisioner.pid
-    assert held_by(client, pid) == NOTHING
+    assert held_by(docker_client, pid) == NOTHING
 
 
-def test_kernel_with_a_mount_and_a_workspace(client, tmp_path, volume_name):
+def test_kernel_with_a_mount_and_a_workspace(docker_client, tmp_path, volume_name):
     tmp_path.chmod(0o755)
     (tmp_path / "in.txt").write_text("from the host")
     options = (f"--DockerBackend.mounts={tmp_path}:/home/sandbox/data", f"--DockerBackend.workdir_volume={volume_name}")
@@ -194,7 +198,7 @@ def test_kernel_with_a_mount_and_a_workspace(client, tmp_path, volume_name):
     assert stdout(outputs) == "from the host\n" and stdout(after) == "1\n"
 
 
-def test_magic_line_takes_mounts_and_a_workspace_and_suggests_a_misspelt_option(client, tmp_path, volume_name):
+def test_magic_line_takes_mounts_and_a_workspace_and_suggests_a_misspelt_option(docker_client, tmp_path, volume_name):
     from tests.support.host import host_kernel
 
     tmp_path.chmod(0o755)
@@ -213,18 +217,21 @@ def test_magic_line_takes_mounts_and_a_workspace_and_suggests_a_misspelt_option(
         stdout(typo, "stderr")
 
 
-def test_gc_dry_run_lists_leftovers_and_removes_nothing(client):
+def test_gc_dry_run_lists_leftovers_and_removes_nothing(docker_client):
+    """The owner and gc run as a host of their own (``as_host``): another test's sandbox start on
+    this machine would remove this host's leftovers of a killed owner."""
+    host = f"sk-test-{secrets.token_hex(4)}"
     script = ("import asyncio\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
               "async def main():\n    await DockerBackend(session='dry-orphan').start()\n"
               "    print('up', flush=True)\n    await asyncio.sleep(600)\nasyncio.run(main())")
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen([*as_host(host), sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert owner.stdout.readline() == "up\n"
     owner.kill()
     owner.wait()
-    held = held_by(client, owner.pid)
+    held = held_by(docker_client, owner.pid, host)
     [container] = held["containers"]
-    listed = gc("--dry-run")
+    listed = gc("--dry-run", host=host)
     assert f"would remove {container.lstrip('/')}" in listed and "would remove" in listed.splitlines()[-1]
-    assert held_by(client, owner.pid) == held  # nothing removed, host directory included
-    gc()  # (removal itself: test_docker.py's leftovers test; any sandbox's start may also have removed them)
-    assert held_by(client, owner.pid) == NOTHING
+    assert held_by(docker_client, owner.pid, host) == held  # nothing removed, host directory included
+    gc(host=host)  # (removal itself: test_docker.py's leftovers test)
+    assert held_by(docker_client, owner.pid, host) == NOTHING

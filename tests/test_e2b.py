@@ -22,7 +22,7 @@ import pytest
 from sandbox_kernel.core.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
 from sandbox_kernel.core.events import Display, Error, Stream
 from tests.kernels import kernel, kinds, run, stdout
-from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
+from tests.support.e2b import result
 from tests.support.recorder import Recorder
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(120)]
@@ -35,50 +35,50 @@ def test_importing_the_backend_does_not_import_the_sdk():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 
-async def test_missing_sdk_gives_the_install_hint(make, monkeypatch):
+async def test_missing_sdk_gives_the_install_hint(make_e2b, monkeypatch):
     monkeypatch.setitem(sys.modules, "e2b_code_interpreter", None)
     with pytest.raises(BackendUnavailable, match=r"pip install 'sandbox-kernel\[e2b\]'"):
-        await make().start()
+        await make_e2b().start()
 
 
-async def test_missing_api_key_names_the_variable(make):
+async def test_missing_api_key_names_the_variable(make_e2b):
     with pytest.raises(BackendUnavailable, match="E2B_API_KEY"):
-        await make(drop=["E2B_API_KEY"]).start()
+        await make_e2b(drop=["E2B_API_KEY"]).start()
 
 
-async def test_bad_api_key_is_a_401_with_the_fix(make):
+async def test_bad_api_key_is_a_401_with_the_fix(make_e2b):
     with pytest.raises(BackendUnavailable, match=r"rejected the API key \(401") as info:
-        await make(env={"E2B_API_KEY": "bad-key"}).start()
+        await make_e2b(env={"E2B_API_KEY": "bad-key"}).start()
     assert "E2B_API_KEY" in str(info.value) and "bad-key" not in str(info.value)
 
 
-async def test_api_key_option_wins_over_the_environment(make):
-    async with make(env={"E2B_API_KEY": "bad-key"}, api_key=CANARY) as backend:
+async def test_api_key_option_wins_over_the_environment(make_e2b):
+    async with make_e2b(env={"E2B_API_KEY": "bad-key"}, api_key=CANARY) as backend:
         assert (await backend.execute("1", Recorder())).status == "ok"
 
 
-async def test_network_failure_is_one_short_message(make):
-    backend = make(api_url="http://127.0.0.1:9", request_timeout=5)
+async def test_network_failure_is_one_short_message(make_e2b):
+    backend = make_e2b(api_url="http://127.0.0.1:9", request_timeout=5)
     with pytest.raises(SandboxStartError) as info:
         await backend.start()
     assert str(info.value).startswith("Could not reach E2B at http://127.0.0.1:9: Connection refused.")
 
 
-async def test_the_api_key_never_shows(make, caplog):
+async def test_the_api_key_never_shows(make_e2b, caplog):
     caplog.set_level(logging.DEBUG)
-    async with make(env={"E2B_API_KEY": CANARY}, envs={"VISIBLE": "yes"}) as backend:
+    async with make_e2b(env={"E2B_API_KEY": CANARY}, envs={"VISIBLE": "yes"}) as backend:
         rec = Recorder()
         await backend.execute("import os\nprint(os.environ['VISIBLE'])\n1/0", rec)
         shown = json.dumps(backend.describe()) + repr(rec.events)
     with pytest.raises(SandboxStartError) as info:
-        await make(env={"E2B_API_KEY": CANARY}, api_url="http://127.0.0.1:9").start()
+        await make_e2b(env={"E2B_API_KEY": CANARY}, api_url="http://127.0.0.1:9").start()
     assert "VISIBLE" in shown
     for text in (shown, str(info.value), repr(info.value.__cause__), caplog.text):
         assert CANARY not in text
 
 
-async def test_environment_variables_reach_the_sandbox(make):
-    async with make(env={"FORWARDED": "from host"}, env_vars=["FORWARDED", "NOT_SET"], envs={"OWN": "1"}) as backend:
+async def test_environment_variables_reach_the_sandbox(make_e2b):
+    async with make_e2b(env={"FORWARDED": "from host"}, env_vars=["FORWARDED", "NOT_SET"], envs={"OWN": "1"}) as backend:
         rec = Recorder()
         await backend.execute("import os\nprint(os.environ['FORWARDED'], os.environ['OWN'])", rec)
         assert backend.describe()["env_vars"] == ["FORWARDED", "OWN"]
@@ -96,8 +96,8 @@ BUNDLE = {
 }
 
 
-async def test_every_result_format_maps_back_to_its_mime_type(make):
-    async with make() as backend:
+async def test_every_result_format_maps_back_to_its_mime_type(make_e2b):
+    async with make_e2b() as backend:
         rec = Recorder()
         outcome = await backend.execute(f"from IPython.display import display\ndisplay({BUNDLE!r}, raw=True)\n7", rec)
     [shown, main] = rec.of(Display)
@@ -109,10 +109,10 @@ CHART = {"type": "bar", "title": "Sales", "x_label": "month", "y_label": "units"
          "elements": [{"label": "Jan", "group": "A", "value": 3}]}
 
 
-async def test_e2b_chart_stays_beside_the_figure_as_its_own_mime_type(make):
+async def test_e2b_chart_stays_beside_the_figure_as_its_own_mime_type(make_e2b):
     """E2B's server adds its parsed chart (``e2b/chart``, the SDK's ``Result.chart``) next to a
     matplotlib figure; it stays in the bundle as ``application/vnd.e2b.chart+json``."""
-    async with make() as backend:
+    async with make_e2b() as backend:
         rec = Recorder()
         png = base64.b64encode(b"\x89PNG fake").decode()
         await backend.execute("display({'image/png': %r, 'text/plain': '<Figure>', 'e2b/chart': %r}, raw=True)"
@@ -121,13 +121,13 @@ async def test_e2b_chart_stays_beside_the_figure_as_its_own_mime_type(make):
     assert shown.data == {"image/png": png, "text/plain": "<Figure>", "application/vnd.e2b.chart+json": CHART}
 
 
-async def test_traceback_lines_and_bash_language(make):
-    async with make() as backend:
+async def test_traceback_lines_and_bash_language(make_e2b):
+    async with make_e2b() as backend:
         rec = Recorder()
         await backend.execute("def f():\n    raise ValueError('bad')\nf()", rec)
     [error] = rec.of(Error)
     assert error.ename == "ValueError" and len(error.traceback) > 3 and "\n".join(error.traceback).count("f()")
-    async with make(language="bash") as backend:
+    async with make_e2b(language="bash") as backend:
         rec = Recorder()
         ok = await backend.execute("echo hello; echo oops >&2", rec)
         failed = await backend.execute("exit 3", Recorder())
@@ -137,8 +137,8 @@ async def test_traceback_lines_and_bash_language(make):
     assert failed.error.traceback == [f"CalledProcessError: {failed.error.evalue}"]
 
 
-async def test_missing_remote_file_is_file_not_found(make, tmp_path):
-    async with make() as backend:
+async def test_missing_remote_file_is_file_not_found(make_e2b, tmp_path):
+    async with make_e2b() as backend:
         with pytest.raises(FileNotFoundError):
             await backend.download("no/such/file", tmp_path / "x")
         with pytest.raises(FileNotFoundError):
@@ -146,8 +146,8 @@ async def test_missing_remote_file_is_file_not_found(make, tmp_path):
 
 
 # -- timeout ----------------------------------------------------------------------------------
-async def test_cell_timeout_fires_on_time_not_at_twice_the_limit(make):
-    async with make() as backend:
+async def test_cell_timeout_fires_on_time_not_at_twice_the_limit(make_e2b):
+    async with make_e2b() as backend:
         await backend.execute("kept = 3", Recorder())
         started = time.monotonic()
         with pytest.raises(ExecutionTimeout, match="longer than 1.5 s"):
@@ -159,11 +159,11 @@ async def test_cell_timeout_fires_on_time_not_at_twice_the_limit(make):
 
 
 # -- a sandbox that is gone -----------------------------------------------------------------------
-async def test_killed_between_cells_is_recreated_with_a_notice(make, srv):
-    async with make() as backend:
+async def test_killed_between_cells_is_recreated_with_a_notice(make_e2b, e2b_server):
+    async with make_e2b() as backend:
         await backend.execute("kept = 1", Recorder())
         first = backend.describe()["sandbox_id"]
-        await asyncio.to_thread(srv.kill_sandbox, first)
+        await asyncio.to_thread(e2b_server.kill_sandbox, first)
         rec = Recorder()
         outcome = await backend.execute("'kept' in globals()", rec)
         assert backend.describe()["sandbox_id"] not in (None, first)
@@ -172,24 +172,24 @@ async def test_killed_between_cells_is_recreated_with_a_notice(make, srv):
     assert f"The E2B sandbox {first} is gone" in rec.events[0].text and "state is lost" in rec.events[0].text
 
 
-async def test_on_lost_fail_reports_and_makes_nothing_until_restart(make, srv):
-    async with make(on_lost="fail") as backend:
+async def test_on_lost_fail_reports_and_makes_nothing_until_restart(make_e2b, e2b_server):
+    async with make_e2b(on_lost="fail") as backend:
         first = backend.describe()["sandbox_id"]
-        await asyncio.to_thread(srv.kill_sandbox, first)
+        await asyncio.to_thread(e2b_server.kill_sandbox, first)
         for _ in range(2):
             with pytest.raises(SandboxStartError, match="on_lost='fail'"):
                 await backend.execute("1", Recorder())
-        assert len(srv.sandboxes) == len(set(srv.sandboxes) - {first})
+        assert len(e2b_server.sandboxes) == len(set(e2b_server.sandboxes) - {first})
         await backend.restart()
         assert (await backend.execute("1", Recorder())).status == "ok"
 
 
-async def test_killed_during_a_cell_is_sandbox_died_and_next_cell_is_fresh(make, srv):
-    async with make() as backend:
+async def test_killed_during_a_cell_is_sandbox_died_and_next_cell_is_fresh(make_e2b, e2b_server):
+    async with make_e2b() as backend:
         await backend.execute("kept = 1", Recorder())
         first = backend.describe()["sandbox_id"]
         asyncio.get_running_loop().call_later(1, lambda: asyncio.ensure_future(
-            asyncio.to_thread(srv.kill_sandbox, first)))
+            asyncio.to_thread(e2b_server.kill_sandbox, first)))
         started = time.monotonic()
         with pytest.raises(SandboxDied, match="state is lost"):
             await backend.execute("import time\ntime.sleep(30)", Recorder())
@@ -199,14 +199,14 @@ async def test_killed_during_a_cell_is_sandbox_died_and_next_cell_is_fresh(make,
     assert result(rec) == "False"
 
 
-async def test_lifetime_is_renewed_while_in_use_and_an_idle_sandbox_expires(make, srv):
-    async with make(lifetime=2) as backend:
+async def test_lifetime_is_renewed_while_in_use_and_an_idle_sandbox_expires(make_e2b, e2b_server):
+    async with make_e2b(lifetime=2) as backend:
         first = backend.describe()["sandbox_id"]
         assert (await backend.execute("import time\ntime.sleep(3)\nkept = 1", Recorder())).status == "ok"
         for _ in range(4):
             await asyncio.sleep(0.7)
             await backend.execute("kept", Recorder())
-        assert backend.describe()["sandbox_id"] == first and first in srv.sandboxes
+        assert backend.describe()["sandbox_id"] == first and first in e2b_server.sandboxes
         await asyncio.sleep(2.5)  # idle past its lifetime: the server expires it
         rec = Recorder()
         await backend.execute("'kept' in globals()", rec)
@@ -214,35 +214,35 @@ async def test_lifetime_is_renewed_while_in_use_and_an_idle_sandbox_expires(make
 
 
 # -- attach and keep_alive ------------------------------------------------------------------------
-async def test_keep_alive_then_attach_continues_the_state(make, srv):
-    async with make(keep_alive=True) as first:
+async def test_keep_alive_then_attach_continues_the_state(make_e2b, e2b_server):
+    async with make_e2b(keep_alive=True) as first:
         await first.execute("kept = 'from the first kernel'", Recorder())
         sandbox_id = first.describe()["sandbox_id"]
-    assert sandbox_id in srv.sandboxes, "keep_alive leaves the sandbox running"
-    async with make(sandbox_id=sandbox_id) as second:
+    assert sandbox_id in e2b_server.sandboxes, "keep_alive leaves the sandbox running"
+    async with make_e2b(sandbox_id=sandbox_id) as second:
         rec = Recorder()
         await second.execute("kept", rec)
         assert second.describe()["sandbox_id"] == sandbox_id and second.describe()["attached"]
     assert result(rec) == "from the first kernel"  # E2B strips a string result's quotes
-    assert sandbox_id not in srv.sandboxes, "without keep_alive, shutdown kills even an attached sandbox"
+    assert sandbox_id not in e2b_server.sandboxes, "without keep_alive, shutdown kills even an attached sandbox"
 
 
-async def test_attaching_to_a_missing_sandbox_recreates_or_fails(make):
-    async with make(sandbox_id="no-such-sandbox") as backend:
+async def test_attaching_to_a_missing_sandbox_recreates_or_fails(make_e2b):
+    async with make_e2b(sandbox_id="no-such-sandbox") as backend:
         rec = Recorder()
         assert (await backend.execute("1", rec)).status == "ok"
     assert "The E2B sandbox no-such-sandbox to attach to does not exist" in rec.text("stderr")
     with pytest.raises(SandboxStartError, match="no-such-sandbox to attach to does not exist.*on_lost"):
-        await make(sandbox_id="no-such-sandbox", on_lost="fail").start()
+        await make_e2b(sandbox_id="no-such-sandbox", on_lost="fail").start()
 
 
 # -- through the kernel, as a notebook sees it ------------------------------------------------------
-def test_kernel_banner_interrupt_timeout_and_shutdown(srv):
+def test_kernel_banner_interrupt_timeout_and_shutdown(e2b_server):
     with kernel("e2b", "--SandboxKernel.cell_timeout=2") as (km, kc):
         run(kc, "kept = 41")
         banner = kc.kernel_info(reply=True)["content"]["banner"]
         sandbox_id = banner.split("sandbox_id=")[1].split(",")[0]
-        assert "e2b sandbox" in banner and sandbox_id in srv.sandboxes
+        assert "e2b sandbox" in banner and sandbox_id in e2b_server.sandboxes
         threading.Timer(1.0, km.interrupt_kernel).start()
         reply, _ = run(kc, "while True: pass", timeout=20)
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
@@ -252,10 +252,10 @@ def test_kernel_banner_interrupt_timeout_and_shutdown(srv):
         assert reply["ename"] == "ExecutionTimeout" and kinds(outputs) == ["error"]
         reply, outputs = run(kc, "kept + 1")
         assert outputs[-2]["content"]["data"]["text/plain"] == "42"
-    assert sandbox_id not in srv.sandboxes
+    assert sandbox_id not in e2b_server.sandboxes
 
 
-def test_kernel_bad_key_is_one_short_message_and_the_kernel_keeps_answering(srv):
+def test_kernel_bad_key_is_one_short_message_and_the_kernel_keeps_answering(e2b_server):
     with kernel("e2b", E2B_API_KEY="bad-key") as (_, kc):
         reply, outputs = run(kc, "1 + 1")
         assert reply["status"] == "error" and reply["ename"] == "BackendUnavailable"
@@ -265,21 +265,21 @@ def test_kernel_bad_key_is_one_short_message_and_the_kernel_keeps_answering(srv)
         assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
 
 
-def test_kernel_says_when_the_sandbox_was_replaced(srv):
+def test_kernel_says_when_the_sandbox_was_replaced(e2b_server):
     with kernel("e2b") as (_, kc):
         run(kc, "kept = 1")
         sandbox_id = kc.kernel_info(reply=True)["content"]["banner"].split("sandbox_id=")[1].split(",")[0]
-        srv.kill_sandbox(sandbox_id)
+        e2b_server.kill_sandbox(sandbox_id)
         reply, outputs = run(kc, "print('kept' in globals())")
     assert reply["status"] == "ok" and stdout(outputs) == "False\n"
     assert "state is lost" in stdout(outputs, "stderr")
 
 
-async def test_magic_attach_reaches_a_kept_sandbox(make, srv):
+async def test_magic_attach_reaches_a_kept_sandbox(make_e2b, e2b_server):
     """``%%sandbox --backend e2b --attach ID`` in a plain python3 kernel continues a sandbox's state."""
     from tests.support.host import host_kernel
 
-    async with make(keep_alive=True) as first:
+    async with make_e2b(keep_alive=True) as first:
         await first.execute("kept = 'left by another kernel'", Recorder())
         sandbox_id = first.describe()["sandbox_id"]
 

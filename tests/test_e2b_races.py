@@ -21,7 +21,7 @@ import pytest
 from sandbox_kernel.core.errors import ExecutionTimeout, SandboxDied, SandboxError
 from sandbox_kernel.core.events import Display
 from tests.kernels import kernel, run, stdout
-from tests.support.e2b import make, result, srv  # noqa: F401 - fixtures
+from tests.support.e2b import result
 from tests.support.recorder import Recorder
 
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]
@@ -36,8 +36,8 @@ async def value(backend, code: str, bound: float = 15) -> tuple[str, float]:
     return result(rec), time.monotonic() - started
 
 
-async def test_the_cell_after_an_interrupt_runs_and_sees_the_state(make):  # noqa: F811
-    async with make() as backend:
+async def test_the_cell_after_an_interrupt_runs_and_sees_the_state(make_e2b):
+    async with make_e2b() as backend:
         await backend.execute("x = 41", Recorder())
         for _ in range(REPEAT):
             running = asyncio.ensure_future(backend.execute("while True: pass", Recorder()))
@@ -49,8 +49,8 @@ async def test_the_cell_after_an_interrupt_runs_and_sees_the_state(make):  # noq
             assert text == "41" and took < 2, took
 
 
-async def test_the_cell_after_a_timeout_runs_and_sees_the_state(make):  # noqa: F811
-    async with make() as backend:
+async def test_the_cell_after_a_timeout_runs_and_sees_the_state(make_e2b):
+    async with make_e2b() as backend:
         await backend.execute("x = 7", Recorder())
         for _ in range(REPEAT):
             with pytest.raises(ExecutionTimeout):
@@ -59,15 +59,15 @@ async def test_the_cell_after_a_timeout_runs_and_sees_the_state(make):  # noqa: 
             assert text == "7" and took < 2, took
 
 
-async def test_nothing_is_sent_while_the_interrupt_of_a_closed_stream_is_on_its_way(make, srv, monkeypatch):  # noqa: F811
+async def test_nothing_is_sent_while_the_interrupt_of_a_closed_stream_is_on_its_way(make_e2b, e2b_server, monkeypatch):
     """E2B's server frees the context as soon as a client closes a stream and interrupts the
     kernel 20-120 ms later (``Timings.interrupt_latency``; here the slow end). Whatever the
     backend sends meanwhile gets that interrupt: queued behind the interrupted cell it is aborted
     (never answered), running it fails with KeyboardInterrupt. So after an interrupt, a cell
     timeout and every empty execution the backend gives up on, the next cell must neither be hit
     nor wait long."""
-    monkeypatch.setattr(srv.timings, "interrupt_latency", 0.12)
-    async with make() as backend:
+    monkeypatch.setattr(e2b_server.timings, "interrupt_latency", 0.12)
+    async with make_e2b() as backend:
         await backend.execute("x = 41", Recorder())
         warm = min([(await value(backend, "x"))[1] for _ in range(3)])
         for _ in range(REPEAT):
@@ -81,24 +81,24 @@ async def test_nothing_is_sent_while_the_interrupt_of_a_closed_stream_is_on_its_
                 await backend.execute("while True: pass", Recorder(), timeout=0.5)
             text, took = await value(backend, "import time\ntime.sleep(0.3)\nx")
             assert text == "41" and took < warm + 0.3 + 1, took
-        assert srv.raced(backend._sandbox.sandbox_id) == 0
+        assert e2b_server.raced(backend._sandbox.sandbox_id) == 0
 
 
-async def test_after_a_restart_the_next_cell_waits_for_the_fresh_kernel_only(make, srv):  # noqa: F811
+async def test_after_a_restart_the_next_cell_waits_for_the_fresh_kernel_only(make_e2b, e2b_server):
     """E2B's restart answers once Jupyter restarted the kernel, which answers its first execution
     ``Timings.restart_warmup`` (0.8) s later: the next cell takes that long, no more, and nothing
     is given up on and interrupted meanwhile."""
-    async with make() as backend:
+    async with make_e2b() as backend:
         await backend.execute("1", Recorder())
         for _ in range(REPEAT):
             await backend.restart()
             text, took = await value(backend, "'x' in globals()")
-            assert text == "False" and took < srv.timings.restart_warmup + 1, took
-        assert srv.raced(backend._sandbox.sandbox_id) == 0
+            assert text == "False" and took < e2b_server.timings.restart_warmup + 1, took
+        assert e2b_server.raced(backend._sandbox.sandbox_id) == 0
 
 
-async def test_after_a_restart_and_the_kernels_death_the_next_cell_runs_fresh(make):  # noqa: F811
-    async with make() as backend:
+async def test_after_a_restart_and_the_kernels_death_the_next_cell_runs_fresh(make_e2b):
+    async with make_e2b() as backend:
         for _ in range(REPEAT):
             await backend.execute("x = 1", Recorder())
             await backend.restart()
@@ -108,13 +108,13 @@ async def test_after_a_restart_and_the_kernels_death_the_next_cell_runs_fresh(ma
             assert (await value(backend, "'x' in globals()"))[0] == "False"
 
 
-async def test_an_execution_answered_by_keepalives_only_is_sent_again(make, srv):  # noqa: F811
-    async with make(start_timeout=0.5, settle_timeout=2) as backend:
+async def test_an_execution_answered_by_keepalives_only_is_sent_again(make_e2b, e2b_server):
+    async with make_e2b(start_timeout=0.5, settle_timeout=2) as backend:
         await backend.execute("x = 3", Recorder())
-        srv.lose_executions(1)
+        e2b_server.lose_executions(1)
         text, _ = await value(backend, "x = x + 1\nx")
         assert text == "4", "sent again once, run once"
-        srv.lose_executions(100)
+        e2b_server.lose_executions(100)
         rec = Recorder()
         with pytest.raises(SandboxError, match="did not take|nothing ran"):
             await asyncio.wait_for(backend.execute("x", rec), 60)
@@ -122,28 +122,28 @@ async def test_an_execution_answered_by_keepalives_only_is_sent_again(make, srv)
         with pytest.raises(ExecutionTimeout):  # the cell's own timeout bounds the wait too
             await asyncio.wait_for(backend.execute("x", rec, timeout=1), 60)
         assert time.monotonic() - started < 5
-        srv.lose_executions(2, containing="x")  # the cell twice, not the empty executions between
+        e2b_server.lose_executions(2, containing="x")  # the cell twice, not the empty executions between
         with pytest.raises(SandboxError, match="did not take the cell within 0.5 s, twice; nothing ran"):
             await asyncio.wait_for(backend.execute("x", rec), 60)
-        srv.lose_executions(0)
+        e2b_server.lose_executions(0)
         assert (await value(backend, "x"))[0] == "4", "the session is usable afterwards"
 
 
-async def test_an_interrupt_while_waiting_for_the_context_is_a_keyboard_interrupt(make, srv):  # noqa: F811
-    async with make(start_timeout=0.5) as backend:
+async def test_an_interrupt_while_waiting_for_the_context_is_a_keyboard_interrupt(make_e2b, e2b_server):
+    async with make_e2b(start_timeout=0.5) as backend:
         await backend.execute("x = 5", Recorder())
-        srv.lose_executions(100)
+        e2b_server.lose_executions(100)
         running = asyncio.ensure_future(backend.execute("x", Recorder()))
         await asyncio.sleep(1.5)
         await backend.interrupt()
         outcome = await asyncio.wait_for(running, 10)
         assert outcome.error.ename == "KeyboardInterrupt"
-        srv.lose_executions(0)
+        e2b_server.lose_executions(0)
         assert (await value(backend, "x"))[0] == "5"
 
 
-async def test_a_huge_message_is_dropped_while_it_streams_with_one_note(make):  # noqa: F811
-    async with make(max_message_bytes="1m") as backend:
+async def test_a_huge_message_is_dropped_while_it_streams_with_one_note(make_e2b):
+    async with make_e2b(max_message_bytes="1m") as backend:
         rec = Recorder()
         outcome = await backend.execute("display({'text/plain': 'y' * 5_000_000}, raw=True)\nprint('after')\n42", rec)
         assert outcome.status == "ok" and result(rec) == "42" and rec.text("stdout") == "after\n"
@@ -157,7 +157,7 @@ def peak_rss(pid: int) -> int:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
 
 
-def test_a_huge_result_does_not_swell_the_host_kernel(srv):  # noqa: F811
+def test_a_huge_result_does_not_swell_the_host_kernel(e2b_server):
     """One 200 MB message from the sandbox, 20 times the kernel's output budget: the host-side
     kernel's peak memory grows by less than the budget plus a small constant, the cell says
     what was dropped, and the session goes on."""

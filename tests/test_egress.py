@@ -25,11 +25,13 @@ from tests.kernels import kernel, run, stdout
 from tests.support import egress
 from tests.support.host import host_arguments
 from tests.targets import skip_or_fail
-from tests.targets.docker import client  # noqa: F401 - the module's engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PROBES = Path(__file__).parent / "egress_rig" / "probes.py"
+PROBED = ("rebind.test", "api.test:2525", "plain.test")
+"""What the probes' sandbox allows besides the rig's index and API: a name that resolves to a
+private address, a server that speaks first, a plain HTTP host for a tunnel of other bytes."""
 WHEELS = dict([egress.make_wheel("egress-demo", "1.0", {"egress_demo/__init__.py": (
     "from egress_helper import WORD\nVALUE = 'installed from the test index, ' + WORD\n")}, ("egress-helper",)),
     egress.make_wheel("egress-helper", "1.0", {"egress_helper.py": "WORD = 'with its dependency'\n"})])
@@ -39,11 +41,11 @@ VALUE = "'installed from the test index, with its dependency'"
 
 
 @pytest.fixture(scope="module")
-def rig_on_engine(client):  # noqa: F811
+def rig_on_engine(docker_client):
     for image in (egress.RIG_IMAGE, "sandbox-kernel-egress:latest"):
-        if not client.images.list(name=image):
+        if not docker_client.images.list(name=image):
             skip_or_fail(f"the image {image} is missing; {egress.SETUP}")
-    with egress.rig(client, WHEELS) as made:
+    with egress.rig(docker_client, WHEELS) as made:
         yield made
 
 
@@ -95,10 +97,10 @@ def test_pip_install_then_import_through_the_magic(rig, tmp_path):
 
 def test_probes_reach_nothing_and_fail_at_once(rig, tmp_path):
     (tmp_path / "rig-ca.pem").write_text(rig.ca.ca_pem)
-    with Sandbox("docker", **rig.options("rebind.test")) as sb:
+    with Sandbox("docker", **rig.options(*PROBED)) as sb:
         sb.upload(tmp_path / "rig-ca.pem", "rig-ca.pem")
         assert sb.run("import urllib.request\nurllib.request.urlopen('http://index.test:8080/simple/').status").text == "200"
-        proxy = rig.client.containers.get(sb.describe()["egress_proxy"])
+        proxy = rig.docker_client.containers.get(sb.describe()["egress_proxy"])
         addresses = {**rig.addresses, "gateway": rig.gateway,
                      "proxy": proxy.attrs["NetworkSettings"]["Networks"][rig.network]["IPAddress"]}
         started = time.monotonic()
@@ -116,10 +118,21 @@ def test_probes_reach_nothing_and_fail_at_once(rig, tmp_path):
                  "index.test:8080 (the Host header names 'attacker.test')", "127.0.0.1:3129",
                  "rebind.test:80 (it resolves to", f"{rig.gateway}:80", "host.docker.internal:80", "[::1]:80"):
         assert any(f"refused {host}" in line for line in notes), (host, notes)
+    for unread in ("a SOCKS5 connection (the proxy speaks HTTP only", "a SOCKS4 connection (",
+                   "GET http://index.test:8080/simple/ (a request line without HTTP/1.0 or 1.1",
+                   "TLS to the proxy itself (", "plain.test:80 (neither TLS nor HTTP: it began b'\\x00",
+                   "api.test:2525 (the server spoke first", "CONNECT index.test:8080@attacker.test:80 (a target with "
+                   "user information", "CONNECT %61ttacker.test:80 (a percent-encoded host name",
+                   "CONNECT index.test:8080 (a request line without",
+                   "a request (a request the proxy cannot read: Bad HTTP request line: b'GET http://index.test:8080@"):
+        assert any(line.startswith(f"egress: refused {unread}") for line in notes), (unread, notes)
+    for malformed in ("userinfo in a CONNECT target", "a percent-encoded CONNECT target", "CRLF in a CONNECT target",
+                      "HTTP/0.9", "userinfo in a second request on one connection"):  # the project's refusal, not mitmproxy's bare 400
+        assert "sandbox-kernel egress refused" in outcomes[f"proxy: {malformed}"][0], outcomes
     shown = [line.split(" (")[0] for line in notes]
     assert len(shown) == len(set(shown)), "one line per refused host and port in a cell"
     assert elapsed < 120
-    quiet_outside(rig, {"index.test", "api.test", "rebind.test"})
+    quiet_outside(rig, {"index.test", "api.test", "rebind.test", "plain.test"})
 
 
 def test_secret_reaches_the_api_and_nowhere_else(rig, tmp_path, monkeypatch):
@@ -247,13 +260,14 @@ print("RESULT", flow.response.status_code, data.server.error)
 """
 
 
-def test_a_check_that_raises_refuses(client):  # noqa: F811
+def test_a_check_that_raises_refuses(docker_client):
     """mitmproxy logs an addon's exception and carries on: the proxy's hooks refuse instead of
     letting an unchecked request out. Run in the proxy's image with its own mitmproxy."""
-    from sandbox_kernel.backends.docker.egress.container import IMAGE, sources
+    from sandbox_kernel.backends.docker.proxy_spec import IMAGE
+    from sandbox_kernel.backends.egress.bootstrap import sources
 
     files = [(f"{name}.py", text) for name, text in sources()] + [("check.py", FAIL_CLOSED)]
     write = "; ".join(f"open({name!r}, 'w').write({text!r})" for name, text in files)
-    out = client.containers.run(IMAGE, ["sh", "-c", 'cd /tmp && python -c "$0" && python check.py', write],
+    out = docker_client.containers.run(IMAGE, ["sh", "-c", 'cd /tmp && python -c "$0" && python check.py', write],
                                 network_mode="none", remove=True, stdout=True, stderr=False).decode()
     assert "RESULT 403 sandbox-kernel egress refused ok.test:80: the proxy could not check it (ValueError)" in out, out

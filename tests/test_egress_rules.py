@@ -1,6 +1,6 @@
 """Egress by name, in process: the allowlist's entries and decisions, the secrets option, the pypi
 preset, what the sandbox's environment gets, E2B's mapping, the refusal note, and the backends
-that refuse the option (sandbox_kernel/backends/egress/, docker/egress/notes.py, e2b/network.py)."""
+that refuse the option (sandbox_kernel/backends/egress/, its notes.py, e2b/network.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import ipaddress
 import pytest
 
 from sandbox_kernel import Sandbox
-from sandbox_kernel.backends.docker.egress.notes import RefusalNotes, refusal_line
 from sandbox_kernel.backends.e2b.network import network_options
+from sandbox_kernel.backends.egress.notes import RefusalNotes, refusal_line
 from sandbox_kernel.backends.egress.options import (
     expand,
     parse_secret,
@@ -151,6 +151,16 @@ def test_refusal_notes_once_per_host_and_cell():
     assert all(isinstance(e, Stream) and e.name == "stderr" for e in shown)
     assert refusal_line({"host": "2001:db8::1", "port": 443, "reason": "not allowed", "allowable": True}).startswith(
         "egress: refused [2001:db8::1]:443")
+    shown.clear()
+    notes.begin(shown.append)
+    unread = {"event": "refused", "what": "a SOCKS5 connection", "reason": "the proxy speaks HTTP only",
+              "allowable": False}  # what names no host: another protocol, a malformed target (proxy.py, heads.py)
+    notes(unread)
+    notes(unread)
+    notes({**unread, "what": "CONNECT user@x.test:443", "reason": "a target with user information, USER@HOST"})
+    assert [e.text for e in shown] == ["egress: refused a SOCKS5 connection (the proxy speaks HTTP only)\n",
+                                       "egress: refused CONNECT user@x.test:443 (a target with user information, "
+                                       "USER@HOST)\n"]
 
 
 def test_local_refuses_allow_hosts_in_one_message():

@@ -7,7 +7,11 @@ event). The same logic on real backends is covered by test_kernel, test_api and 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import logging
+import os
+from types import SimpleNamespace
 
 import pytest
 from ipykernel.inprocess.socket import DummySocket
@@ -16,7 +20,7 @@ from traitlets.config import Config
 
 from sandbox_kernel import AsyncSandbox, Sandbox
 from sandbox_kernel.backends.scripted import ScriptedBackend, Step, fail, reply
-from sandbox_kernel.core.errors import ExecutionTimeout
+from sandbox_kernel.core.errors import ConfigError, ExecutionTimeout
 from sandbox_kernel.core.events import Comm, Display, SandboxReplaced, Stream
 from sandbox_kernel.frontdoors.kernel.kernel import SandboxKernel
 from sandbox_kernel.policy import OutputPolicy
@@ -206,6 +210,18 @@ def test_magic_runs_in_an_in_process_shell():
         shell.run_cell("%sandbox stop scripted-test")
 
 
+def test_magic_without_a_host_kernel_drops_comms_and_says_it_once():
+    """Terminal IPython has no page: the magic's pipeline drops comms and says so once."""
+    from sandbox_kernel.frontdoors.magics import SandboxMagics
+    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE
+
+    shown = []
+    cell = SandboxMagics()._make_session("t", "scripted", [], host_comms=False).cell(shown.append)
+    for _ in range(2):
+        cell.emit(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
+    assert shown == [Stream("stderr", COMMS_NOTE)]
+
+
 def test_scripted_backend_declares_what_it_does():
     assert ScriptedBackend.capabilities.names() == ["completion", "inspection", "stdin", "comms", "display_updates",
                                                     "files"]
@@ -245,3 +261,197 @@ def test_api_and_magic_checkpoints_on_a_backend_without_them_are_one_line_each()
         assert "Traceback" not in captured.stdout + captured.stderr
     finally:
         shell.run_cell("%sandbox stop scripted-ckpt")
+
+
+# -- the kernel's options, as a kernelspec's argv gives them (moved from test_kernel.py, which keeps
+# one case of each through a real kernel) ----------------------------------------------------------
+def argv_kernel(*argv: str, **options) -> SandboxKernel:
+    """A kernel made from ``argv`` as IPKernelApp parses a kernelspec's (traitlets' loader), on the
+    scripted backend unless the argv says otherwise; it starts no sandbox before a cell."""
+    from traitlets.config.loader import KVArgParseConfigLoader
+
+    config = Config({"SandboxKernel": {"backend": "scripted", "start_sandbox_at_launch": False},
+                     "ScriptedBackend": {"script": options.pop("script", SCRIPT)}})
+    config.merge(KVArgParseConfigLoader(list(argv)).load_config())
+    return SandboxKernel(config=config, session=Session(), iopub_socket=DummySocket(), log=logging.getLogger("test"))
+
+
+@pytest.mark.parametrize("option, message", [
+    ("--LocalBackend.memory_limit=lots", "Bad option for the local backend"),
+    ("--SandboxKernel.cell_timeout=soon", "Bad option for the sandbox kernel"),
+    ("--LocalBackend.memory_limt=2g", "unknown option --LocalBackend.memory_limt; did you mean "
+                                      "--LocalBackend.memory_limit?"),
+    ("--SandboxKernel.cell_timout=5", "unknown option --SandboxKernel.cell_timout; did you mean "
+                                      "--SandboxKernel.cell_timeout?"),
+    ("--LocalBakend.memory_limit=2g", "no class is named LocalBakend; did you mean LocalBackend?"),
+])
+async def test_bad_configuration_is_one_short_message_and_kernel_keeps_answering(option, message):
+    kernel = argv_kernel("--SandboxKernel.backend=local", option)
+    for _ in range(2):
+        reply_ = await kernel.do_execute("1 + 1", False)
+        assert reply_["status"] == "error" and message in reply_["evalue"]
+        [error] = [m for m in iopub(kernel) if m["header"]["msg_type"] == "error"]
+        assert len(error["content"]["traceback"]) == 1
+    assert kernel.kernel_info["implementation"] == "sandbox_kernel" and kernel.sandbox is None
+    assert (await kernel.do_complete("x", 1))["matches"] == []
+
+
+async def test_unknown_backend_is_one_short_message():
+    kernel = argv_kernel("--SandboxKernel.backend=nosuch")
+    reply_ = await kernel.do_execute("1 + 1", False)
+    assert reply_["status"] == "error"
+    assert reply_["evalue"].startswith("Unknown sandbox backend 'nosuch'. Known backends: ")
+    assert "local" in reply_["evalue"]
+    assert kernel.kernel_info["implementation"] == "sandbox_kernel"
+
+
+def stateful(code, run):
+    """``kept = N`` keeps N; ``kept`` shows it; ``sleep`` takes 30 s."""
+    if code.startswith("kept = "):
+        run.state["kept"] = code.split("= ")[1]
+        return reply()
+    if code == "kept":
+        return reply(Display({"text/plain": run.state.get("kept", "NameError")}), result=True)
+    return SCRIPT.get(code)
+
+
+async def test_cell_timeout_interrupts_and_says_so():
+    kernel = argv_kernel("--SandboxKernel.cell_timeout=1", script=stateful)
+    await kernel.do_execute("kept = 5", False)
+    reply_ = await kernel.do_execute("sleep", False)
+    assert reply_["status"] == "error" and reply_["ename"] == "ExecutionTimeout"
+    [error] = [m for m in iopub(kernel) if m["header"]["msg_type"] == "error"]
+    assert "longer than 1 s" in error["content"]["evalue"]
+    assert len(error["content"]["traceback"]) == 1  # one short message, not our internals
+    await kernel.do_execute("kept", False)
+    [result] = [m for m in iopub(kernel) if m["header"]["msg_type"] == "execute_result"]
+    assert result["content"]["data"]["text/plain"] == "5"
+
+
+async def test_output_is_cut_at_the_limit_with_a_marker():
+    lines = reply(*[Stream("stdout", "x" * 99 + "\n") for _ in range(20000)])
+    kernel = argv_kernel("--SandboxKernel.max_output_bytes=100k", script={"flood": lines})
+    reply_ = await kernel.do_execute("flood", False)
+    assert reply_["status"] == "ok"
+    shown = [m["content"] for m in iopub(kernel) if m["header"]["msg_type"] == "stream"]
+    out = "".join(s["text"] for s in shown if s["name"] == "stdout")
+    markers = "".join(s["text"] for s in shown if s["name"] == "stderr")
+    assert len(out.encode()) <= 100 * 1024
+    assert "output limit of 100 KiB reached" in markers and "1.81 MiB of output dropped" in markers
+    assert out.startswith("x" * 99 + "\n") and len(out.encode()) > 90 * 1024
+
+
+async def test_output_between_cells_is_cut_at_the_limit_until_the_next_cell():
+    """What arrives outside any cell (a sandbox thread's output) has its own max_output_bytes,
+    renewed when a cell runs."""
+    kernel = argv_kernel("--SandboxKernel.max_output_bytes=100k")
+    for tag in "xy":  # the second round shows the budget was renewed by the cell
+        assert (await kernel.do_execute("print('hi')", False))["status"] == "ok"
+        iopub(kernel)
+        for _ in range(200):  # 1 MB in 200 messages
+            kernel.sandbox.backend.send_unsolicited(Stream("stdout", tag * 4999 + "\n"))
+        later = [m["content"] for m in iopub(kernel)]
+        shown = "".join(m["text"] for m in later if m["name"] == "stdout")
+        assert shown.startswith(tag * 4999 + "\n") and 90 * 1024 < len(shown.encode()) <= 100 * 1024
+        assert "".join(m["text"] for m in later if m["name"] == "stderr") == (
+            "\n[output limit of 100 KiB reached: further output from outside a cell (a sandbox thread's) before the "
+            "next cell is dropped]\n")
+
+
+async def test_kernel_file_commands_option_reaches_its_lines(tmp_path):
+    """``--SandboxKernel.file_commands=allow``: upload and download without asking (no stdin here)."""
+    (tmp_path / "in.txt").write_text("made")
+    kernel = argv_kernel("--SandboxKernel.file_commands=allow", f"--ScriptedBackend.workspace_dir={tmp_path}")
+    assert (await kernel.do_execute("%sandbox upload in.txt", False))["status"] == "ok"
+    assert (await kernel.do_execute("%sandbox download in.txt out.txt", False))["status"] == "ok"
+    assert (tmp_path / "out.txt").read_text() == "made"
+    refused = await argv_kernel(f"--ScriptedBackend.workspace_dir={tmp_path}").do_execute("%sandbox upload in.txt",
+                                                                                        False)
+    assert refused["status"] == "error" and "--SandboxKernel.file_commands=allow" in refused["evalue"]
+
+
+async def test_a_kernel_without_a_session_answers_as_a_session_that_cannot():
+    """A bad option leaves the kernel without a session; its replies are those a session gives when
+    the sandbox cannot answer (sandbox_kernel.session.replies), not a traceback."""
+    from sandbox_kernel.session import replies
+
+    broken = argv_kernel("--ScriptedBackend.no_such_option=1")
+    assert await broken.do_complete("le", 2) == replies.no_completion(2)
+    assert await broken.do_inspect("len", 3) == replies.not_found() == {"status": "ok", "found": False, "data": {},
+                                                                          "metadata": {}}
+    assert await broken.do_is_complete("if True:") == {"status": "incomplete", "indent": "    "}
+    assert await broken.do_history("tail", False, True, n=3) == {"status": "ok", "history": []}
+    failed = await broken.do_debug_request({"seq": 7, "command": "initialize"})
+    assert failed["success"] is False and failed["request_seq"] == 7 and "no_such_option" in failed["message"]
+    working = argv_kernel()  # the scripted backend has no debugger and no history: the same answers
+    assert await working.do_history("tail", False, True, n=3) == {"status": "ok", "history": []}
+    assert (await working.do_debug_request({"seq": 7, "command": "initialize"}))["success"] is False
+
+
+def test_api_config_for_the_backend_s_base_section_reaches_it():
+    """``Config({"Backend": ...})`` is applied by traitlets to the backend (a subclass), as the
+    kernel accepts ``--Backend.memory_limit``; the API refused it, checking Backend's own traits."""
+    with Sandbox("scripted", config=Config({"Backend": {"script": SCRIPT}})) as sb:
+        assert sb.run("print('hi')").stdout == "hi\n"
+    with pytest.raises(ConfigError, match="Unknown option 'scirpt' for the scripted sandbox. Did you mean 'script'"):
+        Sandbox("scripted", config=Config({"Backend": {"scirpt": SCRIPT}}))
+    with pytest.raises(ConfigError, match="Options for 'SandboxKernel' do not apply to the scripted sandbox"):
+        Sandbox("scripted", config=Config({"SandboxKernel": {"cell_timeout": 1}}))
+
+
+async def test_every_door_s_status_is_the_session_s():
+    """The kernel's %sandbox status, the magic's status and the API's describe() are one status
+    (SandboxSession.status), each with what only its door knows."""
+    from sandbox_kernel.frontdoors.magics.session import Session as MagicSession
+    from sandbox_kernel.frontdoors.magics.status import status_info
+
+    async with AsyncSandbox("scripted", script=SCRIPT) as sb:
+        common = sb.session.status()
+        assert common == {**sb.session.describe(), "started": True, "capabilities": sb.capabilities.names()}
+        assert sb.describe() == {**common, "output_policy": "sanitize", "allowed_commands": None}
+        magic = status_info(MagicSession("s", sb.session))
+        assert magic == {**sb.session.describe(), "session": "s", "state": "running", "uptime_s": magic["uptime_s"],
+                         "cells": 0, "capabilities": common["capabilities"]}
+
+
+# -- MCP: the server's tools in process (through the SDK's wire on real backends: test_mcp.py) ------
+async def test_mcp_tools_word_results_errors_and_refusals():
+    if importlib.util.find_spec("mcp") is None:  # an extra of the project: `make install` has it
+        if os.environ.get("SANDBOX_KERNEL_NO_SKIP"):
+            raise ImportError("the MCP SDK is missing in CI: pip install 'sandbox-kernel[mcp]'")
+        pytest.skip("the MCP SDK is not installed (pip install 'sandbox-kernel[mcp]')")
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from sandbox_kernel.frontdoors.mcp.cli import Sessions
+    from sandbox_kernel.frontdoors.mcp.server import MCPSandbox, build_server
+
+    def text(result) -> str:
+        return "\n".join(c.text for c in result.content if c.type == "text")
+
+    sessions = Sessions(lambda: MCPSandbox("scripted", script=SCRIPT, timeout=0.5, max_output_bytes=1024,
+                                           allowed_commands=[r"echo [a-z ]+"]), "scripted")
+    mcp_server = build_server(sessions)
+
+    class server:  # a call outside any request: the calling MCP session is stdio's (no headers)
+        call_tool = staticmethod(lambda name, arguments: mcp_server.call_tool(name, arguments,
+                                                                              SimpleNamespace(headers=None)))
+
+    result = await server.call_tool("run_code", {"code": "1+1"})
+    assert not result.is_error and text(result).endswith("\n2")  # text/plain, after the policy's note
+    assert "--output-policy isolate" in text(result)  # the note names the server's option
+    failed = await server.call_tool("run_code", {"code": "1/0"})
+    assert failed.is_error and "ZeroDivisionError: division by zero" in text(failed)
+    slow = await server.call_tool("run_code", {"code": "sleep"})
+    assert slow.is_error and "ExecutionTimeout: The cell ran longer than 0.5 s" in text(slow)
+    await server.call_tool("upload_file", {"path": "in/d.txt", "content": "x" * 2000})
+    with pytest.raises(ToolError, match="in/d.txt has more than 1,024 bytes, the server's --max-output-bytes"):
+        await server.call_tool("download_file", {"path": "in/d.txt"})
+    for escape in ("../etc/passwd", "/etc/passwd", "in/../../x"):
+        with pytest.raises(ToolError, match="relative to the sandbox's working directory"):
+            await server.call_tool("download_file", {"path": escape})
+    refused = await server.call_tool("run_command", {"command": "cat in/d.txt"})
+    assert refused.is_error and "CommandRefused" in text(refused)
+    status = json.loads(text(await server.call_tool("status", {})))
+    assert status["backend"] == "scripted" and status["started"] and status["usage"] is None
+    assert status["allowed_commands"] == [r"echo [a-z ]+"] and status["server_pid"] == os.getpid()
+    await sessions.close(None)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import pytest_asyncio
 from nbclient import NotebookClient
 
 from tests.kernels import kernel, run, stdout
@@ -50,9 +51,20 @@ USER_OPTION = "--GatewayBackend.env=KERNEL_USERNAME=sandbox-test"
 CASES = [f for name, f in inspect.getmembers(contract, inspect.iscoroutinefunction) if name.startswith("test_")]
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(eg):
+    """A kernel on EG that the contract's read-only cases share (``sandbox``)."""
+    from sandbox_kernel.backends.gateway import GatewayBackend
+
+    async with GatewayBackend(**traits(eg)) as backend:
+        yield backend
+
+
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("case", CASES, ids=lambda f: f.__name__.removeprefix("test_"))
-async def test_contract_on_enterprise_gateway(eg, case, tmp_path, monkeypatch):
-    """Each contract test, its backend a kernel in a container that EG started."""
+async def test_contract_on_enterprise_gateway(eg, shared, case, tmp_path, monkeypatch):
+    """Each contract test, its backend a kernel in a container that EG started (the read-only
+    cases share one, on the module's event loop)."""
     from sandbox_kernel.backends.gateway import GatewayBackend
 
     made = []
@@ -61,7 +73,7 @@ async def test_contract_on_enterprise_gateway(eg, case, tmp_path, monkeypatch):
         made.append(GatewayBackend(**{**traits(eg), **more}))
         return made[-1]
 
-    available = {"make_backend": make_backend, "backend_name": "gateway", "tmp_path": tmp_path,
+    available = {"make_backend": make_backend, "sandbox": shared, "backend_name": "gateway", "tmp_path": tmp_path,
                  "monkeypatch": monkeypatch}
     try:
         await case(**{name: available[name] for name in inspect.signature(case).parameters})

@@ -26,11 +26,15 @@ from tests.hub import (
     password,
     sandboxes,
     unavailable,
+    user_engine,
+    volumes,
     write_notebook,
 )
+from tests.plugin.locks import HUB_USERS
 from tests.targets import skip_or_fail
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900),
+              pytest.mark.machine_lock(HUB_USERS, exclusive=True)]  # the rig's users and engines: one run at a time
 
 ALICE, BOB = USERS
 CULL_S = 40
@@ -184,15 +188,42 @@ def test_a_locked_option_in_the_users_own_config_is_refused_in_the_notebook(hub,
         config.unlink()
 
 
-def test_an_idle_kernel_culled_by_the_server_takes_its_sandbox(hub, browser):
-    context, _ = login(browser, hub, BOB)
+def test_idle_kernels_culled_by_the_server_take_their_sandboxes(hub, browser):
+    """A notebook and a Voila page whose browser went without a word (no beforeunload beacon: a
+    crash, a lost network): the server culls both kernels (docs/how-to/jupyterhub.md, section 6) and
+    each sandbox goes with its kernel, its volume too."""
+    context, page = login(browser, hub, BOB)
     before = set(sandboxes(BOB))
     _, shown = run_notebook(context, hub, BOB, "idle", ["print('working')"])
     assert shown == ["working\n"]
-    [mine] = set(sandboxes(BOB)) - before
-    context.close()  # the page goes: nothing is connected to the kernel any more
-    eventually(lambda: not any(k for k in hub.kernels(BOB)), CULL_S + 60, "the server did not cull the idle kernel")
-    eventually(lambda: mine not in sandboxes(BOB), 30, f"the culled kernel's sandbox {mine} stayed")
+    write_notebook(BOB, "board", ["print('board ' + str(6 * 7))"])
+    page.goto(f"{hub.url}/user/{BOB}/voila/render/board.ipynb")
+    page.get_by_text("board 42").wait_for(timeout=120_000)
+    mine = set(sandboxes(BOB)) - before
+    assert len(mine) == 2
+    context.close()  # the pages go, without a beacon: nothing is connected to the kernels any more
+    eventually(lambda: not any(k for k in hub.kernels(BOB)), CULL_S + 60, "the server did not cull the idle kernels")
+    eventually(lambda: not mine & set(sandboxes(BOB)), 30, f"the culled kernels' sandboxes {mine} stayed")
+    assert not {f"{name}-work" for name in mine} & set(volumes(BOB))
+
+
+def test_a_user_whose_engine_is_down_is_told_who_starts_it(hub, browser):
+    """Not `sudo systemctl start docker`: the user has no sudo, and the engine is their own."""
+    context, _ = login(browser, hub, ALICE)
+    stopped = user_engine("stop", ALICE)
+    try:
+        assert stopped.returncode == 0, stopped.stderr
+        _, shown = run_notebook(context, hub, ALICE, "down", ["print('ran')"])
+        uid = Path("/home", ALICE).stat().st_uid
+        assert len(shown) == 1 and shown[0].startswith(
+            f"BackendUnavailable: Your own engine (rootless Podman, at unix:///run/user/{uid}/podman/podman.sock) is "
+            "not answering. Fix: this engine is not the machine's Docker engine: on a shared machine (JupyterHub) the "
+            f"administrator starts it (`sandbox-kernel user-engine start {ALICE}`"), shown
+        assert "sudo" not in shown[0]
+    finally:
+        context.close()
+        started = user_engine("start", ALICE)
+        assert started.returncode == 0, started.stderr
 
 
 def test_closing_a_voila_page_ends_its_sandbox(hub, browser):
@@ -220,3 +251,39 @@ def test_the_per_user_sandbox_quota_says_so_when_reached(hub, browser):
     finally:
         LOCK_FILE.write_text(json.dumps(LOCK))
         context.close()
+
+
+def test_a_users_engine_that_holds_the_image_starts_without_the_machines_engine(hub):
+    """The copy is skipped, and said so, where the machine's engine is gone but the user's engine
+    holds the image already: the user is served."""
+    gone = "unix:///nonexistent/docker.sock"
+    started = user_engine("start", BOB, DOCKER_HOST=gone)
+    uid = Path("/home", BOB).stat().st_uid
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == f"DOCKER_HOST=unix:///run/user/{uid}/podman/podman.sock"
+    assert (f"{BOB}'s engine keeps its image sandbox-kernel:latest" in started.stderr
+            and f"The Docker engine is not answering at {gone}" in started.stderr), started.stderr
+
+
+def test_a_spawn_that_cannot_give_the_user_the_sandbox_image_says_why(hub, browser):
+    """The hook copies the sandbox image from this machine's engine (docs/how-to/jupyterhub.md, section
+    1). A second hub whose machine engine is gone and whose image no user's engine holds: the
+    user's spawn page names the copy and the fix (it said "Spawn failed", the reason in the hub's
+    log only)."""
+    absent, gone = "sandbox-kernel:hub-test-absent", "unix:///nonexistent/docker.sock"
+    broken = Hub(args=ARGS, lock=None, image=absent, env={"DOCKER_HOST": gone}).start()
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{broken.url}/hub/login")
+        page.fill("#username_input", ALICE)
+        page.fill("#password_input", password(ALICE))
+        page.click("#login_submit")
+        page.get_by_text("could not be prepared").first.wait_for(timeout=120_000)
+        text = page.inner_text("body")
+        assert (f"The engine of your sandboxes could not be prepared. Could not give {ALICE}'s engine the sandbox "
+                f"image {absent}, which is copied from this machine's Docker engine (docs/how-to/jupyterhub.md, section 1): "
+                f"The Docker engine is not answering at {gone}.") in text, text
+    finally:
+        context.close()
+        broken.stop()

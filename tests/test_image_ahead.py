@@ -23,7 +23,6 @@ from sandbox_kernel.backends.docker.images.build import image_platform
 from sandbox_kernel.backends.docker.images.packages import packages_tag
 from tests.support.backends import prepared
 from tests.support.wheels import offline_pip
-from tests.targets.docker import client  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -35,31 +34,37 @@ KERNEL = "sandbox-docker-files-ahead"
 CELL = "import sklearn\nprint(sklearn.__version__)"
 
 
+@pytest.fixture(scope="module")
+def base(own_image) -> str:
+    """The default image as one of this run's own (the packages image's tag follows its base's id)."""
+    return own_image(DockerBackend().image)
+
+
 @pytest.fixture
-def kernelspec(tmp_path, client, monkeypatch):  # noqa: F811
-    """A docker kernelspec whose options ask for :data:`PACKAGES`, found through JUPYTER_PATH;
-    the packages image is removed before and after. Kernels started by the test (their host-side
-    ``pip download``) inherit pip's offline settings from this process."""
+def kernelspec(tmp_path, docker_client, monkeypatch, base):
+    """A docker kernelspec whose options ask for :data:`PACKAGES` on :func:`base`, found through
+    JUPYTER_PATH; the packages image is removed before and after. Kernels started by the test
+    (their host-side ``pip download``) inherit pip's offline settings from this process."""
     prepared("docker")
-    for name, value in offline_pip(image_platform(client, DockerBackend().image).machine).items():
+    for name, value in offline_pip(image_platform(docker_client, base).machine).items():
         monkeypatch.setenv(name, value)
     spec = tmp_path / "share" / "kernels" / KERNEL
     spec.mkdir(parents=True)
-    options = [f"--DockerBackend.packages={p}" for p in PACKAGES]
+    options = [f"--DockerBackend.image={base}", *(f"--DockerBackend.packages={p}" for p in PACKAGES)]
     (spec / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "sandbox_kernel", "-f", "{connection_file}", "--SandboxKernel.backend=docker",
                  *options],
         "display_name": KERNEL, "language": "python", "interrupt_mode": "message"}))
     env = {**os.environ, "JUPYTER_PATH": str(tmp_path / "share")}
-    tag = packages_tag(client, DockerBackend().image, PACKAGES)
-    _remove(client, tag)
+    tag = packages_tag(docker_client, base, PACKAGES)
+    _remove(docker_client, tag)
     yield env, tag
-    _remove(client, tag)
+    _remove(docker_client, tag)
 
 
-def _remove(client, tag: str) -> None:  # noqa: F811
+def _remove(docker_client, tag: str) -> None:
     try:
-        client.images.remove(tag, force=True)
+        docker_client.images.remove(tag, force=True)
     except Exception:  # not there
         pass
 
@@ -71,18 +76,12 @@ def _notebook() -> nbformat.NotebookNode:
 
 def _run(nb: nbformat.NotebookNode, env: dict[str, str], timeout: float) -> None:
     """nbclient's run of ``nb`` (it finds kernelspecs through JUPYTER_PATH in this process)."""
-    before = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", env["JUPYTER_PATH"])
         NotebookClient(nb, timeout=timeout, kernel_name=KERNEL, startup_timeout=120).execute()
-    finally:
-        if before is None:
-            del os.environ["JUPYTER_PATH"]
-        else:
-            os.environ["JUPYTER_PATH"] = before
 
 
-def test_a_scripted_run_that_builds_at_its_first_cell_is_told_the_command(kernelspec):
+def test_a_scripted_run_that_builds_at_its_first_cell_is_told_the_command(kernelspec, base):
     nb = _notebook()
     started = time.monotonic()
     try:
@@ -92,7 +91,7 @@ def test_a_scripted_run_that_builds_at_its_first_cell_is_told_the_command(kernel
     shown = "".join(o.get("data", {}).get("text/plain", "") for o in nb.cells[0].outputs)
     assert "the sandbox image with scikit-learn" in shown  # "Building ..." or, done in time, "Built ..."
     assert ("A scripted run, e.g. nbclient or papermill, should build it first: sandbox-kernel image build "
-            "--DockerBackend.packages=scikit-learn==1.9.1") in shown
+            f"--DockerBackend.image={base} --DockerBackend.packages=scikit-learn==1.9.1") in shown
 
 
 def test_image_build_for_a_kernel_then_a_30_s_cell_timeout_passes_first_try(kernelspec):

@@ -131,17 +131,6 @@ def test_env_vars_option_forwards_named_variables():
     assert stdout(outputs) == "yes None\n"
 
 
-def test_cell_timeout_interrupts_and_says_so():
-    with kernel("local", "--SandboxKernel.cell_timeout=1") as (_, kc):
-        run(kc, "kept = 5")
-        reply, outputs = run(kc, "import time\ntime.sleep(30)", timeout=20)
-        assert reply["status"] == "error" and reply["ename"] == "ExecutionTimeout"
-        [error] = [m for m in outputs if m["header"]["msg_type"] == "error"]
-        assert "longer than 1 s" in error["content"]["evalue"]
-        assert len(error["content"]["traceback"]) == 1  # one short message, not our internals
-        assert run(kc, "kept")[1][-2]["content"]["data"]["text/plain"] == "5"
-
-
 def test_sandbox_death_is_one_message_and_next_cell_is_fresh():
     """Without a checkpoint (none is taken automatically here: tests/test_checkpoints.py has the
     recovery from one)."""
@@ -162,87 +151,75 @@ def test_memory_limit_raises_memory_error_in_the_sandbox():
         assert run(kc, "small = bytearray(10 * 1024**2)")[0]["status"] == "ok"
 
 
-def test_output_is_cut_at_the_limit_with_a_marker():
-    with kernel("local", "--SandboxKernel.max_output_bytes=100k") as (_, kc):
-        reply, outputs = run(kc, "for i in range(20000):\n    print('x' * 99)")
-        assert reply["status"] == "ok"
-        shown = stdout(outputs)
-        assert len(shown.encode()) <= 100 * 1024
-        markers = stdout(outputs, "stderr")
-        assert "output limit of 100 KiB reached" in markers and "1.81 MiB of output dropped" in markers
-        assert shown.startswith("x" * 99 + "\n") and len(shown.encode()) > 90 * 1024
+@pytest.fixture(scope="module")
+def budget_kernel():
+    """One local kernel whose cells may show 100 KiB (the option's logic: test_frontdoors_scripted.py)."""
+    with kernel("local", "--SandboxKernel.max_output_bytes=100k") as (km, kc):
+        yield km, kc
 
 
-def test_output_between_cells_is_cut_at_the_limit_until_the_next_cell():
+def test_output_is_cut_at_the_limit_with_a_marker(budget_kernel):
+    _, kc = budget_kernel
+    reply, outputs = run(kc, "for i in range(20000):\n    print('x' * 99)")
+    assert reply["status"] == "ok"
+    shown = stdout(outputs)
+    assert len(shown.encode()) <= 100 * 1024
+    markers = stdout(outputs, "stderr")
+    assert "output limit of 100 KiB reached" in markers and "1.81 MiB of output dropped" in markers
+    assert shown.startswith("x" * 99 + "\n") and len(shown.encode()) > 90 * 1024
+
+
+def test_output_between_cells_is_cut_at_the_limit_until_the_next_cell(budget_kernel):
     """A sandbox thread that keeps printing after its cell ended cannot flood the page: what
     arrives outside any cell has its own max_output_bytes, renewed when a cell runs."""
+    _, kc = budget_kernel
     flood = ("import threading, time\n"
              "def flood(tag):\n    time.sleep(0.5)\n    for i in range(200):\n        print(tag * 4999, flush=True)\n"
              "threading.Thread(target=flood, args=({tag!r},)).start()")
-    with kernel("local", "--SandboxKernel.max_output_bytes=100k") as (_, kc):
-        for tag in "xy":  # the second round shows the budget was renewed by the cell
-            reply, outputs = run(kc, flood.format(tag=tag))
-            assert reply["status"] == "ok" and stdout(outputs) == ""
-            later = []
-            with contextlib.suppress(queue.Empty):  # until the thread is done (3 s of quiet)
-                while True:
-                    later.append(kc.get_iopub_msg(timeout=3))
-            shown = stdout(later)  # 1 MB in 200 messages (fewer than IOPub's high-water mark, which
-            # would drop messages of a faster flood before the budget sees them)
-            assert shown.startswith(tag * 4999 + "\n") and 90 * 1024 < len(shown.encode()) <= 100 * 1024
-            assert stdout(later, "stderr") == ("\n[output limit of 100 KiB reached: further output from outside a "
-                                               "cell (a sandbox thread's) before the next cell is dropped]\n")
-        assert stdout(run(kc, "print('next')")[1]) == "next\n"
+    for tag in "xy":  # the second round shows the budget was renewed by the cell
+        reply, outputs = run(kc, flood.format(tag=tag))
+        assert reply["status"] == "ok" and stdout(outputs) == ""
+        later = []
+        with contextlib.suppress(queue.Empty):  # until the thread is done (3 s of quiet)
+            while True:
+                later.append(kc.get_iopub_msg(timeout=3))
+        shown = stdout(later)  # 1 MB in 200 messages (fewer than IOPub's high-water mark, which
+        # would drop messages of a faster flood before the budget sees them)
+        assert shown.startswith(tag * 4999 + "\n") and 90 * 1024 < len(shown.encode()) <= 100 * 1024
+        assert stdout(later, "stderr") == ("\n[output limit of 100 KiB reached: further output from outside a "
+                                           "cell (a sandbox thread's) before the next cell is dropped]\n")
+    assert stdout(run(kc, "print('next')")[1]) == "next\n"
 
 
-@pytest.mark.parametrize("option, message", [
-    ("--LocalBackend.memory_limit=lots", "Bad option for the local backend"),
-    ("--SandboxKernel.cell_timeout=soon", "Bad option for the sandbox kernel"),
-    ("--LocalBackend.memory_limt=2g", "unknown option --LocalBackend.memory_limt; did you mean "
-                                      "--LocalBackend.memory_limit?"),
-    ("--SandboxKernel.cell_timout=5", "unknown option --SandboxKernel.cell_timout; did you mean "
-                                      "--SandboxKernel.cell_timeout?"),
-    ("--LocalBakend.memory_limit=2g", "no class is named LocalBakend; did you mean LocalBackend?"),
-])
-def test_bad_configuration_is_one_short_message_and_kernel_keeps_answering(option, message):
-    with kernel("local", option) as (_, kc):
+def test_bad_configuration_is_one_short_message_and_kernel_keeps_answering():
+    """Through a real kernel process, one case (every kind of bad option, and an unknown backend:
+    test_frontdoors_scripted.py): the process starts, each cell says it, kernel_info answers."""
+    with kernel("local", "--LocalBackend.memory_limt=2g") as (_, kc):
         reply, outputs = run(kc, "1 + 1")
-        assert reply["status"] == "error" and message in reply["evalue"]
+        assert reply["status"] == "error" and ("unknown option --LocalBackend.memory_limt; did you mean "
+                                               "--LocalBackend.memory_limit?") in reply["evalue"]
         [error] = [m for m in outputs if m["header"]["msg_type"] == "error"]
         assert len(error["content"]["traceback"]) == 1
         assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
 
 
-def test_unknown_backend_is_one_short_message(tmp_path, monkeypatch):
-    from sandbox_kernel.frontdoors.kernel import kernelspec
-
-    kernelspec.install("nosuch", prefix=str(tmp_path))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))
-    with kernel("nosuch") as (_, kc):
-        reply, outputs = run(kc, "1 + 1")
-        assert reply["status"] == "error"
-        assert reply["evalue"].startswith("Unknown sandbox backend 'nosuch'. Known backends: ")
-        assert "local" in reply["evalue"]
-        assert kc.kernel_info(reply=True)["content"]["status"] == "ok"
-
-
-def test_options_from_a_jupyter_config_file(tmp_path):
+def test_options_from_a_jupyter_config_file_and_an_ipython_profile_for_other_programs(tmp_path):
+    """The kernel reads sandbox_kernel_config.py (here its cell_timeout, which interrupts a cell
+    with one short message and keeps the state), and the profile's ipython_config.py too, whose
+    options of other programs (TerminalInteractiveShell, ...) are not reported as unknown."""
     (tmp_path / "sandbox_kernel_config.py").write_text("c.SandboxKernel.cell_timeout = 1.5\n")
-    with kernel("local", JUPYTER_CONFIG_DIR=str(tmp_path)) as (_, kc):
-        reply, _ = run(kc, "import time\ntime.sleep(20)", timeout=20)
-    assert reply["ename"] == "ExecutionTimeout" and "longer than 1.5 s" in reply["evalue"]
-
-
-def test_an_ipython_profile_for_other_programs_is_no_error(tmp_path):
-    """The kernel reads the profile's ipython_config.py too; options of other programs in it
-    (TerminalInteractiveShell, ...) are not reported as unknown."""
-    profile = tmp_path / "profile_default"
-    profile.mkdir()
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
     (profile / "ipython_config.py").write_text("c.TerminalInteractiveShell.confirm_exit = False\n"
                                               "c.TerminalIPythonApp.display_banner = False\n")
-    with kernel("local", IPYTHONDIR=str(tmp_path)) as (_, kc):
-        reply, _ = run(kc, "1 + 1")
-    assert reply["status"] == "ok", reply
+    with kernel("local", JUPYTER_CONFIG_DIR=str(tmp_path), IPYTHONDIR=str(tmp_path / "ipython")) as (_, kc):
+        reply, _ = run(kc, "kept = 5")
+        assert reply["status"] == "ok", reply
+        reply, outputs = run(kc, "import time\ntime.sleep(20)", timeout=20)
+        assert reply["ename"] == "ExecutionTimeout" and "longer than 1.5 s" in reply["evalue"]
+        [error] = [m for m in outputs if m["header"]["msg_type"] == "error"]
+        assert len(error["content"]["traceback"]) == 1  # one short message, not our internals
+        assert run(kc, "kept")[1][-2]["content"]["data"]["text/plain"] == "5"
 
 
 def test_the_first_kernel_info_reply_offers_the_sandbox_debugger_and_shows_no_output():

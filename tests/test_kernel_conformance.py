@@ -13,6 +13,8 @@ instead (no matches, nothing found, no payload, no rows), so a change either way
 
 from __future__ import annotations
 
+import tempfile
+
 import jupyter_kernel_test as jkt
 import pytest
 
@@ -48,12 +50,18 @@ class IPyKernelSamples(jkt.KernelTests):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls._kernel = kernel(cls.target)  # the installed kernelspec, with the target's set-up
+        # the installed kernelspec, with the target's set-up; a Jupyter data folder of its own
+        # holds a fresh local history file, as ipykernel's tests give each kernel a fresh
+        # IPYTHONDIR: test_history's unique search expects one match, and the user's history file
+        # (kept across sessions, like python3's) held every earlier run's "1+2+3" and "1?2 + 1"
+        cls._data_dir = tempfile.TemporaryDirectory(prefix="conformance-data-")
+        cls._kernel = kernel(cls.target, JUPYTER_DATA_DIR=cls._data_dir.name)
         cls.km, cls.kc = cls._kernel.__enter__()
 
     @classmethod
     def tearDownClass(cls) -> None:
         cls._kernel.__exit__(None, None, None)
+        cls._data_dir.cleanup()
 
     def test_history_range(self) -> None:
         """``range`` as ipykernel answers it: lines ``start`` to ``stop`` of a session, the current

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.kernels import kernel, run, stdout
+from tests.plugin.locks import WORKSPACE_VOLUMES
 from tests.targets import backend_of
 
 pytestmark = pytest.mark.kernel
@@ -109,6 +110,7 @@ def test_history_is_the_sandboxes(sandbox):
     assert code == "history_mark = 'h' * 3"
 
 
+@pytest.mark.machine_lock(WORKSPACE_VOLUMES)  # a workspace volume between two kernels: no gc --volumes meanwhile
 @pytest.mark.parametrize("name", TARGETS)
 def test_history_across_sessions_where_the_sandbox_keeps_it(name):
     """local keeps it across sessions by default; docker in memory (a new sandbox starts empty),
@@ -222,6 +224,49 @@ def test_usage_is_the_sandboxes(sandbox):
     assert usage["kernel_memory"] > 300 * 1024 * 1024  # the sandbox's, not this ~70 MiB wrapper's
     assert 0 < usage["kernel_cpu"] and usage["cpu_count"] >= 1
     run(kc, "del ballast")
+
+
+@pytest.fixture(scope="module")
+def python3_usage() -> dict:
+    """python3's ``usage_reply`` (ipykernel's own handler, with psutil), after a busy cell: the reference."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=60)
+    try:
+        control(kc, "usage_request", {})
+        run(kc, "sum(i * i for i in range(3_000_000))")
+        return control(kc, "usage_request", {})
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+
+
+def test_usage_reply_has_every_field_of_python3s(sandbox, python3_usage):
+    """jupyter-resource-usage's Kernel Usage panel (``show_host_usage``, its default) reads
+    ``host_cpu_percent`` and ``host_virtual_memory.active``, ``.available``, ``.total``, ...: without
+    them it drew nothing (``TypeError: Cannot read properties of undefined (reading 'active')``).
+    Each field of python3's reply is there, of the same type, with the sandbox's figures: for docker
+    the container as its own machine (its memory limit as the total), for local this machine."""
+    import psutil
+
+    name, kc = sandbox
+    control(kc, "usage_request", {})
+    run(kc, "sum(i * i for i in range(3_000_000))")
+    usage = control(kc, "usage_request", {})
+    assert set(python3_usage) <= set(usage), (set(python3_usage) - set(usage), usage)
+    for field in set(python3_usage) - {"pid"}:  # the sandbox's kernel has no pid on this host: None
+        assert isinstance(usage[field], (int, float) if field in ("kernel_cpu", "host_cpu_percent") else
+                          type(python3_usage[field])), (field, usage[field])
+    memory = usage["host_virtual_memory"]
+    assert {"total", "available", "percent", "used", "free", "active", "inactive"} <= set(memory)
+    assert 0 < memory["used"] <= memory["total"] and memory["active"] > 0 and 0 < usage["host_cpu_percent"] <= 100
+    if backend_of(name) == "local":
+        assert set(memory) == set(python3_usage["host_virtual_memory"]) and memory["total"] == psutil.virtual_memory().total
+    else:
+        limit = ("int(next(open(p).read() for p in ('/sys/fs/cgroup/memory.max', "
+                 "'/sys/fs/cgroup/memory/memory.limit_in_bytes') if __import__('os').path.exists(p)))")
+        assert memory["total"] == eval(run(kc, "", user_expressions={"l": limit})[0]["user_expressions"]["l"]["data"][
+            "text/plain"]) < psutil.virtual_memory().total
 
 
 @pytest.mark.parametrize("name", ["local", "docker"])

@@ -13,8 +13,11 @@ import pytest
 pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[1] / "sandbox_kernel"
-LAYERS = ["core", "runtime", "policy", "backends", "session", "frontdoors"]
-"""From the bottom up; the package's top-level modules (cli, shims) may import any of them."""
+LAYERS = ["core", "runtime", "policy", "backends", "session", "frontdoors", "top"]
+"""From the bottom up; ``top`` is the package itself and its top-level modules (``__init__``, cli),
+which may import any layer and which no layer may import."""
+BENEATH = {"_version"}
+"""Top-level modules beneath every layer: any may import them."""
 
 
 def module_name(path: Path) -> str:
@@ -42,7 +45,9 @@ def imports(path: Path, top_level_only: bool) -> list[tuple[int, str]]:
 
 def layer(module: str) -> str | None:
     parts = module.split(".")
-    return parts[1] if parts[0] == "sandbox_kernel" and len(parts) > 1 and parts[1] in LAYERS else None
+    if parts[0] != "sandbox_kernel" or (len(parts) > 1 and parts[1] in BENEATH):
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "top"
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}

@@ -22,11 +22,9 @@ from sandbox_kernel.backends import get_backend_class
 from tests.kernels import run
 from tests.support.capabilities import lacks, shown  # what a backend cannot do and its fallback; a str result
 from tests.support.host import host_kernel
-from tests.support.magic import (  # noqa: F401 - the scenario's fixtures and its tests, collected here
+from tests.support.magic import (  # noqa: F401 - the scenario's tests, collected here
     bundles,
-    cells,
     plain,
-    replies,
     test_clear_output_and_display_updates,
     test_error_fails_the_cell_with_the_sandbox_traceback,
     test_help_and_the_pager_show_as_in_the_host,
@@ -109,19 +107,6 @@ def test_interrupt_at_an_input_prompt(backend_name):
         reply = kc.get_shell_msg(timeout=30)["content"]
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
         assert run(kc, "%%sandbox\nx + 1")[0]["status"] == "ok"
-
-
-def test_without_a_host_kernel_comms_are_dropped_and_said_once():
-    """Terminal IPython has no page: the magic's pipeline drops comms and says so once."""
-    from sandbox_kernel.core.events import Comm, Stream
-    from sandbox_kernel.frontdoors.magics import SandboxMagics
-    from sandbox_kernel.frontdoors.magics.session import COMMS_NOTE
-
-    shown = []
-    cell = SandboxMagics()._make_session("t", "local", [], host_comms=False).cell(shown.append)
-    for _ in range(2):
-        cell.emit(Comm("comm_open", {"comm_id": "c", "target_name": "jupyter.widget", "data": {}}))
-    assert shown == [Stream("stderr", COMMS_NOTE)]
 
 
 def test_dead_sandbox_gives_one_short_message(backend_name):

@@ -5,6 +5,7 @@ ends with the process of the session that took it, and ends by itself after ``po
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -52,7 +53,7 @@ def fillers_done(timeout: float = 60.0) -> None:
     the pools were emptied."""
     import fcntl
 
-    for lock in pool.POOL_ROOT.glob("*.lock"):
+    for lock in pool.pool_root().glob("*.lock"):
         deadline = time.monotonic() + timeout
         with open(lock) as file:
             while True:
@@ -67,6 +68,8 @@ def fillers_done(timeout: float = 60.0) -> None:
 
 @pytest.fixture(autouse=True)
 def empty_pools():
+    """No pooled sandbox before and after each test: its run's and worker's pools only (the
+    registry is the worker's own, ``SANDBOX_KERNEL_POOL_ROOT``: tests/plugin/isolation.py)."""
     fillers_done()
     stop_pools()
     yield
@@ -268,6 +271,28 @@ async def test_pool_status_gc_and_pool_stop_see_the_waiting_sandboxes():
     assert waiting("docker") == []
     done = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={name}"], capture_output=True, text=True)
     assert done.stdout.strip() == ""
+
+
+def test_a_sweep_leaves_the_pooled_containers_of_another_registry(docker_client, tmp_path):
+    """Two registries on one engine (two users of it, or a ``SANDBOX_KERNEL_POOL_ROOT`` each): a
+    sweep (every start's, ``gc``'s, ``pool stop``'s) removes the pooled containers its own registry
+    lost, never another registry's, whose sandboxes it cannot see waiting or claimed."""
+    from sandbox_kernel.backends.docker import pooled
+    from sandbox_kernel.backends.docker.engine import CREATED_LABEL
+
+    made = {}
+    for whose, root in (("mine", pool.pool_root()), ("other", tmp_path / "another-registry")):
+        labels = {**pooled.labels("k" * 16, None), pooled.POOL_ROOT_LABEL: str(root), CREATED_LABEL: "0"}  # not young
+        made[whose] = docker_client.api.create_container("sandbox-kernel:latest", entrypoint=["/nonexistent"],
+                                                         command=[], labels=labels, network_disabled=True)["Id"]
+    try:
+        pooled.sweep(docker_client, waiting_too=True)
+        assert not docker_client.api.containers(all=True, filters={"id": made["mine"]})  # lost by its registry: removed
+        assert docker_client.api.containers(all=True, filters={"id": made["other"]})
+    finally:
+        for container in made.values():
+            with contextlib.suppress(Exception):
+                docker_client.api.remove_container(container, force=True)
 
 
 def test_a_bad_pool_size_is_one_line():

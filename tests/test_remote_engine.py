@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -108,7 +109,12 @@ def test_gc_removes_the_leftovers_of_gone_owners_and_keeps_live_ones(way, inner)
         assert f"removed {gone.name}" in gc.stdout and live.name not in gc.stdout
         names = [c.name for c in inner.containers.list(all=True)]
         assert gone.name not in names and live.name in names
+        # --all on this engine: a running kernel's host directory here, whose sandbox is on another
+        # engine (the local one, with the ipc transport), stays
+        here = Path(tempfile.mkdtemp(prefix=f"{engine.HOSTDIR_PREFIX}{os.getpid()}-", dir=engine.hostdir_root()))
         assert engine.remove_leftovers(inner, everything=True) == [live.name]
+        assert here.is_dir()
+        here.rmdir()
     finally:
         for container in (gone, live):
             try:

@@ -5,10 +5,14 @@ party registers its own backend with an entry point in its ``pyproject.toml``::
 
     [project.entry-points."sandbox_kernel.backends"]
     mine = "my_package.backend:MyBackend"
+
+The group is read once per process (:func:`registered`): a backend installed later is found by
+the next process.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from importlib import metadata
 from importlib.metadata import entry_points
@@ -31,9 +35,21 @@ TEST_DOUBLES = frozenset({"scripted"})
 """Registered backends that run no code (:mod:`.scripted`): no kernelspec is written for them."""
 
 
+@functools.cache
+def registered() -> dict[str, metadata.EntryPoint]:
+    """The group's entry points by backend name (the first of a name), read once: reading them
+    opens every installed distribution's metadata (about 50 ms here, and 30 kB of reference
+    cycles of importlib.metadata's for the collector), which each sandbox and each ``%%sandbox``
+    session paid when it looked its backend up."""
+    found: dict[str, metadata.EntryPoint] = {}
+    for ep in entry_points(group=GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
 def backend_names() -> list[str]:
     """Names of every registered backend, sorted."""
-    return sorted({ep.name for ep in entry_points(group=GROUP)})
+    return sorted(registered())
 
 
 def kernelspec_backends() -> list[str]:
@@ -48,12 +64,11 @@ def get_backend_class(name: str) -> type[Backend]:
         ConfigError: no backend has that name (the message lists the known ones).
         BackendUnavailable: the backend's optional dependency is not installed.
     """
-    matches = [ep for ep in entry_points(group=GROUP) if ep.name == name]
-    if not matches:
+    if (entry := registered().get(name)) is None:
         known = ", ".join(backend_names()) or "none (is sandbox-kernel installed?)"
         raise ConfigError(f"Unknown sandbox backend {name!r}. Known backends: {known}.")
     try:
-        cls = matches[0].load()
+        cls = entry.load()
     except ImportError as exc:
         raise BackendUnavailable(
             f"The {name} backend needs the Python package {exc.name!r}, which is not installed.",
@@ -124,6 +139,11 @@ def make_backend(name: str, *, parent: Configurable, output_budget: tuple[int, s
     except (TraitError, ValueError) as exc:
         raise BadValue(name, str(exc)) from exc
     lock.load().check_backend(name, backend)
+    # Its config is read: the backend keeps the parent's logger, not the parent, a door that holds
+    # the backend (through its session). door -> session -> backend -> door was a cycle, so a
+    # closed session's objects waited for a full collection (issue 37).
+    backend.log = backend.log
+    backend.parent = None
     backend.set_output_budget(*output_budget)
     backend.warm_completion = completions
     return backend

@@ -1,7 +1,8 @@
 """The backend contract: one async class every sandbox implements.
 
-Both front doors (the kernel in :mod:`sandbox_kernel.frontdoors.kernel.kernel` and the ``%%sandbox`` magic)
-drive a backend only through this API and only consume :mod:`sandbox_kernel.core.events`.
+A :class:`~sandbox_kernel.session.session.SandboxSession` drives a backend only through this API
+and only consumes :mod:`sandbox_kernel.core.events`; every front door (the kernel, the ``%%sandbox``
+magic, the Python API and the MCP server) owns such a session and never a backend.
 Every option is a traitlets trait, so it is set as ``--DockerBackend.memory_limit=...`` on a
 kernelspec's argv, in a Jupyter config file, or as a keyword argument.
 
@@ -10,7 +11,8 @@ Lifecycle, as the callers use it::
     async with backend:                    # start() ... shutdown()
         outcome = await backend.execute("1 + 1", emit)
 
-All methods are called from one asyncio event loop (the kernel's, or the magic's loop thread).
+All methods are called from one asyncio event loop (the kernel's main loop, the magic's loop
+thread, or the API's shared loop thread).
 What a backend can do beyond the five required methods is declared up front in its
 :class:`Capabilities`; the front doors read that instead of calling and catching
 :class:`~sandbox_kernel.core.errors.NotSupported`.
@@ -44,9 +46,9 @@ StdinHandler = Callable[[str, bool], Awaitable[str]]
 
 request_msg_id: ContextVar[str | None] = ContextVar("sandbox_kernel_request_msg_id", default=None)
 """The msg_id of the frontend's request being served (``execute_request``, ``comm_msg``, ...),
-set by the kernel around its backend calls. Backends that speak the Jupyter protocol give the
-request they send into the sandbox the same msg_id, so the sandbox's outputs name the
-frontend's request as their parent: ipywidgets routes ``echo_update`` and the capture of an
+set by the session around its backend calls (``SandboxSession.serving``). Backends that speak the
+Jupyter protocol give the request they send into the sandbox the same msg_id, so the sandbox's
+outputs name the frontend's request as their parent: ipywidgets routes ``echo_update`` and the capture of an
 ``Output`` widget (``interact``) by that msg_id."""
 
 request_subshell_id: ContextVar[str | None] = ContextVar("sandbox_kernel_request_subshell_id", default=None)
@@ -109,7 +111,7 @@ class Capabilities:
     """The sandbox's whole state can be checkpointed between cells and restored, and a dead
     kernel's state comes back from its last checkpoint: :meth:`Backend.checkpoint`,
     :meth:`Backend.list_checkpoints`, :meth:`Backend.restore`, :meth:`Backend.drop_checkpoint`
-    (docs/checkpoints.md)."""
+    (docs/how-to/checkpoints.md)."""
 
     def names(self) -> list[str]:
         """The names of the capabilities this backend has, in declaration order."""
@@ -167,6 +169,14 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     async def shutdown(self) -> None:
         """Stop the sandbox and release everything it holds. Idempotent; never raises for a
         sandbox that is already gone."""
+
+    @classmethod
+    def remove_leftovers(cls) -> list[str]:
+        """Remove what this backend's sandboxes left on this host when their process was killed
+        before it could remove them (its owner is gone); the names removed. Blocking. Called by
+        a killed kernel's finisher (:mod:`sandbox_kernel.frontdoors.kernel.finisher`); a backend
+        whose sandboxes leave nothing here keeps this default, which removes nothing."""
+        return []
 
     async def __aenter__(self) -> Backend:
         await self.start()
@@ -455,6 +465,8 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
     async def usage(self) -> dict[str, Any] | None:
         """The sandbox's current resource use, for ``%sandbox status`` and ``usage_request``:
         ``{"memory_bytes": n}`` and, where known, ``"cpu_percent"`` (percent of one CPU, since the
-        previous call) and ``"cpu_count"``; None when the backend cannot tell or the sandbox is
-        not running."""
+        previous call), ``"cpu_count"``, and the figures of the machine the sandbox runs on as
+        ipykernel gives them: ``"host_cpu_percent"`` (percent of its CPUs) and ``"host_memory"``
+        (``psutil.virtual_memory()``'s fields in bytes: ``total``, ``available``, ``used``,
+        ``active``, ...); None when the backend cannot tell or the sandbox is not running."""
         return None

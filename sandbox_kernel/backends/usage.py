@@ -1,7 +1,10 @@
-"""CPU use as a percentage, from two samples of a counter, as ``docker stats`` and psutil's
-``cpu_percent(interval=None)`` compute it: the first sample gives no figure."""
+"""A sandbox's resource use: CPU use as a percentage, from two samples of a counter, as ``docker
+stats`` and psutil's ``cpu_percent(interval=None)`` compute it (the first sample gives no figure),
+and this machine's figures for a sandbox that shares it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class CpuMeter:
@@ -18,3 +21,15 @@ class CpuMeter:
         if last is None or span <= last[1]:
             return None
         return max(0.0, (used - last[0]) / (span - last[1]) * cpus * 100.0)
+
+
+def this_machine() -> dict[str, Any]:
+    """This machine's CPU and memory, read by psutil as ipykernel's ``usage_reply`` reads them
+    (``host_cpu_percent``: percent of all CPUs since the previous call, 0.0 at the first;
+    ``host_memory``: ``psutil.virtual_memory()``'s fields in bytes), for a sandbox that runs on
+    this machine and shares it (``local``); {} where psutil is not installed."""
+    try:
+        import psutil
+    except ImportError:
+        return {}
+    return {"host_cpu_percent": psutil.cpu_percent(), "host_memory": dict(psutil.virtual_memory()._asdict())}

@@ -35,7 +35,7 @@ from ..backends.checkpoint import Checkpoint
 from ..core.errors import BadValue, ConfigError, SandboxError
 from ..core.events import Emit, Event, Outcome
 from ..policy import OutputOptions
-from ..runtime.config_check import closest
+from ..runtime.config_check import option_names, unknown_names
 from ..runtime.loop_thread import at_exit, shared_loop
 from ..runtime.traits import ByteSize
 from ..session import commands
@@ -94,8 +94,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         own = {k: options.pop(k) for k in list(options) if self.has_trait(k)}
 
         def traits(cls: type[Backend]) -> dict[str, Any]:
-            _check_options(backend, cls, options, set(self.class_trait_names(config=True)))
-            _check_config(backend, cls, config)
+            _check_options(backend, cls, options, config)
             return options
 
         try:
@@ -150,15 +149,21 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         await self.session.interrupt()
 
     def describe(self) -> dict[str, Any]:
-        """The backend's description (``backend``, ``sandbox_id``, ``limits``, ``workdir``, ...)
-        with this API's ``output_policy`` and ``allowed_commands``; JSON-able, no secrets."""
-        return {**self.backend.describe(), "started": self.backend.started, "output_policy": self.output_policy,
-                "allowed_commands": self.allowed_commands, "capabilities": self.capabilities.names()}
+        """The session's status (the backend's description: ``backend``, ``sandbox_id``, ``limits``,
+        ``workdir``, ...; ``started``, ``capabilities``) with this API's ``output_policy`` and
+        ``allowed_commands``; JSON-able, no secrets."""
+        return {**self.session.status(), "output_policy": self.output_policy,
+                "allowed_commands": self.allowed_commands}
 
     @property
     def capabilities(self) -> Capabilities:
         """What the backend can do beyond running code (files, completion, pause, ...)."""
-        return self.backend.capabilities
+        return self.session.capabilities
+
+    async def usage(self) -> dict[str, Any] | None:
+        """The sandbox's resource use (``memory_bytes``, ``cpu_percent`` of one CPU, ``cpu_count``),
+        or None (not running, or the backend cannot tell)."""
+        return await self.session.usage()
 
     # -- running code ------------------------------------------------------------------------
     async def run(self, code: str, *, timeout: float | None = None, language: str | None = None,
@@ -180,8 +185,8 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             ExecutionTimeout: the code ran past ``timeout`` (state kept, unless ``exc.restarted``); ``exc.result`` holds
                 the outputs until then. SandboxDied, SandboxError: the sandbox failed.
         """
-        if language is not None and language != (mine := getattr(self.backend, "language", "python")):
-            raise ConfigError(f"This {self.backend.name} sandbox runs {mine}, not {language}.")
+        if language is not None and language != (mine := self.session.language):
+            raise ConfigError(f"This {self.session.name} sandbox runs {mine}, not {language}.")
         collector = Collector()
         sink: Emit = collector if on_output is None else (lambda e: (collector(e), on_output(e)))
         outcome = await self._execute(code, sink, collector, self.timeout if timeout is None else timeout)
@@ -211,7 +216,7 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
         return await self.session.run_command(command, timeout=self.timeout if timeout is None else timeout,
                                               max_output_bytes=self.max_output_bytes, allowlist=self._allowlist)
 
-    # -- checkpoints (docs/checkpoints.md) --------------------------------------------------
+    # -- checkpoints (docs/how-to/checkpoints.md) --------------------------------------------------
     async def checkpoint(self, name: str | None = None) -> Checkpoint:
         """Take a checkpoint of the sandbox's whole state now (its kernel process: variables,
         open files, generators, C-extension objects); one is also taken after each run of at
@@ -342,26 +347,24 @@ class AsyncSandbox(LoggingConfigurable, OutputOptions):
             return await self.upload(local, remote)
 
 
-def _check_options(backend: str, cls: type[Backend], options: dict[str, Any], own: set[str]) -> None:
-    """Raise ConfigError for an option that is neither ours nor the backend's, naming the closest."""
-    known = set(cls.class_trait_names(config=True)) | own
-    for name in options:
-        if name not in known:
-            close = closest(name, known)
-            hint = f" Did you mean {close!r}?" if close else ""
-            raise ConfigError(f"Unknown option {name!r} for the {backend} sandbox.{hint} "
-                              f"Options: {', '.join(sorted(known))}.")
-
-
-def _check_config(backend: str, cls: type[Backend], config: Any) -> None:
-    """Raise ConfigError for a config section or option that this sandbox would ignore."""
+def _check_options(backend: str, cls: type[Backend], options: dict[str, Any], config: Any) -> None:
+    """Raise ConfigError for an option (keyword or ``config``) that neither this API's class nor the
+    backend's takes, or a config section of neither, naming the closest (the one check every door
+    makes: :func:`~sandbox_kernel.runtime.config_check.unknown_names`)."""
+    _refuse_unknown(backend, options, option_names(cls) | option_names(AsyncSandbox))
     classes = {c.__name__: c for c in (AsyncSandbox, *cls.mro()) if hasattr(c, "class_trait_names")}
-    for section, values in (config or {}).items():
-        if section not in classes:
-            close = closest(section, classes)
-            raise ConfigError(f"Options for {section!r} do not apply to the {backend} sandbox"
-                              + (f"; did you mean {close!r}?" if close else "."))
-        _check_options(backend, classes[section], dict(values), set())
+    for section in unknown_names(config or {}, classes):
+        raise ConfigError(f"Options for {section.name!r} do not apply to the {backend} sandbox"
+                          + (f"; did you mean {section.closest!r}?" if section.closest else "."))
+    for section, values in (config or {}).items():  # a section reaches the whole instance (Backend: cls's options)
+        _refuse_unknown(backend, values, option_names(AsyncSandbox if section == "AsyncSandbox" else cls))
+
+
+def _refuse_unknown(backend: str, given: Any, known: set[str]) -> None:
+    for unknown in unknown_names(given, known):
+        hint = f" Did you mean {unknown.closest!r}?" if unknown.closest else ""
+        raise ConfigError(f"Unknown option {unknown.name!r} for the {backend} sandbox.{hint} "
+                          f"Options: {', '.join(sorted(known))}.")
 
 
 class Sandbox:

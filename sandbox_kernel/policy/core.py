@@ -96,7 +96,7 @@ class OutputPolicy:
         self.comm_targets = frozenset(comm_targets)
         self.mime_types = frozenset(mime_types)
         self.hint = hint or kernel_hint
-        self.sanitizer = Sanitizer(self.allowed_origins)
+        self.sanitizer = Sanitizer.shared(self.allowed_origins)
 
     @property
     def trusts(self) -> bool:

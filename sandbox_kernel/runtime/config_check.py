@@ -1,14 +1,19 @@
 """Option names that no class takes: traitlets only logs a warning for them (and not at all for
 a section no class reads), so ``--DockerBackend.memory_limt=2g`` would be silently ignored.
 
-:func:`unknown_options` names each one with the closest known name (:mod:`difflib`), so the
-kernel and the magic can report it the way they report a bad value.
+The one check of option names for every door: :func:`option_names` says which names a class
+takes, :func:`unknown_names` finds the others with the closest known name (:mod:`difflib`). Each
+door words the finding as its user spelt the option: :func:`unknown_options` for config (the
+kernel's argv and config files, the magic's IPython config), the magic's line
+(:func:`sandbox_kernel.frontdoors.magics.options.backend_traits`), the API's keyword arguments and
+config (:class:`sandbox_kernel.frontdoors.api.AsyncSandbox`).
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 from traitlets.config import Config, Configurable
@@ -38,10 +43,15 @@ def backend_class_names() -> set[str]:
     return {ep.value.rpartition(":")[2] for ep in entry_points(group="sandbox_kernel.backends")}
 
 
+def option_names(cls: type[Configurable], *, subclasses: bool = False) -> set[str]:
+    """The names of ``cls``'s configurable traits: the options it takes as keyword arguments; with
+    ``subclasses``, those a config section named after it may set (traitlets applies a section to
+    its class and every subclass: ``c.Backend.memory_limit`` reaches DockerBackend's)."""
+    return {name for sub in (_subclasses(cls) if subclasses else {cls}) for name in sub.class_traits(config=True)}
+
+
 def _names(section: str, classes: list[type]) -> set[str]:
-    """Option names a ``section`` may set: traitlets applies a section to its class and every
-    subclass (``c.Backend.memory_limit`` reaches DockerBackend's), so the subclasses' count."""
-    return {name for cls in classes for sub in _subclasses(cls) for name in sub.class_traits(config=True)}
+    return {name for cls in classes for name in option_names(cls, subclasses=True)}
 
 
 def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
@@ -51,9 +61,18 @@ def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | Non
     return close[0] if close else None
 
 
-def _suggest(word: str, choices: Iterable[str]) -> str:
-    close = closest(word, choices)
-    return f"; did you mean {close}?" if close else ""
+@dataclass(frozen=True)
+class Unknown:
+    """A name no option has, and the closest one that does (None when none is near)."""
+
+    name: str
+    closest: str | None
+
+
+def unknown_names(given: Iterable[str], known: Iterable[str]) -> list[Unknown]:
+    """Each of ``given`` that is not in ``known``, in order, with the closest known name."""
+    known = set(known)
+    return [Unknown(name, closest(name, known)) for name in given if name not in known]
 
 
 def _ours(classes: list[type]) -> dict[str, list[type]]:
@@ -98,12 +117,9 @@ def unknown_options(config: Config, classes: Iterable[type[Configurable]], secti
         if not isinstance(value, Config) or not section[:1].isupper():  # not a Class section
             continue
         if section in ours:
-            known = _names(section, ours[section] + loaded.get(section, []))
-            for key in value:
-                if key not in known:
-                    hint = _suggest(key, known)
-                    messages.append(f"unknown option {prefix}{section}.{key}" +
-                                    hint.replace("mean ", f"mean {prefix}{section}."))
+            for unknown in unknown_names(value, _names(section, ours[section] + loaded.get(section, []))):
+                messages.append(f"unknown option {prefix}{section}.{unknown.name}" + (
+                    f"; did you mean {prefix}{section}.{unknown.closest}?" if unknown.closest else ""))
         elif section not in loaded and section not in backends:
             if close := closest(section, {*ours, *backends}, cutoff=0.8):
                 names = ", ".join(f"{prefix}{section}.{key}" for key in value)

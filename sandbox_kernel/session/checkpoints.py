@@ -1,4 +1,4 @@
-"""A session's checkpoints (docs/checkpoints.md): one taken automatically after each cell that ran
+"""A session's checkpoints (docs/how-to/checkpoints.md): one taken automatically after each cell that ran
 at least the backend's ``checkpoint_min_seconds``, and what every door's commands mean:
 ``%sandbox checkpoints`` (the table), ``undo``, ``restore N`` / ``restore NAME`` and
 ``checkpoint NAME``, and the API's ``checkpoint()`` / ``restore()`` / ``undo()``.
@@ -193,8 +193,6 @@ def _named(which: Any) -> str:
 
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-VERBS = {"checkpoints": (0, 0), "undo": (0, 0), "restore": (1, 1), "checkpoint": (0, 1)}
-"""The checkpoint commands of ``%sandbox``: ``verb: (least, most arguments)``."""
 
 
 def check_name(name: str) -> str:
@@ -209,8 +207,9 @@ def check_name(name: str) -> str:
 
 
 async def command(checkpoints: SessionCheckpoints, verb: str, args: list[str]) -> str:
-    """The answer to ``%sandbox VERB ARGS`` for a verb of :data:`VERBS` (the kernel's and the
-    magic's line commands both call this).
+    """The answer to ``%sandbox VERB ARGS`` for ``checkpoints``, ``undo``, ``restore`` and ``checkpoint``
+    (their entries in :data:`.verbs.VERBS`, which the kernel's lines and the magic both answer; the
+    table has checked the number of arguments).
 
     Raises:
         CheckpointError, NotSupported: one line, said as the answer's error."""

@@ -1,21 +1,11 @@
 """``%sandbox`` lines that a session answers itself, before anything reaches the sandbox: what a
-kernel user has of the magic's line commands. A cell may start with such lines; the rest of it
-runs in the sandbox as usual (``%timeit``, ``%pip``, ``!ls`` included: the sandbox's IPython knows
-them), and so does a ``%sandbox`` line that is not one of these commands as written here (the
-magic loaded in the sandbox itself has ``%sandbox status SESSION``, ``--name``...)::
-
-    %sandbox status                          backend, sandbox, limits, workspace, memory
-    %sandbox artifacts                       the files cells wrote so far
-    %sandbox upload LOCAL [REMOTE]           a host file into the working directory
-    %sandbox download REMOTE [LOCAL] [--overwrite]   a sandbox file into the host's folder
-    %sandbox download --artifacts [--overwrite]      the files cells wrote, into the host's folder
-    %sandbox allow HOST ...                  let the sandbox reach HOST as well (egress allowlist)
-    %sandbox restart                         a fresh interpreter (the checkpoints stay)
-    %sandbox stop                            the sandbox goes; the next cell starts a fresh one
-    %sandbox checkpoints                     the checkpoints kept: cell, name, age, size
-    %sandbox undo                            the state as before the last cell
-    %sandbox restore N | NAME                the state as after cell N, or named NAME
-    %sandbox checkpoint [NAME]               a checkpoint now, named NAME
+kernel user has of the magic's line commands (the table and parser of both: :mod:`.verbs`). A cell
+may start with such lines; the rest of it runs in the sandbox as usual (``%timeit``, ``%pip``,
+``!ls`` included: the sandbox's IPython knows them), and so does a ``%sandbox`` line that is not
+one of these commands as written here (the magic loaded in the sandbox itself has ``%sandbox
+status SESSION``, ``--name``...). The kernel's commands are :func:`.verbs.verbs` ``("kernel")``:
+``status``, ``restart``, ``stop``, ``upload``, ``download``, ``artifacts``, ``allow`` and the
+checkpoints' ``checkpoints``, ``undo``, ``restore`` and ``checkpoint``.
 
 A cell's text is the notebook's, and a notebook may come from anyone; ``upload`` and ``download``
 touch the host's files, so under ``file_commands="ask"`` (the kernel's default) they first ask
@@ -26,49 +16,40 @@ papermill) with the option that allows them. See docs/explanation/security.md.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import LineUsageError, SandboxError
 from ..core.events import Emit, Error, Outcome, Stream
 from ..runtime.traits import format_bytes
-from . import checkpoints
+from . import verbs
 from .files import refuse_overwrite
+from .verbs import KERNEL, Command
 
 LINE = re.compile(r"^\s*%sandbox(?:\s|$)")
-USAGE = ("%sandbox status | artifacts | upload LOCAL [REMOTE] | download REMOTE [LOCAL] | download --artifacts "
-         "[--overwrite] | allow HOST ... | restart | stop | checkpoints | undo | restore N|NAME | checkpoint [NAME]")
+USAGE = verbs.usage(KERNEL)
 FILE_COMMANDS = ("ask", "allow", "deny")
 
 Ask = Callable[[str, bool], Awaitable[str]]
 
-
-def UsageError(message: str) -> LineUsageError:
-    """A ``%sandbox`` line that is not a command: one line, with the usage."""
-    return LineUsageError(message, USAGE)
-
-
-OWN = {"status": (0, 0, ()), "artifacts": (0, 0, ()), "restart": (0, 0, ()), "stop": (0, 0, ()),
-       "upload": (1, 2, ()), "download": (0, 2, ("--artifacts", "--overwrite")), "allow": (1, 64, ()),
-       **{verb: (least, most, ()) for verb, (least, most) in checkpoints.VERBS.items()}}
-"""The commands a session answers: ``name: (least, most positional arguments, flags)``."""
+CONSENTS = {
+    "files": ("they are turned off", "allow them with --{setting}=allow (a notebook's cells then may read and write "
+              "your files)", "Not copied: you said no."),
+    "egress": ("it is turned off", "allow it with --{setting}=allow, or add the hosts to allow_hosts",
+               "Not allowed: you said no."),
+}
+"""For each kind of act a line asks about: how its setting's ``deny`` is said, how to allow it, and
+what a "no" says."""
 
 
 def takes(line: str) -> bool:
-    """Whether ``line`` is one of :data:`OWN`'s commands with arguments it accepts. Any other
-    ``%sandbox`` line is left to the sandbox, whose IPython may know it (the magic loaded in the
-    sandbox itself has ``%sandbox status SESSION``, ``--name``, ``push``...)."""
-    try:
-        words = shlex.split(line)
-    except ValueError:
-        return False
-    if len(words) < 2 or words[0] != "%sandbox" or words[1] not in OWN:
-        return False
-    least, most, flags = OWN[words[1]]
-    positional = [w for w in words[2:] if not w.startswith("-")]
-    return all(w in flags for w in words[2:] if w.startswith("-")) and least <= len(positional) <= most
+    """Whether ``line`` is one of the kernel's commands with arguments it accepts
+    (:func:`.verbs.takes`). Any other ``%sandbox`` line is left to the sandbox, whose IPython may
+    know it (the magic loaded in the sandbox itself has ``%sandbox status SESSION``, ``--name``,
+    ``push``...)."""
+    return bool(LINE.match(line)) and verbs.takes(LINE.sub("", line, count=1), KERNEL)
 
 
 def leading(code: str) -> tuple[list[str], str]:
@@ -77,11 +58,37 @@ def leading(code: str) -> tuple[list[str], str]:
     lines = code.split("\n")
     found: list[str] = []
     i = 0
-    while i < len(lines) and (not lines[i].strip() or (LINE.match(lines[i]) and takes(lines[i].strip()))):
+    while i < len(lines) and (not lines[i].strip() or takes(lines[i].strip())):
         if lines[i].strip():
             found.append(lines[i].strip())
         i += 1
     return found, "\n".join(lines[i:]) if found else code
+
+
+@dataclass
+class _Asking:
+    """The kernel as the :class:`~.verbs.Door` of one line: its session, and the user to ask."""
+
+    lines: Lines
+    stdin: Ask | None
+    subject: str = "The sandbox"
+
+    @property
+    def session(self) -> Any:
+        return self.lines.session
+
+    async def consent(self, kind: str, question: str, about: str) -> None:
+        mode, setting = ((self.lines.file_commands, self.lines.setting) if kind == "files" else
+                         (self.lines.egress_commands, self.lines.egress_setting))
+        if mode == "allow":
+            return
+        denied, fix, said_no = CONSENTS[kind]
+        if mode == "deny" or self.stdin is None:
+            why = denied if mode == "deny" else "this run has no way to ask you (no stdin: nbclient, papermill)"
+            raise SandboxError(f"{about}, and {why}: {fix.format(setting=setting)}.")
+        answer = await self.stdin(f"{question} [y/N] ", False)
+        if answer.strip().lower() not in ("y", "yes"):
+            raise SandboxError(said_no)
 
 
 class Lines:
@@ -91,6 +98,7 @@ class Lines:
         session: the :class:`~.session.SandboxSession` (not imported: it imports this). folder: the host's folder (relative host paths start there).
         file_commands: ``ask`` (upload and download ask the notebook user first), ``allow``,
             ``deny``. setting: the option that sets it, named when a command is refused.
+        egress_commands, egress_setting: the same for ``allow``.
     """
 
     def __init__(self, session: Any, folder: Path, file_commands: str = "ask",
@@ -101,16 +109,11 @@ class Lines:
 
     async def run(self, line: str, sink: Emit, stdin: Ask | None) -> Outcome:
         """Answer one ``%sandbox`` line into ``sink``; a bad line or a refusal is one Error."""
+        door = _Asking(self, stdin)
         try:
-            words = shlex.split(line)[1:]
-        except ValueError as exc:
-            return self._error(sink, UsageError(f"%sandbox line not understood ({exc})"))
-        command, args = (words[0], words[1:]) if words else ("", [])
-        handler = getattr(self, f"_do_{command}", None)
-        try:
-            if handler is None:
-                raise UsageError(f"unknown %sandbox command {command!r}" if command else "%sandbox needs a command")
-            text = await handler(args, stdin)
+            command = verbs.parse(LINE.sub("", line, count=1), KERNEL)
+            answer = command.verb.run or getattr(self, f"_do_{command.verb.name}")
+            text = await answer(door, command)
         except (SandboxError, OSError) as exc:  # a host folder that is a file, read-only, ...: one line
             return self._error(sink, exc)
         sink(Stream("stdout", text + "\n"))
@@ -122,21 +125,8 @@ class Lines:
         sink(error)
         return Outcome("error", None, error)
 
-    async def _confirm(self, question: str, stdin: Ask | None) -> None:
-        if self.file_commands == "allow":
-            return
-        if self.file_commands == "deny" or stdin is None:
-            why = "they are turned off" if self.file_commands == "deny" else \
-                "this run has no way to ask you (no stdin: nbclient, papermill)"
-            raise SandboxError(f"%sandbox upload/download touch this computer's files, and {why}: allow them with "
-                               f"--{self.setting}=allow (a notebook's cells then may read and write your files).")
-        answer = await stdin(f"{question} [y/N] ", False)
-        if answer.strip().lower() not in ("y", "yes"):
-            raise SandboxError("Not copied: you said no.")
-
-    # -- the commands ------------------------------------------------------------------------
-    async def _do_status(self, args: list[str], stdin: Ask | None) -> str:
-        _no_args("status", args)
+    # -- the kernel's answers (the shared ones are the table's: .verbs) -------------------------
+    async def _do_status(self, door: _Asking, command: Command) -> str:
         info = {k: v for k, v in self.session.describe().items() if v not in (None, "", {}, [])}
         if (usage := await self.session.usage()) and usage.get("memory_bytes") is not None:
             info["memory"] = format_bytes(usage["memory_bytes"])
@@ -146,92 +136,47 @@ class Lines:
         info["artifacts"] = f"{len(self.session.files.ledger.files):,} files written so far"
         return "\n".join(f"{key}: {value}" for key, value in info.items())
 
-    async def _do_artifacts(self, args: list[str], stdin: Ask | None) -> str:
-        _no_args("artifacts", args)
-        return self.session.files.summary()
-
-    async def _do_upload(self, args: list[str], stdin: Ask | None) -> str:
-        paths = _positional("upload", args, 1, 2)
-        local = (self.folder / Path(paths[0]).expanduser()).resolve()
-        remote = paths[1] if len(paths) > 1 else local.name
+    async def _do_upload(self, door: _Asking, command: Command) -> str:
+        given = command.args[0]
+        local = (self.folder / Path(given).expanduser()).resolve()
+        remote = command.args[1] if len(command.args) > 1 else local.name
         if not local.is_file():
-            raise FileNotFoundError(f"no such file on this computer: {paths[0]} (in {self.folder})")
-        await self._confirm(f"Copy {local} ({format_bytes(local.stat().st_size)}) into the sandbox as {remote}?", stdin)
+            raise FileNotFoundError(f"no such file on this computer: {given} (in {self.folder})")
+        await door.consent("files", f"Copy {local} ({format_bytes(local.stat().st_size)}) into the sandbox as "
+                                    f"{remote}?", _FILES)
         where = await self.session.upload(local, remote)
-        return f"Uploaded {paths[0]} to {where}."
+        return f"Uploaded {given} to {where}."
 
-    async def _do_download(self, args: list[str], stdin: Ask | None) -> str:
-        flags = {a for a in args if a.startswith("--")}
-        if unknown := flags - {"--artifacts", "--overwrite"}:
-            raise UsageError(f"unknown option {sorted(unknown)[0]} for download")
-        rest = [a for a in args if not a.startswith("--")]
-        if "--artifacts" in flags:
-            _no_args("download --artifacts", rest)
+    async def _do_download(self, door: _Asking, command: Command) -> str:
+        overwrite = "--overwrite" in command.flags
+        if command.verb.form == "--artifacts":
             names = sorted(self.session.files.ledger.files)
             if not names:
                 return "No artifacts yet: no cell has written a file in the working directory."
             shown = ", ".join(names[:10]) + (f" and {len(names) - 10:,} more" if len(names) > 10 else "")
-            await self._confirm(f"Copy {len(names):,} file{'s' if len(names) != 1 else ''} ({shown}) from the sandbox "
-                                f"into {self.folder}?", stdin)
-            copied = await self.session.files.download_all(self.folder, overwrite="--overwrite" in flags)
+            await door.consent("files", f"Copy {len(names):,} file{'s' if len(names) != 1 else ''} ({shown}) from the "
+                                        f"sandbox into {self.folder}?", _FILES)
+            copied = await self.session.files.download_all(self.folder, overwrite=overwrite)
             return "\n".join(copied.lines())
-        paths = _positional("download", rest, 1, 2)
-        local = self.folder / (paths[1] if len(paths) > 1 else Path(paths[0]).name)
-        overwrite = "--overwrite" in flags
+        remote = command.args[0]
+        local = self.folder / (command.args[1] if len(command.args) > 1 else Path(remote).name)
         refuse_overwrite(local, overwrite)  # before asking
-        await self._confirm(f"Copy {paths[0]} from the sandbox to {local}?", stdin)
-        await self.session.files.download_one(paths[0], local, overwrite=overwrite)
-        return f"Downloaded {paths[0]} to {local}."
+        await door.consent("files", f"Copy {remote} from the sandbox to {local}?", _FILES)
+        await self.session.files.download_one(remote, local, overwrite=overwrite)
+        return f"Downloaded {remote} to {local}."
 
-    async def _do_allow(self, args: list[str], stdin: Ask | None) -> str:
-        hosts = _positional("allow", args, 1, 64)
-        if self.egress_commands != "allow":
-            if self.egress_commands == "deny" or stdin is None:
-                why = "it is turned off" if self.egress_commands == "deny" else \
-                    "this run has no way to ask you (no stdin: nbclient, papermill)"
-                raise SandboxError(f"%sandbox allow lets the sandbox send data to {', '.join(hosts)}, and {why}: "
-                                   f"allow it with --{self.egress_setting}=allow, or add the hosts to allow_hosts.")
-            answer = await stdin(f"Let the sandbox reach {', '.join(hosts)} (it may send your data there)? [y/N] ",
-                                 False)
-            if answer.strip().lower() not in ("y", "yes"):
-                raise SandboxError("Not allowed: you said no.")
-        in_force = await self.session.allow(*hosts)
-        return f"The sandbox may now reach: {', '.join(in_force)}."
-
-    async def _do_restart(self, args: list[str], stdin: Ask | None) -> str:
-        _no_args("restart", args)
+    async def _do_restart(self, door: _Asking, command: Command) -> str:
         await self.session.restart()
         kept = " (%sandbox restore brings a checkpoint back)" if self.session.checkpoints.kept else ""
         return f"Restarted: a fresh interpreter; variables are gone{kept}."
 
-    async def _do_checkpoints(self, args: list[str], stdin: Ask | None) -> str:
-        return await checkpoints.command(self.session.checkpoints, "checkpoints", _positional("checkpoints", args, 0, 0))
-
-    async def _do_undo(self, args: list[str], stdin: Ask | None) -> str:
-        return await checkpoints.command(self.session.checkpoints, "undo", _positional("undo", args, 0, 0))
-
-    async def _do_restore(self, args: list[str], stdin: Ask | None) -> str:
-        return await checkpoints.command(self.session.checkpoints, "restore", _positional("restore", args, 1, 1))
-
-    async def _do_checkpoint(self, args: list[str], stdin: Ask | None) -> str:
-        return await checkpoints.command(self.session.checkpoints, "checkpoint", _positional("checkpoint", args, 0, 1))
-
-    async def _do_stop(self, args: list[str], stdin: Ask | None) -> str:
-        _no_args("stop", args)
+    async def _do_stop(self, door: _Asking, command: Command) -> str:
         await self.session.shutdown()
         self.session.files.replaced()
         return "Stopped the sandbox; the next cell starts a fresh one."
 
 
-def _no_args(command: str, args: list[str]) -> None:
-    if args:
-        raise UsageError(f"{command} takes no arguments")
+_FILES = "%sandbox upload/download touch this computer's files"
 
 
-def _positional(command: str, args: list[str], least: int, most: int) -> list[str]:
-    if not least <= len(args) <= most:
-        raise UsageError(f"{command} takes {least} to {most} arguments, not {len(args)}")
-    return args
-
-
-__all__ = ["FILE_COMMANDS", "LINE", "Lines", "OWN", "USAGE", "UsageError", "leading", "takes"]
+__all__ = ["FILE_COMMANDS", "LINE", "Lines", "USAGE", "leading", "takes"]

@@ -26,6 +26,36 @@ RICH_DEBUG_COMMANDS = frozenset({"richInspectVariables"})
 renders with its renderers (the variable viewer)."""
 
 
+# -- what a door answers when the sandbox cannot (no capability, not started, failed) ----------
+def no_completion(cursor_pos: int) -> dict[str, Any]:
+    """A ``complete_reply``'s content with no matches."""
+    return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
+
+
+def not_found() -> dict[str, Any]:
+    """An ``inspect_reply``'s content that found nothing."""
+    return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+
+
+def judged(code: str) -> dict[str, Any]:
+    """An ``is_complete_reply``'s content by IPython's own judgement of ``code`` (as ipykernel's)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    status, indent = TransformerManager().check_complete(code)
+    return {"status": status, **({"indent": " " * indent} if indent else {})}
+
+
+def no_history() -> dict[str, Any]:
+    """A ``history_reply``'s content with no rows."""
+    return {"status": "ok", "history": []}
+
+
+def debug_error(request: dict[str, Any], message: str) -> dict[str, Any]:
+    """A Debug Adapter Protocol error response to ``request`` (a ``debug_request``'s content)."""
+    return {"type": "response", "request_seq": request.get("seq"), "command": request.get("command"),
+            "success": False, "message": message, "body": {}}
+
+
 def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -92,7 +122,7 @@ def history(reply: dict[str, Any]) -> dict[str, Any]:
     ``[session, line, [input, output]]`` (text, shown as text by consoles)."""
     rows = reply.get("history") if reply.get("status") == "ok" else None
     kept = [row for row in map(_history_row, rows if isinstance(rows, list) else []) if row is not None]
-    return {"status": "ok", "history": kept}
+    return {**no_history(), "history": kept}
 
 
 def _json(value: Any) -> Any:

@@ -19,6 +19,7 @@ files, variables and shell commands behind the capability each needs.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -48,6 +49,21 @@ RECENT_REQUESTS = 256
 
 WIDGET_EVENT = "of this widget event"
 """Whose output the budget of a comm message's handling speaks of."""
+
+
+def weakly(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The bound ``method`` called through a weak reference to its object (nothing happens once
+    that is gone). The session gives its backend its handlers so: the backend's strong reference
+    to a bound method of the session would close a cycle (session -> backend -> handler ->
+    session), and a closed session's objects would wait for a full collection instead of being
+    freed when its door lets go of it (issue 37)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = ref()
+        return None if bound is None else bound(*args, **kwargs)
+
+    return call
 
 
 def msg_id_of(request: dict[str, Any] | None) -> str | None:
@@ -96,11 +112,12 @@ class SandboxSession:
         self._lost = False  # the sandbox died during the last cell
         self._progress: Emit | None = None
         self._progress_cell: tuple[Emit, set[str]] | None = None  # a cell waiting for the start
-        self.backend.set_comm_handler(self._unsolicited)
+        self._progress_handler = weakly(self._show_progress)
+        self.backend.set_comm_handler(weakly(self._unsolicited))
         self.files = SessionFiles(self.backend, files)
         self.on_replaced(self.files.replaced)
         self.checkpoints = SessionCheckpoints(self.backend)
-        """Automatic checkpoints after long cells, and undo / restore (docs/checkpoints.md)."""
+        """Automatic checkpoints after long cells, and undo / restore (docs/how-to/checkpoints.md)."""
         self.lines = None if line_commands is None else Lines(self, self.files.folder, line_commands,
                                                               egress_commands=egress_commands)
 
@@ -121,6 +138,33 @@ class SandboxSession:
     def describe(self) -> dict[str, Any]:
         """The backend's description (``backend``, ``sandbox_id``, ``limits``, ...), JSON-able."""
         return self.backend.describe()
+
+    def status(self) -> dict[str, Any]:
+        """What every door's status shows: :meth:`describe`, with ``started`` (bool) and
+        ``capabilities`` (the names the backend declares); JSON-able, no secrets."""
+        return {**self.describe(), "started": self.started, "capabilities": self.capabilities.names()}
+
+    @property
+    def backend_class(self) -> type[Backend]:
+        """The backend's class, whose traits are the session's options."""
+        return type(self.backend)
+
+    @property
+    def language(self) -> str:
+        """The language the sandbox runs (``python``; e2b's ``language``)."""
+        return getattr(self.backend, "language", "python")
+
+    @property
+    def kernel_info(self) -> dict[str, Any] | None:
+        """The sandbox kernel's ``kernel_info_reply`` content while it runs (``language_info``,
+        ``banner``, ``supported_features``), else None."""
+        return self.backend.kernel_info
+
+    @property
+    def runs_other_language(self) -> bool:
+        """Whether the sandbox may run a kernel of another language than Python (a door learns
+        which only once it runs: :attr:`kernel_info`)."""
+        return self.backend.runs_other_language
 
     def starts_at_launch(self, setting: bool | None) -> bool:
         """Whether a door that opens now should start the sandbox at once: ``setting`` when
@@ -149,8 +193,14 @@ class SandboxSession:
         await self.backend.interrupt()
 
     async def usage(self) -> dict[str, int] | None:
-        """The sandbox's resource use (``{"memory_bytes": n}``), or None."""
+        """The sandbox's resource use (``{"memory_bytes": n}``, ``cpu_percent``, ``cpu_count``), or
+        None (not running, or the backend cannot tell)."""
         return await self.backend.usage() if self.backend.started else None
+
+    async def paused_sandboxes(self) -> list[str]:
+        """The ids of the session's paused sandboxes, for a backend that declares ``pause`` (e2b;
+        also noted in :meth:`describe` as ``paused_sandboxes``); empty for the others."""
+        return await self.backend.paused_sandboxes() if self.capabilities.pause else []
 
     def on_replaced(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` whenever the sandbox is replaced by a fresh one (a restart, or a
@@ -319,7 +369,7 @@ class SandboxSession:
                 await self.backend.start()
                 with self.serving(request):
                     return replies.history(await self.backend.history(content))
-        return {"status": "ok", "history": []}
+        return replies.no_history()
 
     async def debug(self, content: dict[str, Any]) -> dict[str, Any]:
         """A ``debug_reply``'s content for a ``debug_request``'s ``content`` (a Debug Adapter
@@ -331,8 +381,7 @@ class SandboxSession:
             await self.backend.start()
             reply = await self.backend.debug_request(content)
         except SandboxError as exc:
-            return {"type": "response", "request_seq": content.get("seq"), "command": content.get("command"),
-                    "success": False, "message": str(exc), "body": {}}
+            return replies.debug_error(content, str(exc))
         return replies.debug_reply(content, reply, self.pipeline.policy)
 
     async def delete_subshell(self, subshell_id: str) -> None:
@@ -360,7 +409,7 @@ class SandboxSession:
         """Show what the backend reports while it prepares a sandbox (an image build) in ``sink``
         while no cell waits for the start (then it goes to that cell: :meth:`_start_showing`)."""
         self._progress = sink
-        self.backend.set_progress_handler(self._show_progress if sink is not None else None)
+        self.backend.set_progress_handler(self._progress_handler if sink is not None else None)
 
     async def _start_showing(self, emit: Emit) -> None:
         """Start the sandbox for a cell, what it reports meanwhile (an image build) shown in it,
@@ -369,12 +418,12 @@ class SandboxSession:
         if self.backend.started:
             return
         self._progress_cell = (emit, set())
-        self.backend.set_progress_handler(self._show_progress)
+        self.backend.set_progress_handler(self._progress_handler)
         try:
             await self.backend.start()
         finally:
             self._progress_cell = None
-            self.backend.set_progress_handler(self._show_progress if self._progress is not None else None)
+            self.backend.set_progress_handler(self._progress_handler if self._progress is not None else None)
 
     def _show_progress(self, event: Event) -> None:
         """The backend's progress event, to the cell waiting for the start, else to the door's
@@ -404,7 +453,7 @@ class SandboxSession:
         if (backend := await self._answering("completion")) is not None:
             with contextlib.suppress(SandboxError):
                 return await backend.complete(code, cursor_pos)
-        return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
+        return replies.no_completion(cursor_pos)
 
     async def inspect(self, code: str, cursor_pos: int, detail_level: int = 0) -> dict[str, Any]:
         """An ``inspect_reply``'s content from the sandbox, its MIME bundle policed like any
@@ -415,7 +464,7 @@ class SandboxSession:
                 data = reply.get("data")
                 policed = self.pipeline.policy.bundle(data if isinstance(data, dict) else {}, reply.get("metadata"))
                 return {**reply, "data": policed.data, "metadata": policed.metadata}
-        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        return replies.not_found()
 
     async def is_complete(self, code: str) -> dict[str, Any]:
         """An ``is_complete_reply``'s content from the sandbox, else IPython's own judgement; also
@@ -425,10 +474,7 @@ class SandboxSession:
         if not starting and (backend := await self._answering("completion")) is not None:
             with contextlib.suppress(SandboxError):
                 return await backend.is_complete(code)
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        status, indent = TransformerManager().check_complete(code)
-        return {"status": status, **({"indent": " " * indent} if indent else {})}
+        return replies.judged(code)
 
     # -- egress ------------------------------------------------------------------------------
     async def allow(self, *hosts: str) -> list[str]:

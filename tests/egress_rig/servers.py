@@ -10,7 +10,7 @@ from the container's log:
 - ``api``: HTTPS on 443 with ``RIG_CERT``/``RIG_KEY`` (PEM, signed by the test's own CA); records
   each request's headers and answers ``{"role", "path", "authorized"}`` (never a header's value:
   a secret the proxy added must not come back into the sandbox); ``/redirect?to=URL`` answers 302.
-  The same on plain HTTP, port 80.
+  The same on plain HTTP, port 80; and a server that speaks first (an SMTP-like banner) on 2525.
 - ``attacker``: records every TCP connection on ``RIG_TCP`` ports and every UDP datagram on
   ``RIG_UDP`` ports (``{"tcp": port, "data": first bytes}``), answers a plain HTTP 200 on TCP; a
   probe that reaches it is a leak.
@@ -62,10 +62,24 @@ def api():
     context.load_cert_chain("/tmp/cert.pem", "/tmp/key.pem")
     plain = ThreadingHTTPServer(("0.0.0.0", 80), Handler)
     threading.Thread(target=plain.serve_forever, daemon=True).start()
+    threading.Thread(target=_banner, args=(2525,), daemon=True).start()
     server = ThreadingHTTPServer(("0.0.0.0", 443), Handler)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     record(ready=ROLE)
     server.serve_forever()
+
+
+def _banner(port):
+    listener = socket.create_server(("0.0.0.0", port), reuse_port=True)
+    while True:
+        conn, _ = listener.accept()
+        try:
+            conn.sendall(b"220 api.test ESMTP rig\r\n")
+            conn.settimeout(5)
+            conn.recv(100)
+        except OSError:
+            pass
+        conn.close()
 
 
 def _tcp(port):

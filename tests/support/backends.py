@@ -1,31 +1,19 @@
 """Backends as the tests make them: each backend's session-wide set-up on this machine
-(:func:`prepared`, which skips or, in CI, fails when it cannot run) and unstarted backends
-configured for it (:func:`backends`)."""
+(:func:`prepared`, which skips or, in CI, fails when it cannot run; the session's targets are
+held by the test plugin, tests/plugin/targets.py) and unstarted backends configured for it
+(:func:`backends`)."""
 
 from __future__ import annotations
 
 import contextlib
 
 from tests import targets
-from tests.targets import skip_or_fail
-
-_prepared: dict[str, targets.Prepared] = {}
-_stack = contextlib.ExitStack()
+from tests.plugin.targets import session_targets
 
 
 def prepared(name: str) -> targets.Prepared:
     """The session-wide set-up of backend ``name`` (skips or fails when it cannot run)."""
-    target = targets.get(name)
-    if (reason := target.unavailable()) is not None:
-        skip_or_fail(f"{name} backend unavailable: {reason}")
-    if name not in _prepared:
-        _prepared[name] = _stack.enter_context(target.prepare())
-    return _prepared[name]
-
-
-def close() -> None:
-    """Undo every set-up :func:`prepared` made (at the end of the session)."""
-    _stack.close()
+    return session_targets().prepared(name)
 
 
 @contextlib.asynccontextmanager

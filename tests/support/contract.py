@@ -1,7 +1,10 @@
-"""The backend contract: tests that take ``make_backend(**traits)`` (an unstarted backend) and
-``backend_name``, and hold for every backend. tests/test_contract.py runs them on each backend,
-tests/test_docker_runsc.py some under gVisor, tests/test_gateway_eg.py on Enterprise Gateway.
-(Not a test module itself: pytest collects them where they are imported.)"""
+"""The backend contract: tests that take ``backend_name`` and either ``sandbox`` (a started backend
+that the module's cases share: they only read, or change only names of their own) or
+``make_backend(**traits)`` (unstarted backends of their own: for a start, a restart, an
+interrupt, a timeout, a death, or an environment of their own), and hold for every backend.
+tests/test_contract.py runs them on each backend, tests/test_docker_runsc.py some under gVisor,
+tests/test_gateway_eg.py on Enterprise Gateway. (Not a test module itself: pytest collects them
+where they are imported.)"""
 
 from __future__ import annotations
 
@@ -26,11 +29,10 @@ async def test_start_is_idempotent_and_async_with_works(make_backend):
     await backend.shutdown()  # again: no error
 
 
-async def test_state_persists_and_last_expression_is_the_result(make_backend):
-    async with make_backend() as backend:
-        first = await backend.execute("x = 20", Recorder())
-        rec = Recorder()
-        outcome = await backend.execute("x * 2 + 2", rec)
+async def test_state_persists_and_last_expression_is_the_result(sandbox):
+    first = await sandbox.execute("x = 20", Recorder())
+    rec = Recorder()
+    outcome = await sandbox.execute("x * 2 + 2", rec)
     assert first.status == "ok"
     assert outcome.status == "ok"
     [result] = rec.of(Display)
@@ -39,18 +41,17 @@ async def test_state_persists_and_last_expression_is_the_result(make_backend):
     assert outcome.execution_count > first.execution_count
 
 
-async def test_stdout_streams_live_and_stderr_is_separate(make_backend):
-    async with make_backend() as backend:
-        rec = Recorder()
-        code = "import sys, time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')\nprint('oops', file=sys.stderr)"
-        await backend.execute(code, rec)
+async def test_stdout_streams_live_and_stderr_is_separate(sandbox):
+    rec = Recorder()
+    code = "import sys, time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')\nprint('oops', file=sys.stderr)"
+    await sandbox.execute(code, rec)
     assert rec.text() == "first\nsecond\n"
     assert rec.text("stderr") == "oops\n"
     first_at = next(t for e, t in zip(rec.events, rec.times) if isinstance(e, Stream) and "first" in e.text)
     assert rec.times[-1] - first_at >= 1.0, "the first line arrived only at the end: output is not live"
 
 
-async def test_rich_outputs_keep_the_whole_mime_bundle(make_backend):
+async def test_rich_outputs_keep_the_whole_mime_bundle(sandbox):
     code = """
 from IPython.display import display, HTML, Markdown, JSON, SVG
 display(HTML('<b>bold</b>'))
@@ -58,9 +59,8 @@ display(Markdown('*md*'))
 display({'application/x-custom+json': {'a': 1}, 'text/plain': 'custom'}, raw=True, metadata={'k': 'v'})
 display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"></svg>'))
 """
-    async with make_backend() as backend:
-        rec = Recorder()
-        outcome = await backend.execute(code, rec)
+    rec = Recorder()
+    outcome = await sandbox.execute(code, rec)
     assert outcome.status == "ok"
     bundles = [d.data for d in rec.of(Display)]
     assert any(b.get("text/html") == "<b>bold</b>" for b in bundles)
@@ -70,15 +70,14 @@ display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"></svg>
     assert custom.data["application/x-custom+json"] == {"a": 1}
 
 
-async def test_matplotlib_figure_is_a_png(make_backend):
-    async with make_backend() as backend:
-        rec = Recorder()
-        await backend.execute("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()", rec)
+async def test_matplotlib_figure_is_a_png(sandbox):
+    rec = Recorder()
+    await sandbox.execute("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()", rec)
     pngs = [d for d in rec.of(Display) if "image/png" in d.data]
     assert pngs and len(pngs[0].data["image/png"]) > 1000
 
 
-async def test_clear_output_and_display_updates(make_backend, backend_name):
+async def test_clear_output_and_display_updates(sandbox, backend_name):
     code = """
 from IPython.display import display, clear_output
 h = display('step 0', display_id=True)
@@ -86,9 +85,8 @@ h.update('step 1')
 clear_output(wait=True)
 print('after')
 """
-    async with make_backend() as backend:
-        rec = Recorder()
-        await backend.execute(code, rec)
+    rec = Recorder()
+    await sandbox.execute(code, rec)
     displays = rec.of(Display)
     if lacks(backend_name, "display_updates"):  # fallback: the first display shows, updates and clears do not
         assert [d.data["text/plain"] for d in displays] == [shown("step 0", backend_name)]
@@ -101,13 +99,12 @@ print('after')
     assert rec.of(ClearOutput) == [ClearOutput(wait=True)]
 
 
-async def test_user_error_is_data_and_state_survives(make_backend, backend_name):
-    async with make_backend() as backend:
-        await backend.execute("kept = 'yes'", Recorder())
-        rec = Recorder()
-        outcome = await backend.execute("1/0", rec)
-        after = Recorder()
-        await backend.execute("kept", after)
+async def test_user_error_is_data_and_state_survives(sandbox, backend_name):
+    await sandbox.execute("kept = 'yes'", Recorder())
+    rec = Recorder()
+    outcome = await sandbox.execute("1/0", rec)
+    after = Recorder()
+    await sandbox.execute("kept", after)
     assert outcome.status == "error"
     assert outcome.error.ename == "ZeroDivisionError"
     [error] = rec.of(Error)
@@ -149,36 +146,34 @@ async def test_restart_gives_a_fresh_interpreter(make_backend):
     assert outcome.status == "error" and outcome.error.ename == "NameError"
 
 
-async def test_completion_and_inspection_come_from_the_sandbox_state(make_backend, backend_name):
-    async with make_backend() as backend:
-        await backend.execute("sandbox_only_variable = 3", Recorder())
-        if lacks(backend_name, "completion"):  # the kernel falls back: no matches, IPython's local check
-            assert lacks(backend_name, "inspection")
-            for call in (backend.complete("sandbox_only_v", 14), backend.inspect("sandbox_only_variable", 21),
-                         backend.is_complete("for i in range(3):")):
-                with pytest.raises(NotSupported):
-                    await call
-            return
-        assert not lacks(backend_name, "inspection")
-        completion = await backend.complete("sandbox_only_v", 14)
-        inspection = await backend.inspect("sandbox_only_variable", 21)
-        complete = await backend.is_complete("for i in range(3):")
+async def test_completion_and_inspection_come_from_the_sandbox_state(sandbox, backend_name):
+    await sandbox.execute("sandbox_only_variable = 3", Recorder())
+    if lacks(backend_name, "completion"):  # the kernel falls back: no matches, IPython's local check
+        assert lacks(backend_name, "inspection")
+        for call in (sandbox.complete("sandbox_only_v", 14), sandbox.inspect("sandbox_only_variable", 21),
+                     sandbox.is_complete("for i in range(3):")):
+            with pytest.raises(NotSupported):
+                await call
+        return
+    assert not lacks(backend_name, "inspection")
+    completion = await sandbox.complete("sandbox_only_v", 14)
+    inspection = await sandbox.inspect("sandbox_only_variable", 21)
+    complete = await sandbox.is_complete("for i in range(3):")
     assert "sandbox_only_variable" in completion["matches"]
     assert inspection["found"] and "int" in inspection["data"]["text/plain"]
     assert complete["status"] == "incomplete"
 
 
-async def test_input_reaches_the_stdin_handler(make_backend, backend_name):
+async def test_input_reaches_the_stdin_handler(sandbox, backend_name):
     prompts = []
 
     async def stdin(prompt, password):
         prompts.append((prompt, password))
         return "secret" if password else "Ada"
 
-    async with make_backend() as backend:
-        rec = Recorder()
-        code = "import getpass\nname = input('name? ')\npw = getpass.getpass('pw? ')\nprint(name, len(pw))"
-        outcome = await backend.execute(code, rec, stdin=stdin)
+    rec = Recorder()
+    code = "import getpass\nname = input('name? ')\npw = getpass.getpass('pw? ')\nprint(name, len(pw))"
+    outcome = await sandbox.execute(code, rec, stdin=stdin)
     if lacks(backend_name, "stdin"):  # fallback: input() raises in the sandbox, the handler is never asked
         assert outcome.status == "error" and outcome.error.ename == "StdinNotImplementedError"
         assert prompts == []
@@ -201,37 +196,35 @@ async def test_death_is_reported_and_the_next_cell_gets_a_fresh_sandbox(make_bac
     assert rec.result() == "False"  # the execute_result: a slow fresh start may show its progress first
 
 
-async def test_files_round_trip(make_backend, backend_name, tmp_path):
+async def test_files_round_trip(sandbox, backend_name, tmp_path):
     source = tmp_path / "data.csv"
     source.write_bytes(b"a,b\n1,2\n")
-    async with make_backend() as backend:
-        if lacks(backend_name, "files"):
-            for call in (backend.upload(source, "data.csv"), backend.download("out.txt", tmp_path / "out.txt")):
-                with pytest.raises(NotSupported):
-                    await call
-            return
-        await backend.upload(source, "data.csv")
-        rec = Recorder()
-        await backend.execute("print(open('data.csv').read().upper(), end='')\nopen('out.txt', 'w').write('made here')", rec)
-        target = await backend.download("out.txt", tmp_path / "out.txt")
-        bounded = await backend.download("out.txt", tmp_path / "bounded.txt", max_bytes=9)  # exactly its size
-        with pytest.raises(FileTooLarge, match=r"out.txt in the sandbox is larger than 8 bytes"):
-            await backend.download("out.txt", tmp_path / "over.txt", max_bytes=8)
+    if lacks(backend_name, "files"):
+        for call in (sandbox.upload(source, "data.csv"), sandbox.download("out.txt", tmp_path / "out.txt")):
+            with pytest.raises(NotSupported):
+                await call
+        return
+    await sandbox.upload(source, "data.csv")
+    rec = Recorder()
+    await sandbox.execute("print(open('data.csv').read().upper(), end='')\nopen('out.txt', 'w').write('made here')", rec)
+    target = await sandbox.download("out.txt", tmp_path / "out.txt")
+    bounded = await sandbox.download("out.txt", tmp_path / "bounded.txt", max_bytes=9)  # exactly its size
+    with pytest.raises(FileTooLarge, match=r"out.txt in the sandbox is larger than 8 bytes"):
+        await sandbox.download("out.txt", tmp_path / "over.txt", max_bytes=8)
     assert rec.text() == "A,B\n1,2\n"
     assert target.read_text() == "made here" and bounded.read_text() == "made here"
     assert not (tmp_path / "over.txt").exists()
 
 
-async def test_comms_match_the_declaration(make_backend, backend_name):
-    async with make_backend() as backend:
-        await backend.execute("1", Recorder())
-        if lacks(backend_name, "comms"):  # the pipeline replaces widget views by a note instead
-            with pytest.raises(NotSupported):
-                await backend.comm_info()
-            with pytest.raises(NotSupported):
-                await backend.send_comm("comm_msg", {"comm_id": "x", "data": {}})
-            return
-        info = await backend.comm_info()
+async def test_comms_match_the_declaration(sandbox, backend_name):
+    await sandbox.execute("1", Recorder())
+    if lacks(backend_name, "comms"):  # the pipeline replaces widget views by a note instead
+        with pytest.raises(NotSupported):
+            await sandbox.comm_info()
+        with pytest.raises(NotSupported):
+            await sandbox.send_comm("comm_msg", {"comm_id": "x", "data": {}})
+        return
+    info = await sandbox.comm_info()
     assert info["status"] == "ok" and info["comms"] == {}
 
 

@@ -16,12 +16,11 @@ from tests.support.capabilities import lacks
 from tests.support.recorder import Recorder
 
 
-async def test_payloads_and_user_expressions_match_the_declaration(make_backend, backend_name):
-    async with make_backend() as backend:
-        shown = Recorder()
-        outcome = await backend.execute("zip?", shown, user_expressions={"answer": "6 * 7", "bad": "1 / 0"})
-        quiet = Recorder()
-        silent = await backend.execute("print('quietly'); 1 + 1", quiet, silent=True)
+async def test_payloads_and_user_expressions_match_the_declaration(sandbox, backend_name):
+    shown = Recorder()
+    outcome = await sandbox.execute("zip?", shown, user_expressions={"answer": "6 * 7", "bad": "1 / 0"})
+    quiet = Recorder()
+    silent = await sandbox.execute("print('quietly'); 1 + 1", quiet, silent=True)
     if lacks(backend_name, "payloads"):  # the reply has neither: the pager shows nothing
         assert outcome.payload == () and outcome.user_expressions == {}
         return
@@ -34,18 +33,17 @@ async def test_payloads_and_user_expressions_match_the_declaration(make_backend,
     assert silent.execution_count == outcome.execution_count
 
 
-async def test_history_matches_the_declaration(make_backend, backend_name):
+async def test_history_matches_the_declaration(sandbox, backend_name):
     tail = {"hist_access_type": "tail", "n": 2, "raw": True, "output": False}
-    async with make_backend() as backend:
-        await backend.execute("history_marker = 6 * 7", Recorder())
-        await backend.execute("history_marker + 1", Recorder())
-        if lacks(backend_name, "history"):
-            with pytest.raises(NotSupported):
-                await backend.history(tail)
-            return
-        reply = await backend.history(tail)
-        found = await backend.history({"hist_access_type": "search", "pattern": "history_marker =*", "raw": True,
-                                       "output": False, "n": 5, "unique": True})
+    await sandbox.execute("history_marker = 6 * 7", Recorder())
+    await sandbox.execute("history_marker + 1", Recorder())
+    if lacks(backend_name, "history"):
+        with pytest.raises(NotSupported):
+            await sandbox.history(tail)
+        return
+    reply = await sandbox.history(tail)
+    found = await sandbox.history({"hist_access_type": "search", "pattern": "history_marker =*", "raw": True,
+                                   "output": False, "n": 5, "unique": True})
     assert [row[2] for row in reply["history"]] == ["history_marker = 6 * 7", "history_marker + 1"]
     assert [row[2] for row in found["history"]] == ["history_marker = 6 * 7"]
 
@@ -72,13 +70,12 @@ async def test_subshells_match_the_declaration(make_backend, backend_name):
     assert outcome.status == "ok" and rec.text().startswith("subshell-")
 
 
-async def test_debugger_matches_the_declaration(make_backend, backend_name):
+async def test_debugger_matches_the_declaration(sandbox, backend_name):
     info = {"type": "request", "seq": 1, "command": "debugInfo", "arguments": {}}
-    async with make_backend() as backend:
-        if lacks(backend_name, "debugger"):
-            with pytest.raises(NotSupported):
-                await backend.debug_request(info)
-            return
-        reply = await backend.debug_request(info)
+    if lacks(backend_name, "debugger"):
+        with pytest.raises(NotSupported):
+            await sandbox.debug_request(info)
+        return
+    reply = await sandbox.debug_request(info)
     assert reply["success"] is True and reply["command"] == "debugInfo"
     assert reply["body"]["tmpFilePrefix"].startswith("/")  # a path inside the sandbox

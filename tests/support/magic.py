@@ -5,16 +5,17 @@ notebooks, in a real ``python3`` (ipykernel) host kernel; each test checks the o
 cells. Timing, interrupts and ``input()`` drive the host kernel directly with jupyter_client.
 The tests here are collected by the modules that import them: ``tests/test_magic.py`` (every
 backend) and ``tests/test_docker_remote_magic.py`` (the remote-engine rig); each module's
-``backend_name`` fixture says which backends.
+``backend_name`` fixture says which backends. Their fixtures ``cells`` and ``replies`` are the
+test plugin's (tests/plugin/magic.py).
 """
 
 from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import nbformat
-import pytest
 from nbclient import NotebookClient
 
 from tests.kernels import run, stdout
@@ -77,37 +78,23 @@ SCENARIO = {
 }
 
 
-_runs: dict[str, tuple[dict, dict]] = {}
-
-
-def scenario(backend_name: str, tmp_path_factory) -> tuple[dict, dict]:
-    """``(cells, replies)`` by key: each cell of :data:`SCENARIO` after an nbclient run."""
-    if backend_name not in _runs:
-        keys = list(SCENARIO)
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SCENARIO[k].replace("{backend}", backend_of(backend_name)))
-                                             for k in keys])
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        replies: dict[int, dict] = {}
-        client = NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120,
-                                extra_arguments=host_arguments(backend_name),
-                                resources={"metadata": {"path": str(tmp_path_factory.mktemp("magic"))}},
-                                on_cell_executed=lambda cell, cell_index, execute_reply: replies.update(
-                                    {cell_index: execute_reply["content"]}))
-        with env_vars(prepared(backend_name).kernel_env):
-            client.execute()
-        _runs[backend_name] = ({k: nb.cells[i] for i, k in enumerate(keys)},
-                               {k: replies.get(i, {}) for i, k in enumerate(keys)})
-    return _runs[backend_name]
-
-
-@pytest.fixture
-def cells(backend_name, tmp_path_factory):
-    return scenario(backend_name, tmp_path_factory)[0]
-
-
-@pytest.fixture
-def replies(backend_name, tmp_path_factory):
-    return scenario(backend_name, tmp_path_factory)[1]
+def scenario(backend_name: str, folder: Path) -> tuple[dict, dict]:
+    """``(cells, replies)`` by key: each cell of :data:`SCENARIO` after an nbclient run in
+    ``folder`` (the notebook's folder). The ``cells`` and ``replies`` fixtures of the test plugin
+    (tests/plugin/magic.py) run it once per backend and session."""
+    keys = list(SCENARIO)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SCENARIO[k].replace("{backend}", backend_of(backend_name)))
+                                         for k in keys])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    replies: dict[int, dict] = {}
+    client = NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120,
+                            extra_arguments=host_arguments(backend_name),
+                            resources={"metadata": {"path": str(folder)}},
+                            on_cell_executed=lambda cell, cell_index, execute_reply: replies.update(
+                                {cell_index: execute_reply["content"]}))
+    with env_vars(prepared(backend_name).kernel_env):
+        client.execute()
+    return {k: nb.cells[i] for i, k in enumerate(keys)}, {k: replies.get(i, {}) for i, k in enumerate(keys)}
 
 
 def text(cell, name: str = "stdout") -> str:

@@ -40,11 +40,14 @@ class Prepared:
         traits: keyword arguments for the backend class (``LocalBackend(**traits)``).
         kernel_env: environment variables for a kernel process started by a test.
         kernel_options: traitlets arguments appended to the kernelspec's argv.
+        rig: the server or engine the target started, for tests that stop or inspect it (the
+            ``e2b_server``, ``kernel_gateway`` and ``remote_engine`` fixtures), else None.
     """
 
     traits: dict[str, Any] = field(default_factory=dict)
     kernel_env: dict[str, str] = field(default_factory=dict)
     kernel_options: list[str] = field(default_factory=list)
+    rig: Any = None
 
 
 @dataclass
@@ -55,7 +58,8 @@ class Target:
     unavailable: Callable[[], str | None] = lambda: None
     """None when the backend can run here, else the reason it cannot."""
     prepare: Callable[[], contextlib.AbstractContextManager[Prepared]] = lambda: contextlib.nullcontext(Prepared())
-    """Session-wide set-up (e.g. a local E2B server); yields a :class:`Prepared`."""
+    """Session-wide set-up (e.g. a local E2B server); yields a :class:`Prepared`. The test plugin
+    (tests/plugin/targets.py) enters it at the target's first use and leaves it at the session's end."""
 
     @property
     def backend_name(self) -> str:

@@ -11,27 +11,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from sandbox_kernel.backends.docker import engine
 
 from . import Prepared, Target
 
 IMAGE = "sandbox-kernel:latest"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def client():
-    """A docker-py client for a test module (skips, or fails in CI, without an engine)."""
-    from tests.support.backends import prepared
-
-    prepared("docker")
-    import docker
-
-    client = docker.from_env()
-    yield client
-    client.close()
 
 
 def unavailable() -> str | None:
@@ -79,19 +64,31 @@ def prepare() -> Iterator[Prepared]:
 TARGET = Target("docker", unavailable=unavailable, prepare=prepare)
 
 
-def held_by(client, pid: int) -> dict[str, list[str]]:
-    """The containers, volumes and host directories whose owner is process ``pid`` of this host."""
-    prefix = f"{socket.gethostname()}/{pid}/"
+def held_by(client, pid: int, host: str | None = None) -> dict[str, list[str]]:
+    """The containers, volumes and host directories whose owner is process ``pid`` of this host
+    (or of ``host``: a command run :func:`as_host`)."""
+    prefix = f"{host or socket.gethostname()}/{pid}/"
     label = engine.OWNER_LABEL
     containers = [c["Names"][0] for c in client.api.containers(all=True, filters={"label": label})
                   if c["Labels"][label].startswith(prefix)]
     volumes = [v["Name"] for v in client.api.volumes(filters={"label": label}).get("Volumes") or []
                if v["Labels"][label].startswith(prefix)]
-    dirs = [str(p) for p in engine.HOSTDIR_ROOT.glob(f"{engine.HOSTDIR_PREFIX}{pid}-*")]
+    dirs = [str(p) for p in engine.hostdir_root().glob(f"{engine.HOSTDIR_PREFIX}{pid}-*")]
     return {"containers": containers, "volumes": volumes, "hostdirs": dirs}
 
 
 NOTHING = {"containers": [], "volumes": [], "hostdirs": []}
+
+
+def as_host(name: str) -> list[str]:
+    """The start of an argv that runs a command as if on another host named ``name`` of an engine
+    shared with this one: in a UTS namespace of its own (``unshare --uts``, util-linux; in a user
+    namespace too when not root), with that hostname. Its sandboxes' owner labels name ``name``, so
+    the leftovers it makes and the ``gc`` (``--all`` too) it runs are its own: the sweeps of every
+    other test on this machine leave them alone (another host's), and it removes none of theirs.
+    The same engine, the same processes: only the name differs."""
+    userns = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    return ["unshare", "--uts", *userns, "sh", "-c", 'hostname "$0" && exec "$@"', name]
 
 
 class SocketProxy:

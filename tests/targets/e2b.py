@@ -1,6 +1,7 @@
 """The e2b backend against the local E2B-compatible server (``tests/e2b_server.py``): the real
-SDK over real HTTP on 127.0.0.1, no cloud and no mocks. One server for the whole test session;
-:func:`server` gives it to tests that kill or inspect sandboxes."""
+SDK over real HTTP on 127.0.0.1, no cloud and no mocks. One server for the whole test session
+(per xdist worker); the ``e2b_server`` fixture (or :func:`server`) gives it to tests that kill or
+inspect sandboxes."""
 
 from __future__ import annotations
 
@@ -10,14 +11,12 @@ from collections.abc import Iterator
 
 from . import Prepared, Target
 
-_server = None
-
 
 def server():
-    """The running :class:`tests.e2b_server.E2BTestServer` (after ``prepared("e2b")``)."""
-    if _server is None:
-        raise RuntimeError("the e2b target is not prepared: call tests.support.backends.prepared('e2b') first")
-    return _server
+    """The session's running :class:`tests.e2b_server.E2BTestServer` (the ``e2b_server`` fixture)."""
+    from tests.support.backends import prepared
+
+    return prepared("e2b").rig
 
 
 def _unavailable() -> str | None:
@@ -28,15 +27,10 @@ def _unavailable() -> str | None:
 
 @contextlib.contextmanager
 def _prepare() -> Iterator[Prepared]:
-    global _server
     from tests.e2b_server import E2BTestServer
 
     with E2BTestServer() as srv:
-        _server = srv
-        try:
-            yield Prepared(kernel_env=srv.env())
-        finally:
-            _server = None
+        yield Prepared(kernel_env=srv.env(), rig=srv)
 
 
 TARGET = Target("e2b", unavailable=_unavailable, prepare=_prepare)

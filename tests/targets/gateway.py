@@ -1,7 +1,8 @@
 """The gateway backend against a real Jupyter Kernel Gateway (``jupyter-kernel-gateway``, a
 test extra) that the test session starts on 127.0.0.1 with a token; its kernels are ipykernel
 processes of this venv, in a scratch directory. :func:`gateway` gives it to tests that stop it
-or delete kernels behind the backend's back. Enterprise Gateway: tests/gateway_eg.py."""
+or delete kernels behind the backend's back (also the ``kernel_gateway`` fixture). Enterprise
+Gateway: tests/targets/gateway_eg.py."""
 
 from __future__ import annotations
 
@@ -22,8 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import Prepared, Target
-
-_gateway: KernelGateway | None = None
 
 
 def free_port(ip: str = "127.0.0.1") -> int:
@@ -126,10 +125,10 @@ class KernelGateway:
 
 
 def gateway() -> KernelGateway:
-    """The session's running Kernel Gateway (after ``prepared("gateway")``)."""
-    if _gateway is None:
-        raise RuntimeError("the gateway target is not prepared: call tests.support.backends.prepared('gateway') first")
-    return _gateway
+    """The session's running Kernel Gateway (the ``kernel_gateway`` fixture)."""
+    from tests.support.backends import prepared
+
+    return prepared("gateway").rig
 
 
 def _unavailable() -> str | None:
@@ -154,14 +153,11 @@ KERNELSPECS = {"slow-python": [sys.executable, "-c", f"import runpy, sys, time; 
 
 @contextlib.contextmanager
 def _prepare() -> Iterator[Prepared]:
-    global _gateway
     server = KernelGateway(*OPTIONS, kernelspecs=KERNELSPECS).start()
-    _gateway = server
     try:
         yield Prepared(traits={"url": server.url, "auth_token": server.token, "heartbeat_interval": 1.0},
-                       kernel_env=server.env())
+                       kernel_env=server.env(), rig=server)
     finally:
-        _gateway = None
         server.close()
 
 

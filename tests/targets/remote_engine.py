@@ -284,29 +284,20 @@ def running() -> Iterator[Rig]:
         local.close()
 
 
-current: Rig | None = None
-"""The session's rig while it runs (started by the first remote target a test prepares)."""
-
-
 @contextlib.contextmanager
 def prepare() -> Iterator[Prepared]:
-    """The session's rig (``current``); the remote targets (:mod:`.docker_tcp`, :mod:`.docker_ssh`)
-    share it through ``prepared("remote_engine")``, so it starts once and stops at the session's end."""
-    global current
-    with running() as current:
-        try:
-            yield Prepared(kernel_env=current.tcp_env)
-        finally:
-            current = None
+    """The session's rig; the remote targets (:mod:`.docker_tcp`, :mod:`.docker_ssh`) share it
+    through ``prepared("remote_engine")``, so it starts once and stops at the session's end."""
+    with running() as rig:
+        yield Prepared(kernel_env=rig.tcp_env, rig=rig)
 
 
 def session_rig() -> Rig:
-    """The running rig of this test session (skips, or fails in CI, when it cannot run)."""
+    """The running rig of this test session (the ``remote_engine`` fixture; skips, or fails in
+    CI, when it cannot run)."""
     from tests.support.backends import prepared
 
-    prepared("remote_engine")
-    assert current is not None
-    return current
+    return prepared("remote_engine").rig
 
 
 TARGET = Target("remote_engine", backend="docker", unavailable=unavailable, prepare=prepare)

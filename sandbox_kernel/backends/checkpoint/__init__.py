@@ -1,6 +1,6 @@
 """Checkpoints of a sandbox's whole kernel process, taken at cell boundaries and restored later.
 
-The mechanism, chosen from measurements (docs/checkpoints.md): a ``fork`` of the sandbox's
+The mechanism, chosen from measurements (docs/how-to/checkpoints.md): a ``fork`` of the sandbox's
 kernel process at a cell's end, held as a copy-on-write snapshot by a small keeper process
 that is the kernel's parent inside the sandbox, and promoted to the running kernel on restore.
 It keeps what pickle cannot carry (open files at their offsets, generators, sqlite

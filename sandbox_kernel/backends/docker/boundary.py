@@ -95,7 +95,35 @@ def engine_errors(doing: str) -> Iterator[None]:
         if isinstance(exc, PermissionError) or "Permission denied" in str(exc):
             raise BackendUnavailable(f"No permission to use the Docker engine's socket ({host()}).",
                                      fix=PERMISSION_FIX) from exc
-        raise BackendUnavailable(f"The Docker engine is not answering at {host()}.", fix=ENGINE_FIX) from exc
+        raise not_answering() from exc
+
+
+USER_ENGINE = re.compile(r"unix:///run/user/(\d+)/podman/podman\.sock")
+"""DOCKER_HOST of a user's own engine: rootless Podman's socket in the user's runtime folder
+(what ``sandbox-kernel user-engine start`` and the JupyterHub recipe give each user)."""
+
+
+def not_answering() -> BackendUnavailable:
+    """The error for an engine that does not answer at :func:`host`. The machine's engine is
+    started with root's rights; a user's own rootless Podman (:data:`USER_ENGINE`) by whoever runs
+    it: the administrator, on a hub (the user has no sudo, and must not use the machine's engine)."""
+    address = host()
+    match = USER_ENGINE.fullmatch(address)
+    if match is None:
+        return BackendUnavailable(f"The Docker engine is not answering at {address}.", fix=ENGINE_FIX)
+    uid = int(match.group(1))
+    try:
+        import pwd
+
+        name = pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        name = str(uid)
+    whose = "Your own engine" if uid == os.getuid() else f"The engine of the user {name}"
+    return BackendUnavailable(
+        f"{whose} (rootless Podman, at {address}) is not answering.",
+        fix=f"this engine is not the machine's Docker engine: on a shared machine (JupyterHub) the administrator "
+            f"starts it (`sandbox-kernel user-engine start {name}`, docs/how-to/jupyterhub.md); on your own machine, "
+            f"`podman system service --time=0 {address} &`")
 
 
 def _tls_failure(exc: BaseException) -> str | None:
@@ -196,6 +224,23 @@ def memory_used(figures: dict[str, Any]) -> int | None:
     if "usage" not in memory:
         return None
     return memory["usage"] - (memory.get("stats") or {}).get("inactive_file", 0)
+
+
+def box_memory(figures: dict[str, Any]) -> dict[str, int]:
+    """The container's memory as the machine it runs on, in bytes, with ``psutil.virtual_memory()``'s
+    field names (what ipykernel's ``usage_reply`` gives as ``host_virtual_memory``), from its
+    :func:`stats` ``figures``: ``total`` is its limit (the engine gives the host's memory when it
+    has none), ``used`` as ``docker stats`` counts it, ``active`` and ``inactive`` from its memory
+    cgroup's counters (the cgroup's ``memory.stat``, v1 and v2 alike); {} when the engine gave no figure."""
+    memory, used = figures.get("memory_stats") or {}, memory_used(figures)
+    if used is None or not memory.get("limit"):
+        return {}
+    counters, total = memory.get("stats") or {}, memory["limit"]
+    return {"total": total, "available": max(0, total - used), "percent": round(100 * used / total, 1), "used": used,
+            "free": max(0, total - memory["usage"]),
+            "active": counters.get("active_anon", 0) + counters.get("active_file", 0),
+            "inactive": counters.get("inactive_anon", 0) + counters.get("inactive_file", 0),
+            "cached": counters.get("cache", counters.get("file", 0))}
 
 
 def image_identity(client: Any, name: str) -> str:

@@ -32,8 +32,16 @@ OWNER_LABEL = f"{LABEL}.owner"  # "HOST/PID/STARTTIME" of the process that made 
 SESSION_LABEL = f"{LABEL}.session"
 CREATED_LABEL = f"{LABEL}.created"  # unix time, seconds
 HOSTDIR_LABEL = f"{LABEL}.hostdir"  # the per-session host directory of the ipc sockets
-HOSTDIR_ROOT = Path("/tmp")  # short on purpose: unix socket paths must stay under 107 bytes
-HOSTDIR_PREFIX = "skd-"  # HOSTDIR_ROOT/skd-PID-XXXXXXXX
+HOSTDIR_ROOT = Path("/tmp")  # the default: short on purpose, unix socket paths must stay under 107 bytes
+HOSTDIR_PREFIX = "skd-"  # ROOT/skd-PID-XXXXXXXX
+HOSTDIR_VARIABLE = "SANDBOX_KERNEL_HOSTDIR_ROOT"
+
+
+def hostdir_root() -> Path:
+    """The folder of the ipc transport's host directories: ``$SANDBOX_KERNEL_HOSTDIR_ROOT`` when
+    set (a test run's own), else ``/tmp``. Read at each call; sweeps look only there. The sockets'
+    paths (``ROOT/skd-PID-XXXXXXXX/k-N``) must stay under 107 bytes."""
+    return Path(os.environ.get(HOSTDIR_VARIABLE) or HOSTDIR_ROOT)
 
 
 def connect() -> Any:
@@ -120,8 +128,9 @@ def labels(session: str, hostdir: Path | None) -> dict[str, str]:
 
 
 def remove_hostdir(path: str | Path | None) -> None:
-    """Delete a session's host directory; refuses anything that is not ``/tmp/skd-*``."""
-    if path and Path(path).parent == HOSTDIR_ROOT and Path(path).name.startswith(HOSTDIR_PREFIX):
+    """Delete a session's host directory; refuses anything that is not ``ROOT/skd-*``
+    (:func:`hostdir_root`)."""
+    if path and Path(path).parent == hostdir_root() and Path(path).name.startswith(HOSTDIR_PREFIX):
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -133,7 +142,9 @@ def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = Fals
     Args:
         client: a docker-py client.
         everything: remove every sandbox-kernel container and volume of this host, live
-            owners' too (another host's, on a shared engine, are never touched).
+            owners' too (another host's, on a shared engine, are never touched), with their host
+            directories; a live process's host directory without a container on this engine (its
+            sandbox runs on another engine) is kept.
         dry_run: remove nothing; only return what would be removed.
 
     Returns:
@@ -163,9 +174,9 @@ def remove_leftovers(client: Any, everything: bool = False, dry_run: bool = Fals
                 with contextlib.suppress(Refused), engine_errors("remove a volume"):  # in use, or being removed
                     client.api.remove_volume(volume["Name"], force=True)
                     removed.append(volume["Name"])
-    for path in [] if dry_run else HOSTDIR_ROOT.glob(f"{HOSTDIR_PREFIX}*"):
+    for path in [] if dry_run else hostdir_root().glob(f"{HOSTDIR_PREFIX}*"):
         pid = path.name.removeprefix(HOSTDIR_PREFIX).split("-")[0]
-        if pid.isdigit() and (everything or _start_time(int(pid)) is None):
+        if pid.isdigit() and _start_time(int(pid)) is None:  # a live one's goes with its container, above
             remove_hostdir(path)
     return removed
 

@@ -23,11 +23,11 @@ from typing import Any
 from ...core.errors import ConfigError, MountError
 from ...runtime.traits import host_variables
 from ..checkpoint.keeper import SOURCE as KEEPER_SOURCE
+from ..egress.forwarder import PRELUDE
 from ..egress.options import packages_environment
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, history_args
 from ..kernel_client.launcher import IOPUB_APP
 from .boundary import load_docker
-from .egress.forwarder import PRELUDE
 from .inside import BOOTSTRAP
 from .inside import KERNEL_DIR as INSIDE_DIR
 from .mounts import check_access, parse_gpus, parse_mounts
@@ -235,7 +235,7 @@ def container_spec(backend: Any, name: str, hostdir: Path | None, volume: str, l
     """Keyword arguments of ``client.containers.create`` for a :class:`DockerBackend`'s options:
     for the ``ipc`` transport with ``hostdir`` mounted at :data:`KERNEL_DIR`; for the ``api``
     transport (``hostdir`` None) running the relay with its standard input open for the attach.
-    With ``egress`` (:class:`.egress.Egress`), the proxy's volume and variables; the network stays
+    With ``egress`` (:class:`.proxy.Egress`), the proxy's volume and variables; the network stays
     ``backend.network`` (``none``). ``plan``: the workspace's (:mod:`.view`: bound on ``ipc``; on
     ``api`` it is copied later).
 

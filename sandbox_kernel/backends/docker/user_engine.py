@@ -24,6 +24,7 @@ Needs root, the user's subordinate ids (``/etc/subuid``, ``/etc/subgid``: userad
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pwd
 import subprocess
@@ -32,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...core.errors import BackendUnavailable, ConfigError
-from .boundary import engine_errors, load_docker
+from ...core.errors import BackendUnavailable, ConfigError, Missing, SandboxError
+from .boundary import engine_errors, host, load_docker
+
+_log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 STATE_DIR = Path("/run/sandbox-kernel")
@@ -227,13 +230,27 @@ def _is_service(proc: Path) -> bool:
 
 def copy_image(engine: UserEngine, image: str) -> None:
     """Copy ``image`` from this machine's engine (DOCKER_HOST, else the local socket) into the
-    user's, unless the user's has it with the same id."""
-    docker = load_docker()
-    with engine_errors(f"read the image {image} of this machine's engine"):
-        source = docker.from_env(timeout=300)
-        wanted = source.api.inspect_image(image)["Id"].removeprefix("sha256:")
+    user's, unless the user's has it with the same id. Where this machine's engine cannot give
+    it (stopped, or without the image), a user's engine that has an image of that name keeps it
+    (said in the log: it may be an older one); one that has none cannot run a sandbox.
+
+    Raises:
+        BackendUnavailable: the user's engine lacks the image and this machine's cannot give it
+            (the message names the copy and the fix), or ``podman load`` failed.
+    """
     have = engine.run("podman", "image", "inspect", "--format", "{{.Id}}", image, text=True)
-    if have.returncode == 0 and have.stdout.strip() == wanted:
+    held = have.stdout.strip() if have.returncode == 0 else None
+    try:
+        source, wanted = _machine_image(image)
+    except SandboxError as exc:
+        if held is None:
+            raise BackendUnavailable(f"Could not give {engine.user.pw_name}'s engine the sandbox image {image}, which "
+                                     f"is copied from this machine's Docker engine (docs/how-to/jupyterhub.md, section 1): "
+                                     f"{exc}") from exc
+        _log.warning("%s's engine keeps its image %s (%s), which may be older than the machine's: %s",
+                     engine.user.pw_name, image, held[:12], exc)
+        return
+    if held == wanted:
         return
     load = subprocess.Popen(engine.as_user("podman", "load", "-q"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, cwd="/")
@@ -252,14 +269,35 @@ def copy_image(engine: UserEngine, image: str) -> None:
                                  f"{load.stdout.read().decode(errors='replace').strip()}")
 
 
+def _machine_image(image: str) -> tuple[Any, str]:
+    """docker-py's client of this machine's engine and the id of its ``image``.
+
+    Raises:
+        BackendUnavailable: the engine does not answer (with its fix), or has no such image."""
+    docker = load_docker()
+    with engine_errors(f"read the image {image} of this machine's engine"):
+        source = docker.from_env(timeout=300)
+    try:
+        with engine_errors(f"read the image {image} of this machine's engine"):
+            return source, source.api.inspect_image(image)["Id"].removeprefix("sha256:")
+    except Missing:
+        raise BackendUnavailable(f"this machine's Docker engine ({host()}) has no image {image}.",
+                                 fix="build it there: `sandbox-kernel image build` (docs/how-to/packages-and-images.md, The default image)") from None
+
+
 def spawner_hook(limits: Limits = Limits(), image: str = "sandbox-kernel:latest") -> Any:
     """A JupyterHub ``Spawner.pre_spawn_hook`` that starts the user's engine (in a thread: the
-    first start copies the image) and gives the user's server its DOCKER_HOST."""
+    first start copies the image) and gives the user's server its DOCKER_HOST. A failure is shown
+    to the user on the hub's spawn page ("Spawn failed: ..."), not only in the hub's log."""
     import asyncio
 
     async def hook(spawner: Any) -> None:
-        host = await asyncio.to_thread(start, spawner.user.name, limits, image)
-        spawner.environment = {**spawner.environment, "DOCKER_HOST": host}  # a new dict: the config's is shared
+        try:
+            address = await asyncio.to_thread(start, spawner.user.name, limits, image)
+        except SandboxError as exc:  # JupyterHub shows an exception's jupyterhub_message on the spawn page
+            exc.jupyterhub_message = f"The engine of your sandboxes could not be prepared. {exc}"
+            raise
+        spawner.environment = {**spawner.environment, "DOCKER_HOST": address}  # a new dict: the config's is shared
     return hook
 
 

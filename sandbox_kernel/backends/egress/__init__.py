@@ -4,7 +4,10 @@
 hosts, :mod:`.options`) and ``pypi_index`` are one meaning each, defined here once as trait types
 and used by every backend that has them:
 
-- docker enforces them with a proxy per session (:mod:`..docker.egress`);
+- docker enforces them with a proxy per session: its engine runs this package's proxy
+  (:mod:`.proxy`, sent as :mod:`.bootstrap` says) in a container of its own
+  (:mod:`..docker.proxy`), the sandbox reaches it through :mod:`.forwarder`, and the cell shows
+  each refusal (:mod:`.notes`);
 - e2b maps them to E2B's ``network`` settings (``allow_out``, ``deny_out``, ``rules``);
 - local cannot enforce them (the code runs as you, with your network): the option is refused
   there in one message (:func:`refused_allow_hosts`);
@@ -13,6 +16,11 @@ and used by every backend that has them:
 
 With no entry a docker sandbox has no network at all (``network=none``, the default); an e2b one
 has E2B's default (the internet) and a gateway's kernel what its gateway gives it.
+
+This package is everything egress means and decides: the options (here, :mod:`.options`), the
+allowlist (:mod:`.rules`, which the proxy runs too), the proxy's program, the sandbox's forwarder
+and the notes of refusals. It imports no backend; each backend maps it to its engine or service:
+docker runs the proxy (:mod:`..docker.proxy`), e2b sets E2B's network (:mod:`..e2b.network`).
 """
 
 from __future__ import annotations

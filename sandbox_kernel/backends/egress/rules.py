@@ -1,7 +1,7 @@
 """The allowlist of an egress proxy: which destinations a sandbox may reach, by name or address.
 
 Standard library only: the host checks the option with it, and the docker backend's proxy runs
-the same source in its container (sent over the container's stream: :mod:`..docker.egress`).
+the same source in its container (sent over the container's stream: :mod:`.bootstrap`).
 Bad entries raise ``ValueError`` with a one-line message.
 
 An entry is one of::

@@ -570,41 +570,6 @@ class KernelClientBackend(Backend):
     async def drop_checkpoint(self, checkpoint: int) -> bool:
         return await self._keeper().drop(checkpoint) if self.started else False
 
-    async def fork(self, count: int = 1) -> list[Backend]:
-        """``count`` copies of the sandbox's state now, each a kernel of its own beside this one in
-        the same sandbox (:mod:`.forked`), started. Raises CheckpointError, NotSupported."""
-        from .forked import ForkedBackend
-
-        await self.start()
-        kept = self._keeper()
-        base = await kept.take(None, self._last_count or None)
-        made: list[Backend] = []
-        try:
-            for _ in range(count):
-                answer = await kept.fork(base.id, self._fork_folder())
-                made.append(ForkedBackend(self, kept, answer, self._reach_fork))
-                await made[-1].start()
-        except BaseException:
-            for backend in made:
-                await backend.shutdown()
-            raise
-        finally:
-            await kept.drop(base.id)
-        return made
-
-    def _fork_folder(self) -> str | None:
-        """Where in the sandbox a fork's sockets go (None: beside the keeper's socket)."""
-        return None
-
-    async def _reach_fork(self, answer: dict[str, Any], on_drop: Any, on_end: Any) -> tuple[dict[str, Any], Any]:
-        """The connection info of fork ``answer`` (the keeper's) and the bridge that carries it
-        (see :data:`.forked.Connect`): here its connection file, read where the sandbox's files
-        are this machine's; no bridge."""
-        import json
-
-        with open(answer["connection_file"]) as f:
-            return json.load(f), None
-
     async def _checkpoint_after(self, seconds: float) -> None:
         """Have the kernel checkpoint itself after each cell that ran ``seconds`` (negative: none)."""
         from ..checkpoint.inside import MODULE

@@ -17,8 +17,9 @@ import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.connect import channel_socket_types
+from jupyter_client.session import Session
 from traitlets import Callable as CallableTrait
-from traitlets import CaselessStrEnum, Integer, Type
+from traitlets import CaselessStrEnum, Integer, Type, default
 
 from ...core.errors import SandboxStartError
 
@@ -134,6 +135,13 @@ class SandboxKernelClient(AsyncKernelClient):
     iopub_taken = CallableTrait(None, allow_none=True, help="Called with the size in bytes of each IOPub message read.")
 
     _handshake: zmq.asyncio.Socket | None = None  # the stdin socket's monitor, until the proof is taken
+
+    @default("session")
+    def _session_default(self) -> Session:
+        """jupyter_client's ``Session(parent=self)`` without the parent (this client has none
+        whose config it could pass on): client -> session -> client was a cycle, so a closed
+        sandbox's client and channels waited for a full collection (issue 37)."""
+        return Session(config=self.config)
 
     def _create_connected_socket(self, channel: str, identity: bytes | None = None) -> zmq.sugar.socket.Socket:
         """jupyter_client's socket for ``channel``, with the options that must precede

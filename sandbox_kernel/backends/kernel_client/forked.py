@@ -1,4 +1,4 @@
-"""A kernel forked from a checkpoint beside a sandbox's kernel (:meth:`KernelClientBackend.fork`):
+"""A kernel forked from a checkpoint beside a sandbox's kernel (:meth:`Forking.fork`):
 a copy of the state that runs on, in the same sandbox (its limits, its files, its keeper), on
 sockets of its own, reached as the backend it was forked from reaches a kernel: ``local``
 directly, ``docker`` through a relay the engine starts by ``exec`` (:mod:`..docker.inside`).
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import CheckpointError
+from ..base import Backend
 from ..checkpoint import Checkpoint
 from .backend import KernelClientBackend
 from .checkpoints import KeptCheckpoints
@@ -125,3 +126,42 @@ class ForkedBackend(KernelClientBackend):
 
     def describe(self) -> dict[str, Any]:
         return {**self._parent.describe(), "session": self.session, "fork": self.fork}
+
+
+class Forking(KernelClientBackend):
+    """A kernel-client backend whose sandbox can hold forks of its kernel (:meth:`fork`): the local
+    and docker backends. Its subclass says where a fork's sockets go (:meth:`_fork_folder`) and
+    how the host reaches them (:meth:`_reach_fork`)."""
+
+    async def fork(self, count: int = 1) -> list[Backend]:
+        """``count`` copies of the sandbox's state now, each a kernel of its own beside this one in
+        the same sandbox (:class:`ForkedBackend`), started. Raises CheckpointError, NotSupported."""
+        await self.start()
+        kept = self._keeper()
+        base = await kept.take(None, self._last_count or None)
+        made: list[Backend] = []
+        try:
+            for _ in range(count):
+                answer = await kept.fork(base.id, self._fork_folder())
+                made.append(ForkedBackend(self, kept, answer, self._reach_fork))
+                await made[-1].start()
+        except BaseException:
+            for backend in made:
+                await backend.shutdown()
+            raise
+        finally:
+            await kept.drop(base.id)
+        return made
+
+    def _fork_folder(self) -> str | None:
+        """Where in the sandbox a fork's sockets go (None: beside the keeper's socket)."""
+        return None
+
+    async def _reach_fork(self, answer: dict[str, Any], on_drop: Any, on_end: Any) -> tuple[dict[str, Any], Any]:
+        """The connection info of fork ``answer`` (the keeper's) and the bridge that carries it
+        (see :data:`Connect`): here its connection file, read where the sandbox's files
+        are this machine's; no bridge."""
+        import json
+
+        with open(answer["connection_file"]) as f:
+            return json.load(f), None

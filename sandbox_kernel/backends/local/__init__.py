@@ -35,24 +35,16 @@ from ..checkpoint import keeper as keeper_process
 from ..checkpoint.link import KeeperLink
 from ..egress import refused_allow_hosts
 from ..kernel_client import KERNEL_ARGS, QUIET_KERNEL_ENV, KernelClientBackend, history_args
+from ..kernel_client.forked import Forking
 from ..kernel_client.launcher import IOPUB_APP
 from ..pool import pool_size_trait, pool_ttl_trait
-from ..usage import CpuMeter
+from ..usage import CpuMeter, this_machine
 from . import pooled, view
+from .leftovers import record_kernel, remove_leftovers
 
 ALLOWED_ENV = ("PATH", "LANG")
 RLIMITS = str(Path(__file__).with_name("rlimits.py"))
 """The script that sets the kernel's resource limits and execs it (:mod:`.rlimits`), when any is set."""
-
-
-def remove_leftovers() -> None:
-    """Remove scratch directories whose owning kernel process is gone (killed before it could
-    clean up). Their names carry the owner's pid: ``sandbox-local-[conn-]PID-XXXX``."""
-    for path in Path(tempfile.gettempdir()).glob("sandbox-local-*"):
-        pid = path.name.removeprefix("sandbox-local-").removeprefix("conn-").split("-")[0]
-        if pid.isdigit() and not pooled.alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-    pooled.sweep()
 
 
 def default_history_file() -> str:
@@ -65,11 +57,16 @@ def default_history_file() -> str:
     return str(path)
 
 
-class LocalBackend(CheckpointOptions, KernelClientBackend):
+class LocalBackend(CheckpointOptions, Forking):
     """A kernel process on this machine, in a scratch directory deleted at shutdown."""
 
     name = "local"
     capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True, checkpoints=True)
+
+    @classmethod
+    def remove_leftovers(cls) -> list[str]:
+        """The scratch directories of kernels that are gone (:func:`remove_leftovers`). Blocking."""
+        return remove_leftovers()
 
     @classmethod
     def pool_status(cls, asked: bool = False) -> list[dict[str, Any]]:
@@ -196,6 +193,7 @@ class LocalBackend(CheckpointOptions, KernelClientBackend):
                                        env=self._environment(), cwd=str(self.workdir))
         except OSError as exc:
             raise SandboxStartError(f"Could not start the local kernel with {self.python!r}: {exc}.") from exc
+        record_kernel(self._runtime, self._proc.pid)  # stopped by whoever removes a killed owner's leftovers
         return info
 
     def _workspace(self) -> list[str]:
@@ -337,7 +335,8 @@ class LocalBackend(CheckpointOptions, KernelClientBackend):
     async def usage(self) -> dict[str, Any] | None:
         """The kernel process's resident memory (``VmRSS`` in ``/proc/PID/status``) and the
         percent of one CPU it used since the previous call (``/proc/PID/stat``); Linux; under
-        bubblewrap, of its innermost process: the kernel."""
+        bubblewrap, of its innermost process: the kernel. Its host's figures are this machine's
+        (:func:`~..usage.this_machine`): the sandbox shares it."""
         proc = self._proc
         pid = view.innermost(proc.pid) if proc is not None and self._bwrap else proc and proc.pid
         if self._kept is not None:  # the kernel is the keeper's child
@@ -346,7 +345,7 @@ class LocalBackend(CheckpointOptions, KernelClientBackend):
         memory = pooled.process_memory(pid) if pid else None
         if memory is None:
             return None
-        figures: dict[str, Any] = {"memory_bytes": memory, "cpu_count": os.cpu_count()}
+        figures: dict[str, Any] = {"memory_bytes": memory, "cpu_count": os.cpu_count(), **this_machine()}
         if (used := pooled.process_cpu_seconds(pid)) is not None:
             figures["cpu_percent"] = self._cpu.sample(used, time.monotonic())
         return figures

@@ -130,14 +130,9 @@ class PooledProcess:
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (signal 0; a process of another user counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether process ``pid`` runs (a process of another user counts; a zombie, killed and not
+    yet reaped by its parent, does not: :func:`~sandbox_kernel.runtime.owners.start_time`)."""
+    return _start_time(pid) is not None
 
 
 

@@ -7,11 +7,12 @@ everything that shapes a sandbox (:meth:`key`, computed by the backend: for dock
 container's whole specification, the image's id and the transport), so a session only ever
 takes a sandbox made exactly as it would have made one itself.
 
-* **Registry.** Each pooled sandbox is one JSON file, ``POOL_ROOT/BACKEND/KEY/NAME.json``
+* **Registry.** Each pooled sandbox is one JSON file, ``ROOT/BACKEND/KEY/NAME.json``
   (mode 0600 in a 0700 directory of this user: it holds the kernel's connection key; a registry
-  folder that is a link or another user's is never read nor written).
+  folder that is a link or another user's is never read nor written). ``ROOT`` is
+  ``$SANDBOX_KERNEL_POOL_ROOT``, by default ``/tmp/sandbox-kernel-pool-UID`` (:func:`pool_root`).
 * **Taking one is atomic.** A session claims an entry by renaming its file into
-  ``POOL_ROOT/claimed/`` (``rename(2)`` is atomic: of two kernels started at the same moment,
+  ``ROOT/claimed/`` (``rename(2)`` is atomic: of two kernels started at the same moment,
   one gets the file, the other ``FileNotFoundError`` and tries the next). The claimed file
   records the claiming process (``HOST/PID/STARTTIME``).
 * **Used once.** A sandbox never goes back to the pool; the session removes it as any other.
@@ -37,16 +38,17 @@ The package imports none of the backends: a backend that keeps a pool declares
 
 from .filler import Poolable, refill, take
 from .registry import (
-                       POOL_ROOT,
+                       ROOT_VARIABLE,
                        Registry,
                        claimed_records,
                        key_of,
                        options_of,
+                       pool_root,
                        pool_size_trait,
                        pool_ttl_trait,
                        release,
                        waiting_records,
 )
 
-__all__ = ["POOL_ROOT", "Poolable", "Registry", "claimed_records", "key_of", "options_of", "pool_size_trait",
-           "pool_ttl_trait", "refill", "release", "take", "waiting_records"]
+__all__ = ["ROOT_VARIABLE", "Poolable", "Registry", "claimed_records", "key_of", "options_of", "pool_root",
+           "pool_size_trait", "pool_ttl_trait", "refill", "release", "take", "waiting_records"]

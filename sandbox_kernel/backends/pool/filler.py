@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Protocol
 
-from .registry import FILL_LOG, POOL_ROOT, Registry, _private_dir, release
+from .registry import FILL_LOG, Registry, _private_dir, pool_root, release
 
 
 class Poolable(Protocol):
@@ -74,7 +74,7 @@ def refill(backend: Poolable, key: str) -> None:
         return
     order = {"backend": backend.name, "key": key, "size": backend.pool_size, "options": backend._pool_options()}
     try:
-        log = open(_private_dir(POOL_ROOT) / FILL_LOG, "ab")
+        log = open(_private_dir(pool_root()) / FILL_LOG, "ab")
         with log:
             filler = subprocess.Popen([sys.executable, "-m", "sandbox_kernel.backends.pool.filler"], stdin=subprocess.PIPE,
                                       stdout=log, stderr=log, start_new_session=True, close_fds=True)
@@ -89,7 +89,7 @@ async def fill(order: dict[str, Any]) -> int:
     Returns how many it started."""
     from .. import get_backend_class
 
-    lock = open(_private_dir(POOL_ROOT) / f"{order['backend']}-{order['key']}.lock", "w")
+    lock = open(_private_dir(pool_root()) / f"{order['backend']}-{order['key']}.lock", "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:  # another filler has this key

@@ -18,8 +18,18 @@ from traitlets import Float, Integer
 
 from ...runtime.owners import owner
 
-POOL_ROOT = Path(tempfile.gettempdir()) / f"sandbox-kernel-pool-{os.getuid() if hasattr(os, 'getuid') else 0}"
-"""This user's pool registry on this host."""
+ROOT_VARIABLE = "SANDBOX_KERNEL_POOL_ROOT"
+"""The environment variable that names the registry's folder instead of the default (a test run,
+or two deployments of one user that must not take each other's sandboxes)."""
+
+
+def pool_root() -> Path:
+    """This user's pool registry on this host: ``$SANDBOX_KERNEL_POOL_ROOT`` when set, else
+    ``TMPDIR/sandbox-kernel-pool-UID``. Read at each call, so a filler or a kernel started with
+    the variable uses the same registry as the process that started it."""
+    if value := os.environ.get(ROOT_VARIABLE):
+        return Path(value)
+    return Path(tempfile.gettempdir()) / f"sandbox-kernel-pool-{os.getuid() if hasattr(os, 'getuid') else 0}"
 CLAIMED = "claimed"
 FILL_LOG = "fill.log"
 
@@ -74,12 +84,14 @@ def _ours(root: Path) -> bool:
     return True
 
 
-def _private_dir(path: Path, root: Path = POOL_ROOT) -> Path:
+def _private_dir(path: Path, root: Path | None = None) -> Path:
     """``path`` (below ``root``), made 0700 if missing.
 
     Raises:
-        PermissionError: ``root`` is not this user's private folder (see :func:`_ours`).
+        PermissionError: ``root`` (default :func:`pool_root`) is not this user's private folder
+            (see :func:`_ours`).
     """
+    root = root or pool_root()
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not _ours(root):
         raise PermissionError(f"The warm pool's folder {root} is a link, another user's, or open to others: "
@@ -91,9 +103,9 @@ def _private_dir(path: Path, root: Path = POOL_ROOT) -> Path:
 class Registry:
     """The pooled sandboxes of one backend and key on this host (see the module docstring)."""
 
-    def __init__(self, backend: str, key: str, root: Path = POOL_ROOT) -> None:
-        self.backend, self.key, self.root = backend, key, root
-        self.dir = root / backend / key
+    def __init__(self, backend: str, key: str, root: Path | None = None) -> None:
+        self.backend, self.key, self.root = backend, key, root or pool_root()
+        self.dir = self.root / backend / key
 
     def offer(self, name: str, record: dict[str, Any]) -> None:
         """Put a started sandbox in the pool (atomically: a reader never sees half a file).
@@ -158,14 +170,16 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def release(backend: str, name: str, root: Path = POOL_ROOT) -> None:
+def release(backend: str, name: str, root: Path | None = None) -> None:
     """Forget a claimed sandbox (its session removed it)."""
+    root = root or pool_root()
     (root / CLAIMED / f"{backend}-{name}.json").unlink(missing_ok=True)
 
 
-def claimed_records(backend: str, root: Path = POOL_ROOT) -> list[dict[str, Any]]:
+def claimed_records(backend: str, root: Path | None = None) -> list[dict[str, Any]]:
     """The records of ``backend``'s claimed sandboxes on this host (none in a registry not this
     user's: :func:`_ours`)."""
+    root = root or pool_root()
     records = []
     if not _ours(root):
         return records
@@ -175,9 +189,10 @@ def claimed_records(backend: str, root: Path = POOL_ROOT) -> list[dict[str, Any]
     return records
 
 
-def waiting_records(backend: str, root: Path = POOL_ROOT) -> list[tuple[Registry, dict[str, Any]]]:
+def waiting_records(backend: str, root: Path | None = None) -> list[tuple[Registry, dict[str, Any]]]:
     """Every key's waiting sandboxes of ``backend`` on this host, with their registry (none in a
     registry not this user's)."""
+    root = root or pool_root()
     found = []
     if not _ours(root):
         return found

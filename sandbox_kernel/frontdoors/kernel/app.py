@@ -6,6 +6,8 @@ path (``jupyter --paths``), so options can live in a config file as well as on t
 
 from __future__ import annotations
 
+import signal
+
 import zmq
 from ipykernel.kernelapp import IPKernelApp
 from jupyter_core.paths import jupyter_config_path
@@ -35,6 +37,15 @@ class SandboxKernelApp(IPKernelApp):
         if self.control_thread is not None and self.control_thread.is_alive():
             self.control_thread.stop()  # runs after the handler in progress, as after shutdown_request
             self.control_thread.join(CONTROL_JOIN_S)
+
+    def init_signal(self) -> None:
+        """ipykernel's (SIGINT ignored), and SIGTERM ends the sandbox before this process ends
+        (:meth:`SandboxKernel.end_on_sigterm`). Python's default ended the process at once:
+        jupyter_client sends SIGTERM to a kernel still busy 2.5 s after its ``shutdown_request``
+        (half its ``shutdown_wait_time``), and a Jupyter server stopped with 9 sandbox-docker
+        kernels left every sandbox's volume and host directory, and one container."""
+        super().init_signal()
+        signal.signal(signal.SIGTERM, lambda signum, frame: self.kernel.end_on_sigterm())
 
     def init_iopub(self, context: zmq.Context) -> None:
         """ipykernel's IOPub socket, with no high-water mark. libzmq's default (1000 messages)

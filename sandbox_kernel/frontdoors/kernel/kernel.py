@@ -20,7 +20,7 @@ import zmq
 from ipykernel.kernelbase import Kernel
 from traitlets import Bool, CaselessStrEnum, Float, TraitError, Unicode
 
-from ... import __version__
+from ..._version import __version__
 from ...backends.base import Backend
 from ...core.errors import ConfigError, SandboxError
 from ...core.events import Comm, Emit, Event, Outcome
@@ -30,10 +30,12 @@ from ...runtime import compat
 from ...runtime.config_check import unknown_options
 from ...runtime.sigint import on_sigint
 from ...runtime.traits import ByteSize
+from ...session import replies
 from ...session.files import FileOptions
 from ...session.lines import FILE_COMMANDS
 from ...session.pipeline import OutputPipeline
 from ...session.session import SandboxSession
+from . import finisher
 
 BESIDE: ContextVar[bool] = ContextVar("sandbox_kernel_beside", default=False)
 """True while ipykernel dispatches a message beside another request of its shell."""
@@ -104,6 +106,7 @@ class SandboxKernel(Kernel, OutputOptions):
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._forward_comm
         self._launching: asyncio.Task | None = None
+        self._ending: asyncio.Task | None = None  # SIGTERM's (end_on_sigterm)
         if self.start_sandbox_at_launch is not False:  # a failure here is reported again by the first cell
             task = self._launching = self._loop.create_task(self._start_at_launch())
             task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
@@ -126,7 +129,7 @@ class SandboxKernel(Kernel, OutputOptions):
     def language_info(self) -> dict[str, Any]:
         """The sandbox kernel's ``language_info`` once it runs (so a bash or R kernel in the
         sandbox is highlighted as such), else Python's."""
-        inner = self.sandbox.backend.kernel_info if self.sandbox else None
+        inner = self.sandbox.kernel_info if self.sandbox else None
         return (inner or {}).get("language_info") or self.python_language_info
 
     @property
@@ -136,7 +139,7 @@ class SandboxKernel(Kernel, OutputOptions):
         language = self.language_info.get("name", "python")
         text = f"sandbox-kernel {__version__}: {'Python' if language == 'python' else language} in a " \
                f"{info['backend']} sandbox" + (f" ({details})" if details else "")
-        inner = (self.sandbox.backend.kernel_info or {}).get("banner") if self.sandbox else None
+        inner = (self.sandbox.kernel_info or {}).get("banner") if self.sandbox else None
         return text + (f"\n{inner}" if inner and language != "python" else "")
 
     STARTING_WAIT_S = 2.5
@@ -158,7 +161,7 @@ class SandboxKernel(Kernel, OutputOptions):
     async def _sandbox_for_kernel_info(self) -> None:
         if self._session().started:
             return
-        if self.sandbox.backend.runs_other_language:
+        if self.sandbox.runs_other_language:
             await asyncio.wait_for(asyncio.shield(self._ensure_sandbox()), self.LANGUAGE_WAIT_S)
         elif self._launching is not None and not self._launching.done():
             await asyncio.wait_for(asyncio.shield(self._launching), self.STARTING_WAIT_S)
@@ -182,7 +185,7 @@ class SandboxKernel(Kernel, OutputOptions):
             capabilities = self._session().capabilities
         except SandboxError:
             return []
-        inner = (self.sandbox.backend.kernel_info or {}).get("supported_features") if self.sandbox.started else None
+        inner = (self.sandbox.kernel_info or {}).get("supported_features") if self.sandbox.started else None
         features = ["kernel subshells"] if capabilities.subshells and compat.supports_subshells(self) else []
         if capabilities.debugger and (inner is None or "debugger" in inner):
             features.append("debugger")
@@ -332,6 +335,24 @@ class SandboxKernel(Kernel, OutputOptions):
             await self.sandbox.shutdown()
         self.io_loop.stop()
 
+    def end_on_sigterm(self) -> None:
+        """SIGTERM (the kernel app's handler, on the main thread): remove the sandbox, waiting for
+        a removal already under way (a ``shutdown_request``'s), then stop this kernel's loop so
+        the process ends, as a python3 kernel ends on SIGTERM, leaving nothing behind. A
+        :mod:`.finisher` removes the sandbox if this process is killed before it is done."""
+        if self._ending is None:
+            # a removal under way has already marked the backend as not started: always a finisher
+            helper = finisher.start(self.sandbox.backend) if self.sandbox is not None else None
+            self._ending = self._loop.create_task(self._end(helper))
+
+    async def _end(self, helper: Any) -> None:
+        try:
+            if self.sandbox is not None:
+                await self.sandbox.shutdown()
+            finisher.done(helper)
+        finally:
+            self.io_loop.stop()
+
     async def _failure(self, exc: SandboxError, sink: Emit) -> Outcome:
         """Show ``exc`` as the cell's one short error, through a pipeline of its own (there is
         no session to hold one)."""
@@ -394,25 +415,22 @@ class SandboxKernel(Kernel, OutputOptions):
             await asyncio.sleep(0.02)
 
     # -- completion, inspection, is_complete ---------------------------------------------------
-    # A backend without the capability (e2b) gets the local answer at once; one that has it but
-    # fails (not started, gone) gets it too.
+    # The session answers what the sandbox cannot (no capability, not started, gone); a session
+    # that cannot be made (a bad option) gets the same answers (:mod:`...session.replies`).
     async def do_complete(self, code, cursor_pos):
         with contextlib.suppress(SandboxError):
             return await self._on_main(self._session().complete(code, cursor_pos))
-        return {"status": "ok", "matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {}}
+        return replies.no_completion(cursor_pos)
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         with contextlib.suppress(SandboxError):
             return await self._on_main(self._session().inspect(code, cursor_pos, detail_level))
-        return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        return replies.not_found()
 
     async def do_is_complete(self, code):
         with contextlib.suppress(SandboxError):
             return await self._on_main(self._session().is_complete(code))
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        status, indent = TransformerManager().check_complete(code)
-        return {"status": status, **({"indent": " " * indent} if indent else {})}
+        return replies.judged(code)
 
     async def do_shutdown(self, restart):
         """``shutdown_request`` (control channel): end the sandbox's session on the loop that
@@ -429,7 +447,7 @@ class SandboxKernel(Kernel, OutputOptions):
                    "start": start, "stop": stop, "n": n, "pattern": pattern, "unique": unique}
         with contextlib.suppress(SandboxError):
             return await self._on_main(self._session().history(content, request=self.get_parent("shell")))
-        return {"status": "ok", "history": []}
+        return replies.no_history()
 
     async def do_debug_request(self, msg):
         """``debug_request`` (control channel): relayed to the sandbox kernel's debugger, whose
@@ -437,8 +455,7 @@ class SandboxKernel(Kernel, OutputOptions):
         try:
             session = self._session()
         except SandboxError as exc:
-            return {"type": "response", "request_seq": msg.get("seq"), "command": msg.get("command"),
-                    "success": False, "message": str(exc), "body": {}}
+            return replies.debug_error(msg, str(exc))
         return await self._on_main(session.debug(msg))
 
     async def usage_request(self, stream, ident, parent):
@@ -459,12 +476,18 @@ class SandboxKernel(Kernel, OutputOptions):
 
 
 def usage_reply(figures: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
-    """A ``usage_reply``'s content (ipykernel's shape: ``kernel_cpu`` in percent of one CPU,
-    ``kernel_memory`` in bytes, ``cpu_count``, ``hostname``, ``pid``) for the sandbox's
-    ``figures`` (:meth:`Backend.usage`), with ``"sandbox"``: ``{"backend", "sandbox_id"}``, so the
-    figures read as the sandbox's."""
+    """A ``usage_reply``'s content with ipykernel's fields (its ``usage_request`` handler is the
+    reference): ``kernel_cpu`` in percent of one CPU, ``kernel_memory`` in bytes, ``cpu_count``,
+    ``hostname``, ``pid``, ``host_cpu_percent`` (left out when 0 or unknown, as ipykernel does) and
+    ``host_virtual_memory`` (psutil's field names; always there, {} when the backend cannot tell:
+    jupyter-resource-usage's Kernel Usage panel reads ``host_virtual_memory.active`` and went blank
+    without it), for the sandbox's ``figures`` (:meth:`Backend.usage`), with ``"sandbox"``:
+    ``{"backend", "sandbox_id"}``, so the figures read as the sandbox's."""
     sandbox = {"backend": described.get("backend"), "sandbox_id": described.get("sandbox_id")}
-    return {"hostname": f"sandbox ({sandbox['backend']} {sandbox['sandbox_id'] or 'not started'})",
-            "pid": None, "kernel_cpu": figures.get("cpu_percent") or 0.0,
-            "kernel_memory": figures.get("memory_bytes") or 0, "cpu_count": figures.get("cpu_count"),
-            "sandbox": sandbox}
+    content = {"hostname": f"sandbox ({sandbox['backend']} {sandbox['sandbox_id'] or 'not started'})",
+               "pid": None, "kernel_cpu": figures.get("cpu_percent") or 0.0,
+               "kernel_memory": figures.get("memory_bytes") or 0, "cpu_count": figures.get("cpu_count"),
+               "host_virtual_memory": dict(figures.get("host_memory") or {}), "sandbox": sandbox}
+    if figures.get("host_cpu_percent"):
+        content["host_cpu_percent"] = figures["host_cpu_percent"]
+    return content

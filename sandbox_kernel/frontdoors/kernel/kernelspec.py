@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -17,6 +18,9 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from jupyter_core.paths import SYSTEM_JUPYTER_PATH
 
 PREFIX = "sandbox-"
+LOGOS = Path(__file__).with_name("logos")
+"""The kernels' logos (``logo-svg.svg``, ``logo-64x64.png``, ``logo-32x32.png``: the names
+JupyterLab's Launcher, Notebook 7 and VS Code read from a kernelspec); made by scripts/make_logos.py."""
 READABLE_DIR, READABLE_FILE = 0o755, 0o644
 """Modes of a kernelspec installed for others (``--sys-prefix``, ``--prefix``, system-wide): every
 user of a hub must read it, whatever the installer's umask (under 077 the users' servers listed
@@ -56,7 +60,8 @@ def kernel_json(backend: str, options: list[str] = ()) -> dict:
 
 
 def install(backend: str, *, user: bool = False, prefix: str | None = None, options: list[str] = ()) -> str:
-    """Write the kernelspec for ``backend``; returns the directory it was written to.
+    """Write the kernelspec for ``backend`` (``kernel.json`` and the logos); returns the
+    directory it was written to.
 
     ``user`` installs into the user's Jupyter data directory; ``prefix`` into
     ``PREFIX/share/jupyter/kernels`` (``sys.prefix`` for ``--sys-prefix``); neither: the
@@ -68,6 +73,8 @@ def install(backend: str, *, user: bool = False, prefix: str | None = None, opti
         source = Path(tmp) / kernel_name(backend)  # its mode is copied: TemporaryDirectory's is 0700
         source.mkdir()
         (source / "kernel.json").write_text(json.dumps(kernel_json(backend, list(options)), indent=1))
+        for logo in LOGOS.iterdir():
+            shutil.copyfile(logo, source / logo.name)
         destination = KernelSpecManager().install_kernel_spec(str(source), kernel_name(backend), user=user, prefix=prefix)
     if not user:
         _readable_by_all(Path(destination), created)

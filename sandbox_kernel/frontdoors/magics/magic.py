@@ -12,6 +12,7 @@ import functools
 import os
 import queue
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +21,22 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Float, Unicode
 
 from sandbox_kernel.backends.base import Backend
-from sandbox_kernel.core.errors import BadValue, ConfigError, Locked, SandboxCellError, SandboxError
+from sandbox_kernel.core.errors import BadValue, ConfigError, LineUsageError, Locked, SandboxCellError, SandboxError
 from sandbox_kernel.core.events import Error
 from sandbox_kernel.policy import OutputOptions, OutputPolicy
 from sandbox_kernel.runtime.config_check import unknown_options
 from sandbox_kernel.runtime.traits import ByteSize
-from sandbox_kernel.session import checkpoints
+from sandbox_kernel.session import verbs
 from sandbox_kernel.session.files import FileOptions
 from sandbox_kernel.session.pipeline import NO_COMMS_NOTE
 from sandbox_kernel.session.session import SandboxSession
+from sandbox_kernel.session.verbs import MAGIC, Command
 
 from . import session as sessions
 from . import variables
 from .comms import CommRelay, host_kernel
 from .display import SandboxResult, cell_error, infrastructure_error
-from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, split, take_options, usage
+from .options import CELL_USAGE, LINE_USAGE, backend_traits, parse_cell_line, usage
 from .run import run_cell, wait
 from .session import COMMS_NOTE, Session, magic_backend_hint, magic_hint
 from .status import ListView, status_info
@@ -84,23 +86,9 @@ class SandboxMagics(Magics, OutputOptions):
         session; the host's namespace is untouched. ``--output-policy`` decides what the
         cell's outputs may do in the page (default ``SandboxMagics.output_policy``, sanitize).
 
-        Line magic::
+        Line magic (:data:`sandbox_kernel.session.verbs.VERBS`, the kernel's too)::
 
-            %sandbox list                       the sessions
-            %sandbox status [SESSION]           backend, sandbox id, uptime, limits
-            %sandbox restart SESSION            a fresh interpreter (state is lost)
-            %sandbox stop SESSION | --all       shut sandboxes down
-            %sandbox upload LOCAL [REMOTE] [--name SESSION]   a host file into the working directory
-            %sandbox download REMOTE [LOCAL] [--overwrite] [--name SESSION]   a sandbox file here
-            %sandbox download --artifacts [--overwrite] [--name SESSION]   what its cells wrote, copied here
-            %sandbox artifacts [--name SESSION]          the files its cells wrote
-            %sandbox allow HOST ... [--name SESSION]    the sandbox may reach HOST as well
-            %sandbox push NAME ... [--name SESSION]     host variables into the sandbox
-            %sandbox pull NAME ... [--name SESSION]     sandbox variables onto the host
-            %sandbox checkpoints [--name SESSION]       its checkpoints: cell, name, age, size
-            %sandbox undo [--name SESSION]              its state as before its last cell
-            %sandbox restore N|NAME [--name SESSION]    its state as after cell N, or named NAME
-            %sandbox checkpoint [NAME] [--name SESSION] a checkpoint now
+            {verbs}
 
         ``-i NAME`` / ``-o NAME`` on the cell's line (repeatable, or comma lists) copy host
         variables in before the cell, and sandbox variables back after it succeeded, as data
@@ -111,7 +99,7 @@ class SandboxMagics(Magics, OutputOptions):
         """
         try:
             return self._line(line) if cell is None else self._cell(line, cell)
-        except Locked as exc:  # not a usage mistake: the administrator's rule, said alone
+        except (Locked, LineUsageError) as exc:  # the administrator's rule, said alone; a line's usage, said
             raise UsageError(str(exc)) from None
         except ConfigError as exc:
             raise usage(str(exc).rstrip("."), CELL_USAGE if cell is not None else LINE_USAGE) from None
@@ -120,6 +108,10 @@ class SandboxMagics(Magics, OutputOptions):
         except KeyboardInterrupt:  # while starting, restarting, stopping or copying
             raise cell_error(Error("KeyboardInterrupt", "interrupted; if a session misbehaves now, "
                                                         "%sandbox restart it")) from None
+
+    if sandbox.__doc__:  # %sandbox? shows the table (python -OO has no docstrings)
+        sandbox.__doc__ = sandbox.__doc__.replace("{verbs}", "\n            ".join(
+            f"{usage}\n                {help_}" for usage, help_ in verbs.reference(MAGIC)))
 
     # -- %%sandbox ---------------------------------------------------------------------------
     def _cell(self, line: str, cell: str) -> SandboxResult | None:
@@ -146,11 +138,11 @@ class SandboxMagics(Magics, OutputOptions):
         """The session ``name``, made (and its sandbox started) on first use."""
         session = self.registry.get(name)
         if session is not None:
-            if backend_name and backend_name != session.backend.name:
-                raise usage(f"session {name!r} runs the {session.backend.name} backend; to use {backend_name}, "
+            if backend_name and backend_name != session.sandbox.name:
+                raise usage(f"session {name!r} runs the {session.sandbox.name} backend; to use {backend_name}, "
                             f"stop it first (%sandbox stop {name}) or choose another --name", CELL_USAGE)
             if options:
-                backend_traits(type(session.backend), list(options))  # a typo is still an error
+                backend_traits(session.sandbox.backend_class, list(options))  # a typo is still an error
                 print(f"Note: backend options apply when a session is made; session {name!r} exists, so "
                       f"{' '.join(options)} is ignored (%sandbox stop {name} first to change them).", file=sys.stderr)
             return session
@@ -198,36 +190,24 @@ class SandboxMagics(Magics, OutputOptions):
             raise usage(f"unknown session {name!r} (sessions: {known})", LINE_USAGE)
         return session
 
-    # -- %sandbox ----------------------------------------------------------------------------
+    # -- %sandbox: the table and parser are the kernel's too (sandbox_kernel.session.verbs) ------
     def _line(self, line: str) -> Any:
-        tokens = split(line, LINE_USAGE)
-        if not tokens:
-            raise usage("%sandbox needs a command", LINE_USAGE)
-        handler = getattr(self, f"_cmd_{tokens[0]}", None)
-        if handler is None:
-            raise usage(f"unknown command {tokens[0]!r}", LINE_USAGE)
-        return handler(tokens[1:])
+        command = verbs.parse(line, MAGIC)
+        if command.verb.run is not None:  # the same answer at every door
+            session = self._existing(command.session or "default")
+            print(wait(self.registry.loop, command.verb.run(_Door(session.sandbox, f"Session {session.name!r}"),
+                                                            command)))
+            return None
+        return getattr(self, f"_cmd_{command.verb.name}")(command)
 
-    @staticmethod
-    def _positional(command: str, args: list[str], least: int, most: int) -> list[str]:
-        for arg in args:
-            if arg.startswith("-"):
-                raise usage(f"unknown option {arg} for {command}", LINE_USAGE)
-        if not least <= len(args) <= most:
-            raise usage(f"{command} takes {least if least == most else f'{least} to {most}'} argument(s), "
-                        f"not {len(args)}", LINE_USAGE)
-        return args
-
-    def _cmd_list(self, args: list[str]) -> ListView | None:
-        self._positional("list", args, 0, 0)
+    def _cmd_list(self, command: Command) -> ListView | None:
         if not self.registry.sessions():
             print("No sandbox sessions yet: run a %%sandbox cell to start one.")
             return None
         return ListView([status_info(s) for s in self.registry.sessions()])
 
-    def _cmd_status(self, args: list[str]) -> StatusPanel | None:
-        names = self._positional("status", args, 0, 1)
-        chosen = [self._existing(names[0])] if names else self.registry.sessions()
+    def _cmd_status(self, command: Command) -> StatusPanel | None:
+        chosen = [self._existing(command.session)] if command.session else self.registry.sessions()
         if not chosen:
             print("No sandbox sessions yet: run a %%sandbox cell to start one.")
             return None
@@ -237,7 +217,7 @@ class SandboxMagics(Magics, OutputOptions):
         session = self._existing(name)
         wait(self.registry.loop, session.sandbox.restart())
         session.reset()
-        return f"Restarted session {session.name!r} ({session.backend.name}): a fresh interpreter, state cleared."
+        return f"Restarted session {session.name!r} ({session.sandbox.name}): a fresh interpreter, state cleared."
 
     def _stop(self, name: str) -> str:
         session = self._existing(name)
@@ -245,106 +225,70 @@ class SandboxMagics(Magics, OutputOptions):
         if session.comms is not None:
             session.comms.detach()
         wait(self.registry.loop, session.sandbox.shutdown())
-        return f"Stopped session {name!r} ({session.backend.name})."
+        return f"Stopped session {name!r} ({session.sandbox.name})."
 
-    def _cmd_restart(self, args: list[str]) -> None:
-        print(self._restart(self._positional("restart", args, 1, 1)[0]))
+    def _cmd_restart(self, command: Command) -> None:
+        print(self._restart(command.session))
 
-    def _cmd_stop(self, args: list[str]) -> None:
-        if args == ["--all"]:
-            names = [s.name for s in self.registry.sessions()]
-        else:
-            names = [self._existing(self._positional("stop", args, 1, 1)[0]).name]
+    def _cmd_stop(self, command: Command) -> None:
+        names = [s.name for s in self.registry.sessions()] if command.every else [self._existing(command.session).name]
         for name in names:
             print(self._stop(name))
         if not names:
             print("No sandbox sessions to stop.")
 
-    def _cmd_upload(self, args: list[str]) -> None:
-        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        paths = self._positional("upload", rest, 1, 2)
-        local = Path(paths[0]).expanduser()
-        remote = paths[1] if len(paths) > 1 else local.name
+    def _cmd_upload(self, command: Command) -> None:
+        local = Path(command.args[0]).expanduser()
+        remote = command.args[1] if len(command.args) > 1 else local.name
         if not local.is_file():
-            raise usage(f"no such file on the host: {paths[0]} (in {os.getcwd()})", LINE_USAGE)
-        session = self._open(found.get("name", "default"))
+            raise usage(f"no such file on the host: {command.args[0]} (in {os.getcwd()})", LINE_USAGE)
+        session = self._open(command.session or "default")
         wait(self.registry.loop, session.sandbox.upload(local, remote))
-        print(f"Uploaded {paths[0]} to {remote} in session {session.name!r}.")
+        print(f"Uploaded {command.args[0]} to {remote} in session {session.name!r}.")
 
-    def _cmd_allow(self, args: list[str]) -> None:
-        """``%sandbox allow HOST ... [--name SESSION]``: the session's sandbox may reach these
-        hosts as well, its state kept (a docker sandbox started with ``--allow-hosts``; e2b)."""
-        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        hosts = self._positional("allow", rest, 1, 64)
-        session = self._existing(found.get("name", "default"))
-        in_force = wait(self.registry.loop, session.sandbox.allow(*hosts))
-        print(f"Session {session.name!r} may now reach: {', '.join(in_force)}.")
+    def _cmd_push(self, command: Command) -> None:
+        self._transfer(command, push=True)
 
-    def _cmd_push(self, args: list[str]) -> None:
-        self._transfer("push", args)
+    def _cmd_pull(self, command: Command) -> None:
+        self._transfer(command, push=False)
 
-    def _cmd_pull(self, args: list[str]) -> None:
-        self._transfer("pull", args)
-
-    def _transfer(self, command: str, args: list[str]) -> None:
+    def _transfer(self, command: Command, push: bool) -> None:
         """``%sandbox push NAMES`` (host variables into the session) or ``pull`` (back)."""
-        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        names = self._variable_names(command, rest)
-        name = found.get("name", "default")
-        push = command == "push"
+        names = [n.strip() for arg in command.args for n in arg.split(",") if n.strip()]
+        if not names:
+            raise usage(f"{command.verb.name} needs variable names", LINE_USAGE)
+        name = command.session or "default"
         session = self._open(name) if push else self._existing(name)
         (variables.push if push else variables.pull)(self.registry.loop, session, names, self.shell.user_ns,
                                                      self.max_transfer_bytes)
         print(f"{'Pushed' if push else 'Pulled'} {', '.join(names)} {'to' if push else 'from'} session {session.name!r}.")
 
-    def _variable_names(self, command: str, args: list[str]) -> list[str]:
-        names = [n.strip() for arg in self._positional(command, args, 1, 10_000) for n in arg.split(",") if n.strip()]
-        if not names:
-            raise usage(f"{command} needs variable names", LINE_USAGE)
-        return names
-
-    def _checkpoints(self, verb: str, args: list[str]) -> None:
-        """``%sandbox checkpoints | undo | restore N|NAME | checkpoint [NAME]`` (``--name SESSION``)."""
-        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        least, most = checkpoints.VERBS[verb]
-        rest = self._positional(verb, rest, least, most)
-        session = self._existing(found.get("name", "default"))
-        print(wait(self.registry.loop, checkpoints.command(session.sandbox.checkpoints, verb, rest)))
-
-    def _cmd_checkpoints(self, args: list[str]) -> None:
-        self._checkpoints("checkpoints", args)
-
-    def _cmd_undo(self, args: list[str]) -> None:
-        self._checkpoints("undo", args)
-
-    def _cmd_restore(self, args: list[str]) -> None:
-        self._checkpoints("restore", args)
-
-    def _cmd_checkpoint(self, args: list[str]) -> None:
-        self._checkpoints("checkpoint", args)
-
-    def _cmd_artifacts(self, args: list[str]) -> None:
-        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        self._positional("artifacts", rest, 0, 0)
-        print(self._existing(found.get("name", "default")).sandbox.files.summary())
-
-    def _cmd_download(self, args: list[str]) -> None:
-        found, rest = take_options(args, {"--name": "name", "-n": "name"}, LINE_USAGE)
-        flags = [arg for arg in rest if arg in ("--artifacts", "--overwrite")]
-        session = self._existing(found.get("name", "default"))
-        if "--artifacts" in flags:  # what the session's cells wrote, into this folder
-            self._positional("download --artifacts", [arg for arg in rest if arg not in flags], 0, 0)
+    def _cmd_download(self, command: Command) -> None:
+        session = self._existing(command.session or "default")
+        overwrite = "--overwrite" in command.flags
+        if command.verb.form == "--artifacts":  # what the session's cells wrote, into this folder
             files = session.sandbox.files
             print(files.summary() if not files.ledger.files else "\n".join(
-                wait(self.registry.loop, files.download_all(Path.cwd(), overwrite="--overwrite" in flags)).lines()))
+                wait(self.registry.loop, files.download_all(Path.cwd(), overwrite=overwrite)).lines()))
             return
-        paths = self._positional("download", [arg for arg in rest if arg not in flags], 1, 2)
-        local = Path(paths[1]).expanduser() if len(paths) > 1 else Path(Path(paths[0]).name)
+        remote = command.args[0]
+        local = Path(command.args[1]).expanduser() if len(command.args) > 1 else Path(Path(remote).name)
         if not local.parent.is_dir():
             raise usage(f"no such directory on the host: {local.parent}", LINE_USAGE)
         try:
-            wait(self.registry.loop, session.sandbox.files.download_one(paths[0], local,
-                                                                       overwrite="--overwrite" in flags))
+            wait(self.registry.loop, session.sandbox.files.download_one(remote, local, overwrite=overwrite))
         except FileNotFoundError:
-            raise usage(f"no such file in session {session.name!r}: {paths[0]}", LINE_USAGE) from None
-        print(f"Downloaded {paths[0]} from session {session.name!r} to {local}.")
+            raise usage(f"no such file in session {session.name!r}: {remote}", LINE_USAGE) from None
+        print(f"Downloaded {remote} from session {session.name!r} to {local}.")
+
+
+@dataclass
+class _Door:
+    """The magic as the :class:`~sandbox_kernel.session.verbs.Door` of a verb's shared answer. It
+    asks nobody: the magic's notebook runs on the host already."""
+
+    session: SandboxSession
+    subject: str
+
+    async def consent(self, kind: str, question: str, about: str) -> None:
+        return None

@@ -19,15 +19,14 @@ from traitlets import Container, Dict, TraitError
 
 from sandbox_kernel.backends.base import Backend
 from sandbox_kernel.policy import POLICIES
-from sandbox_kernel.runtime.config_check import closest
+from sandbox_kernel.runtime import config_check
+from sandbox_kernel.session import verbs
+from sandbox_kernel.session.verbs import MAGIC
 
 CELL_USAGE = ("%%sandbox [--backend NAME] [--name SESSION] [--timeout SECONDS] [--output-policy sanitize|isolate|trust] "
               "[-i NAME[,NAME...] ...] [-o NAME[,NAME...] ...] [--backend-option VALUE ...]")
-LINE_USAGE = ("%sandbox list | status [SESSION] | restart SESSION | stop SESSION|--all | "
-              "upload LOCAL [REMOTE] [--name SESSION] | download REMOTE [LOCAL] [--overwrite] [--name SESSION] | "
-              "download --artifacts [--overwrite] [--name SESSION] | artifacts [--name SESSION] | "
-              "allow HOST ... [--name SESSION] | push NAME ... [--name SESSION] | pull NAME ... [--name SESSION] | "
-              "checkpoints | undo | restore N|NAME | checkpoint [NAME] [--name SESSION]")
+LINE_USAGE = verbs.usage(MAGIC)
+"""The ``%sandbox`` line magic's usage, from the table every door uses (:mod:`sandbox_kernel.session.verbs`)."""
 
 _OWN = {"--backend": "backend", "-b": "backend", "--name": "name", "-n": "name", "--timeout": "timeout",
         "-t": "timeout", "--output-policy": "output_policy"}
@@ -127,9 +126,12 @@ ALIASES = {"attach": "sandbox_id"}
 
 
 def option_names(cls: type[Backend]) -> list[str]:
-    """The ``--options`` the backend class accepts on the magic's line."""
-    return sorted(f"--{name.replace('_', '-')}" for name, trait in cls.class_traits(config=True).items()
-                  if name != "session" and not trait.metadata.get("secret"))
+    """The ``--options`` the backend class accepts on the magic's line: its options
+    (:func:`~sandbox_kernel.runtime.config_check.option_names`) but the session's name, which the
+    magic sets, and secrets, which the notebook would keep."""
+    traits = cls.class_traits(config=True)
+    return sorted(f"--{name.replace('_', '-')}" for name in config_check.option_names(cls)
+                  if name != "session" and not traits[name].metadata.get("secret"))
 
 
 def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
@@ -149,7 +151,10 @@ def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
         if ALIASES.get(name) in traits:
             name = ALIASES[name]
         if name not in traits or name == "session":
-            raise usage(f"unknown option --{key} for the {cls.name} backend ({_closest(key, cls)})", CELL_USAGE)
+            [unknown] = config_check.unknown_names([f"--{key.replace('_', '-')}"], option_names(cls))
+            hint = f"did you mean {unknown.closest}?" if unknown.closest else \
+                f"its options: {', '.join(option_names(cls)) or 'none'}"
+            raise usage(f"unknown option --{key} for the {cls.name} backend ({hint})", CELL_USAGE)
         if traits[name].metadata.get("secret"):  # the line is saved in the notebook
             raise usage(f"--{key} is a secret and the cell's text is saved in the notebook: set it in the kernel's "
                         f"environment or config instead (see the {cls.name} backend's docs)", CELL_USAGE)
@@ -160,12 +165,6 @@ def backend_traits(cls: type[Backend], tokens: list[str]) -> dict[str, Any]:
         strings.setdefault(name, []).append(value)
         i += 1
     return {name: _convert(traits[name], name, values) for name, values in strings.items()}
-
-
-def _closest(key: str, cls: type[Backend]) -> str:
-    """"did you mean --X?" for the closest option name (difflib), else the list of options."""
-    close = closest(f"--{key.replace('_', '-')}", option_names(cls))
-    return f"did you mean {close}?" if close else f"its options: {', '.join(option_names(cls)) or 'none'}"
 
 
 def _convert(trait: Any, name: str, values: list[str]) -> Any:

@@ -19,9 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox_kernel.backends.base import Backend
 from sandbox_kernel.runtime.loop_thread import LoopThread, at_exit
-from sandbox_kernel.session.pipeline import OutputPipeline
 from sandbox_kernel.session.session import SandboxSession
 
 SHUTDOWN_TIMEOUT = 10.0
@@ -50,14 +48,6 @@ class Session:
     def __post_init__(self) -> None:
         self.sandbox.on_replaced(self._mark_replaced)
 
-    @property
-    def backend(self) -> Backend:
-        return self.sandbox.backend
-
-    @property
-    def pipeline(self) -> OutputPipeline:
-        return self.sandbox.pipeline
-
     def _mark_replaced(self) -> None:  # on the loop thread: acted on after the cell, on the main thread
         self._replaced = True
 
@@ -75,7 +65,7 @@ class Session:
 
     def uptime(self) -> float | None:
         """Seconds since the current sandbox started, or None while it is stopped."""
-        return time.time() - self.started_at if self.backend.started else None
+        return time.time() - self.started_at if self.sandbox.started else None
 
 
 def magic_hint(option: str, value: str) -> str:

@@ -22,13 +22,13 @@ def format_uptime(seconds: float | None) -> str:
 
 
 def status_info(session: Session) -> dict[str, Any]:
-    """One session's status: ``backend.describe()`` (backend, sandbox_id, limits, ...) plus the
-    session's name, state (running/stopped), uptime in seconds, cells run and the backend's
-    declared capabilities (names)."""
-    info = dict(session.backend.describe())
-    info.update(session=session.name, state="running" if session.backend.started else "stopped",
-                uptime_s=session.uptime(), cells=session.cells,
-                capabilities=session.backend.capabilities.names())
+    """One session's status: its sandbox's (:meth:`SandboxSession.status
+    <sandbox_kernel.session.session.SandboxSession.status>`: backend, sandbox_id, limits, ...,
+    capabilities) plus the session's name, state (running/stopped), uptime in seconds and cells run."""
+    info = session.sandbox.status()
+    started = info.pop("started")
+    info.update(session=session.name, state="running" if started else "stopped", uptime_s=session.uptime(),
+                cells=session.cells, capabilities=info.pop("capabilities"))
     return info
 
 
@@ -37,20 +37,20 @@ def refresh_paused(session: Session, submit: Any, timeout: float = 5.0) -> None:
     sandboxes are paused, so the status shows them (``describe()["paused_sandboxes"]``); best
     effort, up to ``timeout`` s. ``submit(coroutine)`` runs it on the magic's loop thread and
     returns a future."""
-    if session.backend.capabilities.pause:
+    if session.sandbox.capabilities.pause:
         try:
-            submit(session.backend.paused_sandboxes()).result(timeout)
+            submit(session.sandbox.paused_sandboxes()).result(timeout)
         except Exception:  # noqa: BLE001 - the status shows what it knows
             pass
 
 
 def paused_note(session: Session) -> str | None:
     """One line naming the session's paused sandboxes and how to resume one, or None."""
-    paused = session.backend.describe().get("paused_sandboxes")
+    paused = session.sandbox.describe().get("paused_sandboxes")
     if not paused:
         return None
     return (f"Paused sandboxes of session {session.name!r}: {', '.join(paused)} "
-            f"(resume one: %%sandbox --backend {session.backend.name} --attach ID)")
+            f"(resume one: %%sandbox --backend {session.sandbox.name} --attach ID)")
 
 
 def _value(key: str, value: Any) -> str:

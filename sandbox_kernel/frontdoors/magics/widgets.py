@@ -139,10 +139,10 @@ class StatusPanel:
                 button.disabled = not live
 
     def _usage(self, session: Session) -> dict[str, int] | None:
-        if not session.backend.started:
+        if not session.sandbox.started:
             return None
         try:
-            return self.registry.loop.submit(session.backend.usage()).result(timeout=5)
+            return self.registry.loop.submit(session.sandbox.usage()).result(timeout=5)
         except Exception:  # noqa: BLE001 - no figure this time
             return None
 

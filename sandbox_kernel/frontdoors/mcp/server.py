@@ -11,7 +11,7 @@ Each tool drives the :class:`~sandbox_kernel.frontdoors.api.AsyncSandbox` of the
                   directory (absolute paths and ``..`` are refused).
 ``restart``, ``status``.
 ``checkpoint`` / ``list_checkpoints`` / ``restore`` / ``undo``   the sandbox's whole state saved
-                  and brought back (docs/checkpoints.md): try several continuations from one
+                  and brought back (docs/how-to/checkpoints.md): try several continuations from one
                   state, keep the best.
 
 Outputs pass the same cell pipeline as the kernel's: under the default ``sanitize`` policy an
@@ -239,7 +239,7 @@ def build_server(sessions: Any) -> Any:
         sandbox = sessions.get(ctx)
         info = {**sandbox.describe(), "server_pid": os.getpid()}
         with contextlib.suppress(SandboxError):
-            info["usage"] = await sandbox.backend.usage()
+            info["usage"] = await sandbox.usage()
         return json.dumps(info, default=str)
 
     return server

@@ -1,6 +1,6 @@
 """What runs in the sandbox to notice the files a cell creates or changes in the working directory
 (sent as code; the sandbox needs nothing of this project). The sandbox is not trusted: the host
-checks and bounds what it reports (:func:`..artifacts.parse`).
+checks and bounds what it reports (:func:`.artifacts.parse`).
 
 :func:`install` is run (silently) once per sandbox start: it records the working directory as it
 is, then registers an IPython ``post_run_cell`` hook. After each cell (``post_run_cell`` fires for

@@ -1,19 +1,19 @@
-"""What the egress proxy's container is made of: the session's settings from the backend's
-options, the container's specification, and the program it gets on its stdin (:data:`BOOTSTRAP`)."""
+"""What a docker sandbox's egress proxy container is made of: the session's settings from the
+backend's options and the container's specification; the program it runs is egress's
+(:mod:`sandbox_kernel.backends.egress.bootstrap`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ....core.errors import EgressError
-from ...egress import egress_settings
-from ...egress import options as egress_options
-from ..boundary import load_docker
-from ..images.build import EGRESS_TAG
-from .forwarder import PIPE
+from ...core.errors import EgressError
+from ..egress import egress_settings
+from ..egress import options as egress_options
+from ..egress.bootstrap import BOOTSTRAP
+from .boundary import load_docker
+from .images.build import EGRESS_TAG
 
 IMAGE = EGRESS_TAG
 PROXY_DIR = "/run/egress"
@@ -23,27 +23,6 @@ VOLUME_BYTES = 1024**2
 READY_TIMEOUT = 30.0
 ALLOW_TIMEOUT = 1.0
 """Seconds an allowlist change may take to be in force (the issue's bound: "within a second")."""
-BOOTSTRAP = r"""
-import json, os, sys, types
-def read(n):
-    data = b""
-    while len(data) < n:
-        chunk = os.read(0, n - len(data))
-        if not chunk:
-            sys.exit(0)
-        data += chunk
-    return data
-payload = json.loads(read(int(read(12))))
-for name, source in payload["modules"]:
-    module = sys.modules[name] = types.ModuleType(name)
-    exec(compile(source, name + ".py", "exec"), module.__dict__)
-import asyncio
-asyncio.run(sys.modules["egress_proxy"].main(payload["config"]))
-"""
-"""The proxy container's command (``python -c``): reads a 12-digit length and that many bytes of
-JSON from stdin (the modules' sources and the configuration), then runs the proxy."""
-
-
 @dataclass
 class EgressSettings:
     """What the backend's options say about egress (see ``DockerBackend``'s traits)."""
@@ -61,12 +40,6 @@ class EgressSettings:
     def entries(self) -> list[str]:
         """The allowlist the proxy enforces (presets expanded, secret hosts added)."""
         return egress_options.expand(self.allow, self.secrets, self.index)
-
-
-def sources() -> list[tuple[str, str]]:
-    rules = resources.files("sandbox_kernel.backends.egress").joinpath("rules.py").read_text()
-    proxy = resources.files(__package__).joinpath("proxy.py").read_text()
-    return [("egress_rules", rules), ("egress_pipe", PIPE), ("egress_proxy", proxy)]
 
 
 def proxy_spec(settings: EgressSettings, name: str, volume: str, labels: dict[str, str]) -> dict[str, Any]:

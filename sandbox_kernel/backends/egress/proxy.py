@@ -1,14 +1,18 @@
-"""The egress proxy's program: it runs in the proxy container (mitmproxy's image, see :mod:`.image`),
-never on the host. The host sends this source and :mod:`.rules` over the container's attach
-stream (:data:`~.BOOTSTRAP`), then one JSON line of configuration; later lines change the
+"""The egress proxy's program: it runs in the proxy container (the egress image, :data:`..docker.proxy_spec.IMAGE`),
+never on the host. The host sends this source, :mod:`.heads` and :mod:`.rules` over the container's attach
+stream (:data:`.bootstrap.BOOTSTRAP`), then one JSON line of configuration; later lines change the
 allowlist. Every decision is written to standard output as one JSON line (:func:`say`).
 
 mitmproxy (its proxy core, TLS and HTTP layers) does the protocols; this file decides:
 
+- what a client sends the proxy must be an HTTP/1.x proxy request whose head mitmproxy reads
+  (:mod:`.heads`): anything else (SOCKS, TLS, HTTP/0.9, other bytes, a malformed target) is
+  refused as soon as its first bytes show it, with the reason;
 - ``CONNECT host:port`` must be allowed (``http_connect``), else ``403`` with the reason;
 - inside a tunnel (:class:`Tunnels`, mitmproxy's ``next_layer``): TLS whose ClientHello names
   the tunnel's host (SNI), passed through unread, or terminated when a secret is bound to that
-  host; plain HTTP whose ``Host`` is the tunnel's host; nothing else;
+  host; plain HTTP whose ``Host`` is the tunnel's host; nothing else, refused as soon as the
+  first bytes (or those of a server that speaks first) show it;
 - plain HTTP sent to the proxy (``GET http://host/``): the URL's host must be allowed and equal
   ``Host`` (``requestheaders``);
 - every server connection (``server_connect``): the name is resolved here, each address is
@@ -33,13 +37,13 @@ import socket
 import sys
 import types
 
-import egress_rules as rules  # the host sends these two with this file
+import egress_heads as heads  # the host sends these three with this file
+import egress_rules as rules
 from egress_pipe import _pipe
 
 LISTEN_PORT = 3129
 RESOLVE_TIMEOUT = 5.0
 CONFDIR = "/tmp/mitmproxy"
-_REQUEST_LINE = re.compile(rb"[A-Z]{3,12} [^ \r\n]+ HTTP/1\.[01]\r?\n")
 
 
 def _quick_imports() -> None:
@@ -89,10 +93,17 @@ def own_addresses() -> set:
 
 
 class Refuse(layer.Layer):
-    """Closes the client's connection: what a tunnel carrying anything but the allowed gets."""
+    """Sends the client ``answer`` (maybe nothing) and closes its connection: what a connection
+    or a tunnel carrying anything but the allowed gets."""
+
+    def __init__(self, context, answer: bytes = b"") -> None:
+        super().__init__(context)
+        self.answer = answer
 
     def _handle_event(self, event):
         if isinstance(event, events.Start):
+            if self.answer:
+                yield commands.SendData(self.context.client, self.answer)
             yield commands.CloseConnection(self.context.client)
 
 
@@ -140,6 +151,10 @@ class Policy:
     def refuse(self, host: str, port: int, reason: str, allowable: bool = False) -> str:
         say(event="refused", host=host, port=port, reason=reason, allowable=allowable)
         return f"sandbox-kernel egress refused {host}:{port}: {reason}"
+
+    def refuse_unread(self, what: str, reason: str) -> None:
+        """A refusal of what names no host the proxy could read (another protocol, a malformed target)."""
+        say(event="refused", what=what, reason=reason, allowable=False)
 
     def _deny(self, flow, host: str, port: int, reason: str, allowable: bool = False) -> None:
         flow.response = http.Response.make(403, self.refuse(host, port, reason, allowable) + "\n",
@@ -220,15 +235,20 @@ class Tunnels(next_layer.NextLayer):
 
     def _next_layer(self, context, data_client: bytes, data_server: bytes):
         stack = context.layers
-        if len(stack) == 1 and starts_like_tls_record(data_client):
-            return Refuse(context)  # TLS to the proxy itself: it speaks plain HTTP only
+        if len(stack) == 1:  # what the client sent the proxy itself
+            verdict = heads.read_head(data_client, tunnel=False)
+            if verdict is None:
+                raise next_layer.NeedsMoreData
+            if isinstance(verdict, heads.Refusal):
+                self.policy.refuse_unread(verdict.what, verdict.reason)
+                return Refuse(context, verdict.answer)
         if isinstance(stack[-1], HttpStream):
-            return self._tunnel(context, data_client)
+            return self._tunnel(context, data_client, data_server)
         if isinstance(stack[-1], layers.ClientTLSLayer):  # inside TLS terminated for a secret
             return layers.HttpLayer(context, HTTPMode.transparent)
         return super()._next_layer(context, data_client, data_server)
 
-    def _tunnel(self, context, data: bytes):
+    def _tunnel(self, context, data: bytes, server_data: bytes):
         host, port = self.policy.tunnels.get(context.server.id, (None, 0))
         if host is None:
             return Refuse(context)
@@ -250,12 +270,16 @@ class Tunnels(next_layer.NextLayer):
                 tls.child_layer = layers.ClientTLSLayer(context)
                 return tls
             return layers.TCPLayer(context, ignore=True)
-        if _REQUEST_LINE.match(data):
-            return layers.HttpLayer(context, HTTPMode.transparent)
-        if b"\n" not in data and len(data) < 8192:
+        if server_data and not data:
+            self.policy.refuse(host, port, "the server spoke first: neither TLS nor HTTP")
+            return Refuse(context)
+        verdict = heads.read_head(data, tunnel=True)
+        if verdict is None:
             raise next_layer.NeedsMoreData
-        self.policy.refuse(host, port, "neither TLS nor HTTP")
-        return Refuse(context)
+        if verdict is True:
+            return layers.HttpLayer(context, HTTPMode.transparent)
+        self.policy.refuse(host, port, verdict.reason)
+        return Refuse(context, verdict.answer)
 
 
 async def serve_socket(path: str) -> asyncio.AbstractServer:
@@ -333,6 +357,7 @@ async def control(policy: Policy, master: Master) -> None:
 async def main(config: dict) -> None:
     os.makedirs(CONFDIR, exist_ok=True)
     policy = Policy(config)
+    heads.own_bad_requests(policy.refuse_unread)
     opts = options.Options()
     master = Master(opts)
     addons = [core.Core(), proxyserver.Proxyserver(), Tunnels(policy)]

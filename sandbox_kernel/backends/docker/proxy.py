@@ -1,8 +1,9 @@
-"""The docker backend's egress proxy: how a sandbox with ``allow_hosts`` reaches exactly those hosts.
+"""The docker backend's egress proxy: how a sandbox with ``allow_hosts`` reaches exactly those hosts,
+the egress package's program (:mod:`sandbox_kernel.backends.egress`) run as a container of the engine.
 
 The sandbox keeps ``network_mode=none``: no route, no DNS, no UDP, only ``lo``. Its one way out is
 a unix socket in a small tmpfs volume it mounts read-only, where a proxy container listens: the
-program of :mod:`.proxy` on mitmproxy, in the image :data:`IMAGE` (:mod:`.image`), on an ordinary
+program of :mod:`..egress.proxy` on mitmproxy, in the image :data:`.proxy_spec.IMAGE`, on an ordinary
 network of the engine (``egress_network``, default ``bridge``). Inside the sandbox, the kernel's
 launcher pipes ``127.0.0.1:3128`` to that socket and ``HTTP(S)_PROXY`` name it
 (:data:`~sandbox_kernel.backends.egress.options.PROXY_PORT`). The proxy resolves names itself,
@@ -31,25 +32,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ....core.errors import SandboxError, SandboxStartError
-from ...egress import options as egress_options
-from ..boundary import engine_errors, load_docker
-from ..bridge import Demux, raw_socket
-from .container import (
-    ALLOW_TIMEOUT,
-    BOOTSTRAP,
-    IMAGE,
-    PROXY_DIR,
-    PROXY_UID,
-    READY_TIMEOUT,
-    VOLUME_BYTES,
-    EgressSettings,
-    proxy_spec,
-    settings_of,
-    sources,
-)
+from ...core.errors import SandboxError, SandboxStartError
+from ..egress import options as egress_options
+from ..egress.bootstrap import sources
+from .boundary import engine_errors, load_docker
+from .bridge import Demux, raw_socket
+from .proxy_spec import ALLOW_TIMEOUT, PROXY_DIR, PROXY_UID, READY_TIMEOUT, VOLUME_BYTES, EgressSettings, proxy_spec
 
-__all__ = ["BOOTSTRAP", "IMAGE", "Egress", "EgressSettings", "settings_of"]
+__all__ = ["Egress"]
 
 _log = logging.getLogger(__name__)
 
@@ -61,7 +51,7 @@ class Egress:
         client: docker-py's client of the engine.
         settings: the session's egress options.
         name: base name of the container and volume (the sandbox's name and ``-egress``).
-        labels: ownership labels (:func:`..engine.labels`), so leftovers are removed as the
+        labels: ownership labels (:func:`.engine.labels`), so leftovers are removed as the
             sandbox's are.
         podman: the engine is Podman's API (its tmpfs volumes take ``nr_blocks``).
         on_event: called on the event loop with each decision the proxy reports
@@ -98,7 +88,7 @@ class Egress:
     # -- start (blocking parts run in threads) ----------------------------------------------------
     def create_volume(self) -> None:
         """The tmpfs volume of the socket and CA bundle, owned by the proxy's uid. Blocking."""
-        from ..spec import volume_options
+        from .spec import volume_options
 
         with engine_errors("create the egress proxy's volume"):
             self.client.api.create_volume(self.volume, driver="local", labels=self.labels,
@@ -275,7 +265,7 @@ class Egress:
 
     def remove(self, orphans: Any) -> None:
         """Remove the container and the volume (after the sandbox's container, which mounts it);
-        what the engine cannot remove now goes to ``orphans`` (:class:`..orphans.Orphans`). Blocking."""
+        what the engine cannot remove now goes to ``orphans`` (:class:`.orphans.Orphans`). Blocking."""
         self._removing = True
         if self._stdin is not None:
             try:

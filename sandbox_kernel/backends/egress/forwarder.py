@@ -1,4 +1,4 @@
-"""What the sandbox's kernel runs first (the start of :data:`..spec.LAUNCHER`): pip's writable
+"""What the sandbox's kernel runs first (the start of :data:`..docker.spec.LAUNCHER`): pip's writable
 site-packages, and the egress forwarder.
 
 - ``PIP_PREFIX`` set (always, :func:`~sandbox_kernel.backends.egress.options.packages_environment`):

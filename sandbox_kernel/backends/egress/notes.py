@@ -1,19 +1,24 @@
-"""What the cell shows of the egress proxy's decisions: one line per refused host and port, once
-per cell, naming the option entry that would allow it (when one would), on stderr."""
+"""What the cell shows of the egress proxy's decisions: one line per refused host and port (or per
+refusal of what named no host), once per cell, naming the option entry that would allow it (when
+one would), on stderr."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from ....core.events import Emit, Stream
-from ...egress.rules import as_address, suggestion
+from ...core.events import Emit, Stream
+from .rules import as_address, suggestion
 
 _log = logging.getLogger(__name__)
 
 
 def refusal_line(event: dict[str, Any]) -> str:
-    """The note for one ``refused`` event (``host``, ``port``, ``reason``, ``allowable``)."""
+    """The note for one ``refused`` event: ``host``, ``port``, ``reason``, ``allowable``; or
+    ``what`` and ``reason`` for what named no host the proxy could read (another protocol, a
+    malformed target)."""
+    if event.get("what"):
+        return f"egress: refused {event['what']} ({event.get('reason')})\n"
     host, port = str(event.get("host")), int(event.get("port") or 0)
     address = as_address(host)
     shown = f"[{host}]" if address is not None and address.version == 6 else host
@@ -29,7 +34,7 @@ class RefusalNotes:
 
     def __init__(self) -> None:
         self._emit: Emit | None = None
-        self._shown: set[tuple[str, int]] = set()
+        self._shown: set[object] = set()
 
     def begin(self, emit: Emit) -> None:
         self._emit, self._shown = emit, set()
@@ -50,9 +55,10 @@ class RefusalNotes:
                                         "reached\n"))
         if kind != "refused":
             return
-        _log.info("egress refused %s:%s (%s)", event.get("host"), event.get("port"), event.get("reason"))
-        key = (str(event.get("host")), int(event.get("port") or 0))
+        line = refusal_line(event)
+        _log.info("%s", line.rstrip())
+        key = line if event.get("what") else (str(event.get("host")), int(event.get("port") or 0))
         if self._emit is None or key in self._shown:
             return
         self._shown.add(key)
-        self._emit(Stream("stderr", refusal_line(event)))
+        self._emit(Stream("stderr", line))
