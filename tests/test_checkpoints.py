@@ -299,6 +299,39 @@ def test_the_kernels_lines_say_what_they_did():
         assert reply["status"] == "error" and errors[0].startswith("No checkpoint after cell 99. There are checkpoints")
 
 
+def test_the_magic_s_lines_say_what_they_did(tmp_path, monkeypatch):
+    """The same verbs at the magic (the %sandbox table's entries, one answer for both doors), on a
+    real local sandbox named with --name."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    def magic(code: str) -> tuple[bool, str]:
+        with capture_output() as captured:
+            result = shell.run_cell(code)
+        return result.success, (captured.stdout + captured.stderr).strip()
+
+    monkeypatch.chdir(tmp_path)
+    shell = InteractiveShell.instance()
+    shell.run_cell("%load_ext magics")
+    try:
+        assert magic("%%sandbox --backend local --name ck --checkpoint-min-seconds 0\nx = 1") == (True, "")
+        assert magic("%%sandbox --name ck\nx = 2") == (True, "")
+        ok, table = magic("%sandbox checkpoints --name ck")
+        assert ok and table.splitlines()[0].split() == ["cell", "name", "taken", "size"] and "2 checkpoints" in table
+        ok, said = magic("%sandbox undo --name ck")
+        assert ok and said.startswith("Undone cell 2: the sandbox runs on the state after cell 1, taken"), said
+        assert magic("%%sandbox --name ck\nprint(x)") == (True, "1")
+        assert magic("%sandbox checkpoint clean -n ck")[1].endswith("(checkpoint 'clean').")
+        magic("%%sandbox --name ck\nx = 3")
+        ok, said = magic("%sandbox restore clean --name ck")
+        assert ok and said.startswith("Restored: the sandbox runs on the state after cell"), said
+        assert magic("%%sandbox --name ck\nprint(x)") == (True, "1")
+        ok, said = magic("%sandbox restore --name ck")
+        assert not ok and said.startswith("UsageError: restore takes 1 argument, not 0") and said.count("\n") == 0
+    finally:
+        shell.run_cell("%sandbox stop --all")
+
+
 @pytest.mark.parametrize("engine", [pytest.param("podman", marks=[pytest.mark.docker, pytest.mark.xdist_group("podman")]),
                                     pytest.param("runsc", marks=pytest.mark.docker)])
 def test_undo_recovery_and_forks_under_podman_and_gvisor(engine, docker_client):
