@@ -40,7 +40,8 @@ RIG_GROUPS = {"podman": "podman", "podman_api": "podman", "tests/test_docker_pod
               **dict.fromkeys(["tests/test_docker_remote.py", "tests/test_docker_remote_magic.py",
                                "tests/test_remote_engine.py", "tests/test_egress_engines.py"], "remote-engine"),
               **dict.fromkeys(["tests/test_browser.py", "tests/test_browser_files.py", "tests/test_browser_findings.py",
-                               "tests/test_browser_frontends.py", "tests/test_browser_magic.py"], "browser")}
+                               "tests/test_browser_frontends.py", "tests/test_browser_magic.py",
+                               "tests/test_browser_usage.py", "tests/test_voila.py", "tests/test_newcomer.py"], "browser")}
 """Backends and modules whose tests share a rig that is costly to start or to run twice at once:
 one group, so one worker and one rig. The Podman service of tests/targets/podman.py (Podman slowed
 down until a cell timed out with one service per worker on its one storage); the remote engine of
