@@ -63,7 +63,7 @@ def warm(env: dict[str, str], pool: int, timeout: float = 300) -> None:
 
     from jupyter_client.manager import start_new_kernel
 
-    from sandbox_kernel.backends.pool import POOL_ROOT, Registry
+    from sandbox_kernel.backends.pool import Registry, pool_root
 
     saved = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]
@@ -74,9 +74,10 @@ def warm(env: dict[str, str], pool: int, timeout: float = 300) -> None:
         km.shutdown_kernel()
     finally:
         os.environ.pop("JUPYTER_PATH") if saved is None else os.environ.update(JUPYTER_PATH=saved)
-    key = max((POOL_ROOT / "docker").iterdir(), key=lambda folder: folder.stat().st_mtime).name
+    root = pool_root()
+    key = max((root / "docker").iterdir(), key=lambda folder: folder.stat().st_mtime).name
     deadline = time.monotonic() + timeout
-    while len(Registry("docker", key, POOL_ROOT).entries()) < pool and time.monotonic() < deadline:
+    while len(Registry("docker", key, root).entries()) < pool and time.monotonic() < deadline:
         time.sleep(1)
 
 

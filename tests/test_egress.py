@@ -100,7 +100,7 @@ def test_probes_reach_nothing_and_fail_at_once(rig, tmp_path):
     with Sandbox("docker", **rig.options(*PROBED)) as sb:
         sb.upload(tmp_path / "rig-ca.pem", "rig-ca.pem")
         assert sb.run("import urllib.request\nurllib.request.urlopen('http://index.test:8080/simple/').status").text == "200"
-        proxy = rig.docker_client.containers.get(sb.describe()["egress_proxy"])
+        proxy = rig.client.containers.get(sb.describe()["egress_proxy"])
         addresses = {**rig.addresses, "gateway": rig.gateway,
                      "proxy": proxy.attrs["NetworkSettings"]["Networks"][rig.network]["IPAddress"]}
         started = time.monotonic()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.backends.docker.engine import OWNER_LABEL
 from tests.browser import JupyterLab
 from tests.kernels import kernel, run
@@ -59,7 +60,7 @@ def leftovers(docker, pids: list[int]) -> list[str]:
     found += [f"volume {v['Name']}" for v in docker.api.volumes(filters={"label": OWNER_LABEL}).get("Volumes") or []
               if ours(v.get("Labels"))]
     for pid in pids:
-        for pattern in (f"/tmp/skd-{pid}-*", f"{tempfile.gettempdir()}/sandbox-local-{pid}-*",
+        for pattern in (f"{engine.hostdir_root()}/{engine.HOSTDIR_PREFIX}{pid}-*", f"{tempfile.gettempdir()}/sandbox-local-{pid}-*",
                         f"{tempfile.gettempdir()}/sandbox-local-conn-{pid}-*"):
             found += [f"directory {path}" for path in Path("/").glob(pattern.lstrip("/"))]
     return found
@@ -114,7 +115,7 @@ def test_a_server_stopped_with_sigterm_leaves_no_sandbox(docker_client):
         wrappers = [pid for pid, (parent, cmdline) in processes().items()
                     if parent == lab.process.pid and "sandbox_kernel" in cmdline]
         assert len(wrappers) == 3, processes()
-        assert len(leftovers(docker_client, wrappers)) >= 6  # what is looked for exists while they run
+        assert len(leftovers(docker_client, wrappers)) >= 8  # what is looked for exists while they run: 2 containers, 2 volumes, 2 host directories, 2 local directories
         lab.process.send_signal(signal.SIGTERM)
         assert lab.process.wait(60) == 0
         assert settled(docker_client, wrappers) == []

@@ -11,7 +11,7 @@ is never read (the raw send consumed the socket's edge-triggered readiness; the 
 ``ZMQ_EVENTS`` = 3), and the page never loads. That is upstream (voila-dashboards/voila#1428,
 jupyter/jupyter_client#1010 and #1059, open) and python3 does it as often as a sandbox kernel (measured
 here with ``interact``: python3 2 of 40 loads, sandbox-local 3 of 76; both kernels sent their reply,
-traced on the wire): docs/jupyterhub.md, "Voilà". So the output widget is filled by the slider's
+traced on the wire): docs/how-to/jupyterhub.md, "Voilà". So the output widget is filled by the slider's
 observer, never during Voilà's execution, and this test sees what the sandbox kernel does.
 """
 

@@ -6,16 +6,14 @@ the ``%%sandbox`` line and the backend options it takes). ``{mcp-tools}`` render
 ``sandbox-kernel mcp`` from the schemas the server announces (``tools/list``).
 
 The commands come from :func:`command_table`: the doors' one table of verbs
-(``sandbox_kernel/session/verbs.py``, its ``reference(door)``) where the code has it, else each
-door's command list and its docstring table (what ``%sandbox?`` shows); a command without a
-line of help is a warning, so the build fails.
+(``sandbox_kernel/session/verbs.py``, its ``reference(door)``); a command without a line of help
+is a warning, so the build fails.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 from dataclasses import dataclass
 
 from docutils.parsers.rst import Directive
@@ -32,55 +30,17 @@ class Command:
     help: str
 
 
-ROW = re.compile(r"^\s*(%sandbox\s.*?)(?:\s{2,}(\S.*))?$")
-
-
-def _rows(docstring: str) -> list[tuple[str, str]]:
-    """``(usage, help)`` of each ``%sandbox ...   help`` line of a docstring's table."""
-    rows: list[tuple[str, str]] = []
-    for line in inspect.cleandoc(docstring).splitlines():
-        if (m := ROW.match(line)) and not line.strip().startswith("%sandbox`"):
-            rows.append((m.group(1).strip(), (m.group(2) or "").strip()))
-    return rows
-
-
-def _table(names: list[str], docstring: str, door: str) -> list[Command]:
-    """One :class:`Command` per name, from the docstring's rows of that command (a command
-    with several forms, e.g. ``download``, has several rows)."""
-    rows = _rows(docstring)
-    found = []
-    for name in names:
-        mine = [(usage, text) for usage, text in rows if usage.split()[1] == name]
-        if not mine or not all(text for _, text in mine):
-            logger.warning(f"the {door}'s %sandbox {name} has no line of help in its docstring table: write one",
-                           type="sandbox", subtype="commands")
-        found += [Command(name, usage, text) for usage, text in mine]
-    return found
-
-
 def command_table(door: str) -> list[Command]:
-    """The commands ``door`` (``kernel`` or ``magic``) answers, with their usage and help: from
-    the doors' one table (``sandbox_kernel.session.verbs``) where it exists, else from each
-    door's docstring table (a command without a line of help there is a warning)."""
-    try:
-        from sandbox_kernel.session import verbs
-    except ImportError:
-        verbs = None
-    if verbs is not None and hasattr(verbs, "reference"):
-        rows = verbs.reference(door)
-        for usage, text in rows:
-            if not text:
-                logger.warning(f"the {door}'s {usage} has no help in sandbox_kernel/session/verbs.py: write one",
-                               type="sandbox", subtype="commands")
-        return [Command(usage.split()[1], usage, text) for usage, text in rows]
-    if door == "kernel":
-        from sandbox_kernel.session import lines
+    """The commands ``door`` (``kernel`` or ``magic``) answers, with their usage and help, from
+    the doors' one table (``sandbox_kernel.session.verbs``); a command without help is a warning."""
+    from sandbox_kernel.session import verbs
 
-        return _table(list(lines.OWN), lines.__doc__, "kernel")
-    from sandbox_kernel.frontdoors.magics.magic import SandboxMagics
-
-    names = sorted(n.removeprefix("_cmd_") for n in dir(SandboxMagics) if n.startswith("_cmd_"))
-    return _table(names, SandboxMagics.sandbox.__doc__, "magic")
+    rows = verbs.reference(door)
+    for usage, text in rows:
+        if not text:
+            logger.warning(f"the {door}'s {usage} has no help in sandbox_kernel/session/verbs.py: write one",
+                           type="sandbox", subtype="commands")
+    return [Command(usage.split()[1], usage, text) for usage, text in rows]
 
 
 def _code(text: str) -> str:

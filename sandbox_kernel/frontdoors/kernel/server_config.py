@@ -2,7 +2,7 @@
 ``sandbox-kernel install --default BACKEND [--only]``.
 
 Without it a fresh install keeps ``python3`` (the unsandboxed "Python 3 (ipykernel)") as the
-Launcher's first card and the kernel of new notebooks. These are the settings docs/jupyterhub.md
+Launcher's first card and the kernel of new notebooks. These are the settings docs/how-to/jupyterhub.md
 gives a hub's administrator, written as JSON into ``jupyter_server_config.json`` of the Jupyter
 config directory that matches the install's scope, which JupyterLab, Notebook 7 and every other
 Jupyter Server application read when they start:
