@@ -42,10 +42,11 @@ def panel_figures(page) -> dict[str, str]:
     """The Kernel Usage panel's lines (``{"Kernel Host": ..., "Memory": ..., "Total": ...}``) once it
     shows its host section, opened in the right sidebar as a person opens it."""
     page.evaluate("window.jupyterapp.shell.activateById('kernelusage-panel-id')")
-    # it asks every 5 s while shown; its first answer may predate the sandbox's start
+    # it asks every 5 s while shown; its first answer may predate the sandbox's start (no figures
+    # yet: a local sandbox has its id, its process, before its kernel answers), the next has them
     page.wait_for_function("() => { const text = document.querySelector('.jp-KernelUsage-view')?.innerText || '';"
                            " return /Kernel Host: sandbox \\(\\w+ \\w/.test(text) && !text.includes('not started')"
-                           " && text.includes('Host Virtual Memory'); }", timeout=60_000)
+                           " && text.includes('Host Virtual Memory') && !/Memory: 0.00 B/.test(text); }", timeout=60_000)
     lines = page.locator(".jp-KernelUsage-view .jp-KernelUsage-separator").all_inner_texts()
     return dict(line.split(":", 1) for line in (text.strip() for text in lines) if ":" in line)
 

@@ -200,17 +200,19 @@ async def test_killed_during_a_cell_is_sandbox_died_and_next_cell_is_fresh(make_
 
 
 async def test_lifetime_is_renewed_while_in_use_and_an_idle_sandbox_expires(make_e2b, e2b_server):
-    async with make_e2b(lifetime=2) as backend:
+    # a lifetime of 4 s, in use for 9.8 s: renewed while a cell runs and between cells (with 2 s,
+    # a loaded machine's event loop was late to renew once and the server expired it)
+    async with make_e2b(lifetime=4) as backend:
         first = backend.describe()["sandbox_id"]
-        assert (await backend.execute("import time\ntime.sleep(3)\nkept = 1", Recorder())).status == "ok"
+        assert (await backend.execute("import time\ntime.sleep(6)\nkept = 1", Recorder())).status == "ok"
         for _ in range(4):
-            await asyncio.sleep(0.7)
+            await asyncio.sleep(1.4)
             await backend.execute("kept", Recorder())
         assert backend.describe()["sandbox_id"] == first and first in e2b_server.sandboxes
-        await asyncio.sleep(2.5)  # idle past its lifetime: the server expires it
+        await asyncio.sleep(5)  # idle past its lifetime: the server expires it
         rec = Recorder()
         await backend.execute("'kept' in globals()", rec)
-    assert result(rec) == "False" and "is gone (unused for over 2 s" in rec.text("stderr")
+    assert result(rec) == "False" and "is gone (unused for over 4 s" in rec.text("stderr")
 
 
 # -- attach and keep_alive ------------------------------------------------------------------------

@@ -27,6 +27,11 @@ from tests.support.recorder import Recorder
 pytestmark = [pytest.mark.e2b, pytest.mark.timeout(180)]
 REPEAT = 4
 
+PROMPT = 5.0
+"""Seconds within which the cell after an interrupt or a timeout answers: what these races did was
+hang, or lose the execution until it was sent again after ``start_timeout`` (10 s); a loaded
+machine took 2.2 s for a prompt one (its earlier bound, 2 s, failed there)."""
+
 
 async def value(backend, code: str, bound: float = 15) -> tuple[str, float]:
     """The cell's result text and how long it took; fails instead of hanging."""
@@ -46,7 +51,7 @@ async def test_the_cell_after_an_interrupt_runs_and_sees_the_state(make_e2b):
             outcome = await asyncio.wait_for(running, 10)
             assert outcome.status == "error" and outcome.error.ename == "KeyboardInterrupt"
             text, took = await value(backend, "x")
-            assert text == "41" and took < 2, took
+            assert text == "41" and took < PROMPT, took
 
 
 async def test_the_cell_after_a_timeout_runs_and_sees_the_state(make_e2b):
@@ -56,7 +61,7 @@ async def test_the_cell_after_a_timeout_runs_and_sees_the_state(make_e2b):
             with pytest.raises(ExecutionTimeout):
                 await backend.execute("while True: pass", Recorder(), timeout=0.5)
             text, took = await value(backend, "x")
-            assert text == "7" and took < 2, took
+            assert text == "7" and took < PROMPT, took
 
 
 async def test_nothing_is_sent_while_the_interrupt_of_a_closed_stream_is_on_its_way(make_e2b, e2b_server, monkeypatch):

@@ -40,7 +40,9 @@ def policy_kernel(backend_name):
 def test_default_policy_sanitizes_every_rich_output(policy_kernel, backend_name):
     reply, outputs = run(policy_kernel, HOSTILE, timeout=120)
     assert reply["status"] == "ok"
-    page, script, markdown, svg, linker, styled = [c["data"] for c in rich(outputs)]
+    bundles = [c["data"] for c in rich(outputs)]
+    assert len(bundles) == 6, [(m["header"]["msg_type"], m["content"]) for m in outputs]  # one per display
+    page, script, markdown, svg, linker, styled = bundles
     assert page["text/html"] == '<img src="x"><b>bold</b><img>'
     assert set(script) == {"text/plain"} and "--SandboxKernel.output_policy=isolate" in script["text/plain"]
     assert "text/markdown" not in markdown and "onerror" not in markdown["text/html"]
