@@ -202,10 +202,42 @@ def test_fifty_cycles_keep_the_bounds_and_leave_nothing_behind(name, tmp_path):
         assert len(kept) == 3 and [c.id for c in kept] == sorted(c.id for c in kept)
         assert processes(sandbox) == {"kernel": 1 + 3, "keeper": 1}  # the kernel, its three checkpoints
         runtime = sandbox.aio.backend._runtime if name == "local" else None
-    if runtime is not None:  # local: its folders and every process are gone
+        tree = _descendants(sandbox.aio.backend._proc.pid) if name == "local" else []
+    if runtime is not None:  # local: its folders and every process are gone (not even a zombie is left)
         assert not runtime.exists()
         left = [p for p in os.listdir("/proc") if p.isdigit() and str(runtime) in _cmdline(p)]
         assert not left
+        assert len(tree) == 1 + 3 and not [pid for pid in tree if os.path.exists(f"/proc/{pid}")]
+
+
+@pytest.mark.kernel
+def test_close_returns_when_the_kernel_its_checkpoints_and_their_children_are_gone():
+    """Nothing of a local sandbox runs (nor is a zombie) the moment its close returns: the kernel
+    and its checkpoints are in sessions of their own, so they ended a moment after the keeper
+    (two were left under load), and a process the cell started in a session of its own ran on."""
+    with targets.env_vars(prepared("local").kernel_env):
+        sandbox = Sandbox("local", **prepared("local").traits, checkpoint_min_seconds=-1)
+    with sandbox:
+        sandbox.run("import subprocess\nimport numpy as np\na = np.ones(16 * 1024**2)\n"  # 128 MiB: an exit that takes a while
+                    "sleeper = subprocess.Popen(['sleep', '600'], start_new_session=True)")
+        for value in (2, 3):
+            sandbox.checkpoint()
+            sandbox.run(f"a[:] = {value}")  # each checkpoint holds its own copy
+        tree = _descendants(sandbox.aio.backend._proc.pid)
+        assert processes(sandbox) == {"kernel": 1 + 2, "keeper": 1} and len(tree) == 1 + 2 + 1  # and the sleeper
+    left = {pid: _cmdline(str(pid)) or "(zombie)" for pid in tree if os.path.exists(f"/proc/{pid}")}
+    assert not left
+
+
+def _descendants(pid: int) -> list[int]:
+    """The pids of ``pid``'s descendants (``/proc/PID/task/TID/children``)."""
+    found, queue = [], [pid]
+    while queue:
+        parent = queue.pop()
+        for task in os.listdir(f"/proc/{parent}/task"):
+            children = [int(child) for child in open(f"/proc/{parent}/task/{task}/children").read().split()]
+            found, queue = found + children, queue + children
+    return found
 
 
 def _cmdline(pid: str) -> str:

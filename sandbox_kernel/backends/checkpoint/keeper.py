@@ -20,7 +20,8 @@ checkpoints with it. It listens on a unix socket (mode 0600) and speaks lines of
 When the kernel dies (the OOM killer, a crash) and ``recover`` is on, the newest snapshot is
 promoted in its place and the host is told; with no snapshot the keeper exits with the kernel's
 status (128 + N for a signal N), so the sandbox ends as it did without one. An exit of status 0
-(a shutdown) ends the keeper too. The keeper ends, killing the kernel and every snapshot, when
+(a shutdown) ends the keeper too. The keeper ends, killing the kernel, every snapshot and every
+other process of its tree and waiting until they are gone (reaped), when
 its parent changes (the relay or host process that started it is gone), on SIGTERM, and with
 ``--stdin`` when its standard input ends (the engine's attach of the host process); a pooled
 sandbox's stdin must say a byte within ``SANDBOX_KERNEL_POOL_TTL`` seconds.
@@ -56,6 +57,9 @@ PROMOTE_WAIT_S = 30.0
 """Seconds a snapshot has to bind its kernel's sockets once promoted."""
 STOP_WAIT_S = 1.5
 """Seconds the kernel gets to end after SIGTERM before SIGKILL, when the keeper ends."""
+REAP_WAIT_S = 5.0
+"""Seconds the keeper, ending, waits for the processes it killed to be gone (reaped) before it
+exits anyway."""
 
 
 class Conn:
@@ -166,7 +170,9 @@ class Keeper:
         self.oom_kills = _oom_kills()
 
     def end(self, code: int) -> None:
-        """Kill the kernel and every snapshot; exit with ``code``."""
+        """Kill the kernel, every snapshot and fork and every other process of the sandbox's tree
+        (:func:`_reap_all`), wait until they are gone, and exit with ``code``: when the keeper has
+        ended, nothing it started runs on (the host waits for the keeper, and then for nothing else)."""
         if self.kernel_pid:
             _kill_group(self.kernel_pid, signal.SIGTERM)
             deadline = time.monotonic() + STOP_WAIT_S
@@ -175,6 +181,7 @@ class Keeper:
             _kill_group(self.kernel_pid, signal.SIGKILL)
         for process in [*self.snapshots.values(), *self.forks.values()]:
             _kill_group(process["pid"], signal.SIGKILL)
+        _reap_all(time.monotonic() + REAP_WAIT_S)
         try:
             os.unlink(self.path)
         except OSError:
@@ -635,6 +642,38 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def _children() -> list:
+    """The pids of this process's children (``/proc/PID/stat``'s parent field), zombies included."""
+    mine, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == mine:
+                        found.append(int(name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def _reap_all(deadline: float) -> None:
+    """SIGKILL every child and reap it, until none is left or ``deadline`` (``time.monotonic()``)
+    passed. As the keeper is a child subreaper, what a killed process started (a checkpoint of a
+    dead kernel, a subprocess in a session of its own) becomes its child in turn, and is killed in
+    the next round: the whole tree ends."""
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return  # none left
+        if time.monotonic() > deadline:
+            return
+        for pid in _children():
+            _kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 def _kill(pid: int, sig: int) -> None:

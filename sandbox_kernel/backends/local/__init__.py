@@ -39,7 +39,7 @@ from ..kernel_client.forked import Forking
 from ..kernel_client.launcher import IOPUB_APP
 from ..pool import pool_size_trait, pool_ttl_trait
 from ..usage import CpuMeter, this_machine
-from . import pooled, view
+from . import ending, pooled, view
 from .leftovers import record_kernel, remove_leftovers
 
 ALLOWED_ENV = ("PATH", "LANG")
@@ -134,6 +134,7 @@ class LocalBackend(CheckpointOptions, Forking):
         self._cwd: Path | None = None  # the kernel's working directory, when not the scratch directory
         self._plan: workspace.Plan | None = None  # the workspace, when bound
         self._bwrap = False  # the kernel runs under bubblewrap (its exit status is bwrap's)
+        self._keeper_runs = False  # the process launched is the keeper (or bwrap, then it), the kernel its child
         self._cpu = CpuMeter()
 
     @property
@@ -183,6 +184,7 @@ class LocalBackend(CheckpointOptions, Forking):
                                                  f"    del sys.path[0]\n{IOPUB_APP}")
         if self.checkpoints:
             (self._runtime / "keeper.py").write_text(keeper_process.SOURCE)
+        self._keeper_runs = self.checkpoints
         try:
             prefix = self._workspace()
         except BaseException:
@@ -280,7 +282,10 @@ class LocalBackend(CheckpointOptions, Forking):
 
     async def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
+        keeper, self._keeper_runs = self._keeper_runs, False
+        if proc is not None and keeper:
+            await asyncio.get_running_loop().run_in_executor(None, ending.end_keeper, proc, self._bwrap)
+        elif proc is not None and proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
