@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from tests.browser import jupyterlab
+from tests.browser import drag_slider, jupyterlab
 from tests.support.backends import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.kernel, pytest.mark.timeout(1200)]
@@ -62,18 +62,6 @@ def server():
     with jupyterlab({"sandbox-local": kernel_json("local", setup.kernel_options)}, setup.kernel_env) as lab:
         lab.write_notebook("dashboard", "sandbox-local", [DASHBOARD])
         yield lab
-
-
-def drag(page, value: int) -> None:
-    """Drag the slider's handle to ``value`` (1..10) as a person's mouse does."""
-    handle = page.locator(".widget-slider .noUi-handle").first
-    track = page.locator(".widget-slider .noUi-base").first.bounding_box()
-    box = handle.bounding_box()
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] / 2, y)
-    page.mouse.down()
-    page.mouse.move(track["x"] + track["width"] * (value - 1) / 9, y, steps=4)
-    page.mouse.up()
 
 
 def kernels(server) -> list[str]:
@@ -135,7 +123,7 @@ def test_the_dashboard_loads_20_times_and_draws_the_last_value(server):
                 shows_the_dashboard(page, console)
                 kernel = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
                 for value in (4, 5, 6):
-                    drag(page, value)
+                    drag_slider(page, value, minimum=1, maximum=10)
                 expect(page.locator(".widget-output")).to_contain_text("drawn: freq 6", timeout=30_000)
                 expect(page.locator(".widget-output img")).to_have_count(1, timeout=30_000)
                 assert kernel in set(kernels(server)) - before
