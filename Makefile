@@ -6,11 +6,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
-# pytest-xdist: most of a test's time is spent waiting for engines, browsers and kernels, so more
-# workers than the machine's 2 cores pay (measured: README, Tests). A group (--dist loadgroup) runs on
-# one worker; tests/plugin/tiers.py hands the groups out heaviest first (--no-loadscope-reorder keeps
-# that order). TEST_WORKERS=0 runs in this process, one test after the other.
-TEST_WORKERS ?= 4
+# pytest-xdist: most of a test's time is spent waiting for engines, browsers and kernels. A group
+# (--dist loadgroup) runs on one worker; tests/plugin/tiers.py hands the groups out heaviest first
+# (--no-loadscope-reorder keeps that order). TEST_WORKERS=0 runs in this process, one test after the
+# other. 2 on this 2-core machine: with 4 the suite took 28-35 minutes at load average 15-30, and
+# tests that wait on a browser, a page load or a timing failed (docs/contributing.md, Tests).
+TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-p xdist -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 CHECK_WORKERS ?= 2
 

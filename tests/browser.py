@@ -231,6 +231,19 @@ class JupyterLab:
         return page
 
 
+def drag_slider(page, value: int, minimum: int = 0, maximum: int = 20) -> None:
+    """Drag the page's first ipywidgets slider to ``value`` on its ``minimum``..``maximum`` scale,
+    as a person's mouse does: press on the handle, move in steps, release."""
+    handle = page.locator(".widget-slider .noUi-handle").first
+    track = page.locator(".widget-slider .noUi-base").first.bounding_box()
+    box = handle.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] / 2, y)
+    page.mouse.down()
+    page.mouse.move(track["x"] + track["width"] * (value - minimum) / (maximum - minimum), y, steps=4)
+    page.mouse.up()
+
+
 def run_all(page) -> None:
     """Wait for the page's notebook and kernel, then choose Run > Run All Cells (returns at
     once; :func:`wait_finished` waits for the cells)."""

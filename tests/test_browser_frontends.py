@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import KERNEL_READY, cell_outputs, jupyterlab, run_cell, screenshot
+from tests.browser import KERNEL_READY, cell_outputs, drag_slider, jupyterlab, run_cell, screenshot
 from tests.support.backends import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -66,18 +66,6 @@ def prompt(page, index: int) -> str:
     return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".jp-InputArea-prompt").inner_text().strip()
 
 
-def drag_to(page, value: int, maximum: int = 20) -> None:
-    """Drag the slider's handle to ``value`` (a person's mouse: press, move in steps, release)."""
-    handle = page.locator(".widget-slider .noUi-handle").first
-    track = page.locator(".widget-slider .noUi-base").first.bounding_box()
-    box = handle.bounding_box()
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] / 2, y)
-    page.mouse.down()
-    page.mouse.move(track["x"] + track["width"] * value / maximum, y, steps=4)
-    page.mouse.up()
-
-
 def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(frontend, kernel):
     from playwright.sync_api import expect
 
@@ -88,7 +76,7 @@ def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(front
     label = page.locator(".probe").first
     label.wait_for(timeout=60_000)
     for value in range(4, 9):  # one drag through five values, pausing at each as a person does
-        drag_to(page, value)
+        drag_slider(page, value)
         expect(label).to_have_text(f"got {value}", timeout=30_000)
     run_cell(page, 1)
     expect(cell_outputs(page, 1)).to_contain_text("seen [4, 5, 6, 7, 8] value 8", timeout=30_000)
@@ -98,7 +86,7 @@ def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(front
     page.keyboard.press("Control+Enter")  # time.sleep(5)
     page.wait_for_function("el => el.textContent.trim() === '[*]:'", arg=cell.locator(".jp-InputArea-prompt")
                            .element_handle(), timeout=30_000)
-    drag_to(page, 9)
+    drag_slider(page, 9)
     expect(label).to_have_text("got 9", timeout=4_000)
     assert prompt(page, 2) == "[*]:", "the callback's effect came only after the cell ended"
     screenshot(page, name)

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from sandbox_kernel.backends.docker.engine import OWNER_LABEL, owner
 from sandbox_kernel.core.errors import ConfigError, SandboxDied
 from tests.support.backends import backends, prepared
 from tests.support.hostile import run, test_workdir_has_a_size_limit  # noqa: F401 - collected here
@@ -38,12 +39,16 @@ async def make(client):
 
 
 async def test_options_podman_would_ignore_are_refused_before_anything_starts(make, client):
-    before = len(client.api.containers(all=True))
+    def ours() -> list[str]:  # this process's containers: other test workers use this Podman too
+        return [c["Id"] for c in client.api.containers(all=True, filters={"label": OWNER_LABEL})
+                if c["Labels"][OWNER_LABEL] == owner()]
+
+    before = ours()
     backend = make(runtime="runsc")
     with pytest.raises(ConfigError, match=r"cannot use runtime='runsc' on Podman: .* runs the sandbox without an "
                                           r"OCI runtime\. Fix: leave runtime empty"):
         await backend.execute("1", lambda event: None)
-    assert len(client.api.containers(all=True)) == before
+    assert ours() == before
 
 
 async def test_memory_bomb_says_it_was_most_likely_out_of_memory(make):
