@@ -79,6 +79,7 @@ class KernelClientBackend(Backend):
         self._kept: KeptCheckpoints | None = None  # the sandbox's keeper, when it runs one
         self._restored: Checkpoint | None = None  # what the keeper put in place of a kernel that died
         self._last_count = 0  # the highest execution_count a cell ended with
+        self._met: asyncio.Future | None = None  # done once the start met the keeper (or found none)
 
     @property
     def message_bound(self) -> tuple[int, str]:
@@ -131,12 +132,17 @@ class KernelClientBackend(Backend):
             check_open_files(FILES_PER_SESSION)
             info = await self._launch()
             try:
+                self._met = asyncio.get_running_loop().create_future()
+                self._death = asyncio.get_running_loop().create_task(self._watch_death())
                 await self._meet_keeper()
                 self._client, self.kernel_info = await self._connect(info)
             except BaseException:
                 if self._death is not None:  # its watch would fail on the terminated kernel
                     self._death.cancel()
                     self._death = None
+                if self._kept is not None:
+                    self._kept.close()
+                    self._kept = None
                 await self._terminate()
                 raise
             self._start_readers()
@@ -181,15 +187,33 @@ class KernelClientBackend(Backend):
                 self._requests.pop(msg["header"]["msg_id"], None)
             await self._subshells.delete(self.WARM_UP)
 
+    KEEPER_DEATH_GRACE_S = 2.0
+    """Seconds a start whose keeper did not answer waits for the death watch's reason (a sandbox
+    that stopped while starting, e.g. an image without python: its reason carries the fix)."""
+
     async def _meet_keeper(self) -> None:
-        """Connect to the sandbox's keeper, if it runs one, and tell it its bounds."""
+        """Connect to the sandbox's keeper, if it runs one, and tell it its bounds; the death watch
+        runs meanwhile (:attr:`_death`), and a sandbox that stopped is reported as
+        :meth:`_connect` reports it, with its reason (the keeper never answers a dead sandbox)."""
+        meeting = asyncio.ensure_future(self._greet_keeper())
         try:
-            link = await self._open_keeper()
-            if link is not None:
-                self._kept = KeptCheckpoints(link, self, self.run_silently)
-                await self._kept.hello()
-        except CheckpointError as exc:
-            raise SandboxStartError(f"The sandbox started, but {exc}") from exc
+            await asyncio.wait({meeting, self._death}, return_when=asyncio.FIRST_COMPLETED)
+            if not meeting.done() or isinstance(meeting.exception(), CheckpointError):
+                await asyncio.wait({self._death}, timeout=0 if not meeting.done() else self.KEEPER_DEATH_GRACE_S)
+            if self._death.done():
+                raise SandboxStartError(f"The sandbox stopped while starting: {self._death.result()}.")
+            if (exc := meeting.exception()) is not None:
+                raise SandboxStartError(f"The sandbox started, but {exc}") from exc
+        finally:
+            meeting.cancel()
+            if not self._met.done():
+                self._met.set_result(None)
+
+    async def _greet_keeper(self) -> None:
+        link = await self._open_keeper()
+        if link is not None:
+            self._kept = KeptCheckpoints(link, self, self.run_silently)
+            await self._kept.hello()
 
     def _completer_warmed(self) -> None:
         """The warm-up's completion was answered: a backend whose sandboxes share jedi's cache
@@ -223,7 +247,8 @@ class KernelClientBackend(Backend):
         Raises:
             SandboxStartError: the kernel stopped, or did not answer within ``ready_timeout``."""
         client = await self._open_client(info)
-        self._death = asyncio.get_running_loop().create_task(self._watch_death())
+        if self._death is None:
+            self._death = asyncio.get_running_loop().create_task(self._watch_death())
         ready = asyncio.ensure_future(self._first_kernel_info(client))
         await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)
         if not ready.done():
@@ -338,6 +363,12 @@ class KernelClientBackend(Backend):
         """The death watch: :meth:`_wait_dead`, or the keeper's word that the kernel died. When the
         keeper put a checkpoint in its place, that is :attr:`_restored` (the sandbox runs on)."""
         dead = asyncio.ensure_future(self._wait_dead())
+        try:
+            if self._met is not None:
+                await asyncio.wait({dead, self._met}, return_when=asyncio.FIRST_COMPLETED)  # the keeper, once met
+        except asyncio.CancelledError:
+            dead.cancel()
+            raise
         if self._kept is None:
             return await dead
         said = asyncio.ensure_future(self._kept.death())
