@@ -159,8 +159,18 @@ def test_a_kernel_killed_from_outside_comes_back_on_its_last_checkpoint(sb):
 
 def test_restart_is_a_fresh_interpreter_and_restore_brings_the_state_back(sb):
     cell = sb.run("z = 42").execution_count
-    sb.restart()
-    assert sb.run("'z' in globals()").text == "False"
+    old = json.loads(sb.run("import os, subprocess, json\n"
+                            "child = subprocess.Popen(['sleep', '600'])\n"
+                            "print(json.dumps([os.getpid(), child.pid]))").stdout)
+    sb.restart()  # it holds checkpoints: the same sandbox, nothing of the old interpreter (one cell: numbers restart)
+    fresh = sb.run("import os, json, time\n"
+                   "for _ in range(50):  # the old kernel's process group is killed, and reaped by the keeper\n"
+                   f"    if not os.path.exists('/proc/{old[1]}'):\n"
+                   "        break\n"
+                   "    time.sleep(0.1)\n"
+                   f"print(json.dumps(['z' in globals() or 'child' in globals(), os.getpid() == {old[0]}, "
+                   f"os.path.exists('/proc/{old[1]}')]))")
+    assert json.loads(fresh.stdout) == [False, False, False]
     sb.restore(cell)
     assert sb.run("z").text == "42"
 

@@ -105,6 +105,15 @@ def _cell_begins(info=None) -> None:
 
 
 def _cell_ended(result=None) -> None:
+    """IPython's ``post_run_cell``: nothing may escape it (IPython would print its traceback in
+    the cell's output)."""
+    try:
+        _checkpoint_cell(result)
+    except Exception as exc:  # noqa: BLE001
+        _say(f"no checkpoint after this cell: {type(exc).__name__}: {exc}")
+
+
+def _checkpoint_cell(result) -> None:
     count = getattr(result, "execution_count", None)
     path = os.environ.get(KEEPER_VARIABLE)
     if _min_seconds < 0 or not path or not isinstance(count, int) or time.monotonic() - _began[0] < _min_seconds:
@@ -127,9 +136,17 @@ def _reap() -> None:
 def fork_snapshot(path: str, record: dict) -> dict:
     """Fork; the child registers ``record`` with the keeper at ``path`` and waits (never returns);
     the parent returns the keeper's answer with the child's pid and the fork's seconds."""
-    read_end, write_end = os.pipe()
     started = time.perf_counter()
-    pid = os.fork()
+    try:
+        read_end, write_end = os.pipe()
+    except OSError as exc:
+        return {"error": f"no pipe to the snapshot ({exc.strerror or exc})"}
+    try:
+        pid = os.fork()
+    except OSError as exc:  # EAGAIN at the sandbox's process limit, ENOMEM
+        os.close(read_end)
+        os.close(write_end)
+        return {"error": f"the kernel could not fork ({exc.strerror or exc})"}
     if pid == 0:
         os.close(read_end)
         _snapshot(path, record, write_end)

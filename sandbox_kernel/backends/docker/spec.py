@@ -108,20 +108,35 @@ PIDS_HEADROOM = 4
 REAPER = """
 def _sandbox_kernel_reap():
     import os, signal
-    keep = {os.getpid(), os.getppid(), 1}
+    def parent_group(pid):
+        try:
+            with open(f'/proc/{pid}/stat') as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+            return int(fields[1]), int(fields[2])
+        except (OSError, IndexError, ValueError):
+            return -1, -1
+    keep, pid = {os.getpid(), 1}, os.getpid()
+    while pid > 1:
+        pid = parent_group(pid)[0]
+        keep.add(pid)
     try:
         os.kill(-1, signal.SIGSTOP)
     except OSError:
         pass
     for pid in [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in keep]:
+        parent, group = parent_group(pid)
+        if parent == 0 or (group == pid and parent in keep):
+            keep.add(pid)
+            continue
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    try:
-        os.kill(os.getppid(), signal.SIGCONT)
-    except OSError:
-        pass
+    for pid in keep - {os.getpid(), 1}:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
     while True:
         try:
             os.waitpid(-1, 0)
@@ -132,8 +147,10 @@ del _sandbox_kernel_reap
 """
 """Run silently in the kernel (uid != 0) at the pids limit: ``kill(-1, SIGSTOP)`` stops every
 process the kernel may signal except itself and PID 1, so none forks any more; each is then
-killed except the kernel's parent (the api transport's relay, or init), which continues; then
-the kernel reaps its children (zombies hold pids too)."""
+killed except the kernel's ancestors (the checkpoints' keeper, the api transport's relay, init),
+the checkpoints' snapshots (each leads a process group of its own, and is a child of the kernel
+or of an ancestor), and processes ``docker exec`` started (parent 0 in the container: a fork's
+relay); those continue; then the kernel reaps its children (zombies hold pids too)."""
 
 
 def uid_gid(user: str) -> tuple[int, int]:

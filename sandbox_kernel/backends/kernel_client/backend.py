@@ -555,9 +555,12 @@ class KernelClientBackend(Backend):
             self._requests.pop(msg_id, None)
 
     async def restart(self) -> None:
-        """A fresh kernel: from the sandbox's keeper, which keeps the checkpoints (and the
-        sandbox's files), else :meth:`shutdown`, then :meth:`start`."""
-        if self._kept is not None and self._death is not None and not self._death.done():
+        """A fresh kernel. When the sandbox holds checkpoints, from its keeper, in the same
+        sandbox, so that ``restore`` brings a state back: the old kernel's process group is
+        killed, the checkpoints (and the sandbox's files) stay. Else, as without checkpoints,
+        :meth:`shutdown`, then :meth:`start`: a new sandbox, nothing of the old one kept."""
+        if self._kept is not None and self._death is not None and not self._death.done() and \
+                await self._holds_checkpoints():
             self._replacing()
             try:
                 await self._kept.fresh()
@@ -569,6 +572,12 @@ class KernelClientBackend(Backend):
                 self.log.warning("The sandbox's keeper could not start a fresh kernel (%s); restarting the sandbox", exc)
         await self.shutdown()
         await self.start()
+
+    async def _holds_checkpoints(self) -> bool:
+        try:
+            return bool(await self._kept.list_held())
+        except CheckpointError:
+            return False
 
     # -- checkpoints (a keeper in the sandbox: ..checkpoint) -------------------------------------
     def _keeper(self) -> KeptCheckpoints:

@@ -89,6 +89,10 @@ class KeptCheckpoints:
                                   "interpreter now.") from None
         return Checkpoint.of(answer)
 
+    async def list_held(self) -> list[Checkpoint]:
+        """The checkpoints held, without measuring their bytes."""
+        return _checkpoints(await self.link.request("list", measure=False))
+
     async def kernel_pid(self) -> int:
         """The running kernel's pid, as the keeper knows it (0: none)."""
         pid = (await self.link.request("list", measure=False)).get("kernel")
