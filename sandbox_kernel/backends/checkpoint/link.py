@@ -134,7 +134,8 @@ class KeeperLink:
         return message
 
     def close(self) -> None:
-        """End the link (idempotent)."""
+        """End the link (idempotent); its listeners are forgotten."""
+        self.listeners.clear()
         if self._reader_task is not None:
             self._reader_task.cancel()
         if self._writer is not None:

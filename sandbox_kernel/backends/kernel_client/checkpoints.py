@@ -32,13 +32,15 @@ class KeptCheckpoints:
         options: the backend, whose ``checkpoint_keep``, ``checkpoint_max_bytes`` and
             ``memory_limit`` bound them.
         run_silently: the backend's silent execution (a take runs in the kernel's process).
+        listen: take the keeper's events (the kernel's deaths, the forks' ends).
     """
 
-    def __init__(self, link: KeeperLink, options: Any, run_silently: RunSilently) -> None:
+    def __init__(self, link: KeeperLink, options: Any, run_silently: RunSilently, listen: bool = True) -> None:
         self.link, self._options, self._run_silently = link, options, run_silently
         self._deaths: asyncio.Queue = asyncio.Queue()
         self._fork_deaths: dict[int, asyncio.Future] = {}
-        link.listeners.append(self._event)
+        if listen:  # the keeper's events (a fork's share of its parent's link takes none: :meth:`death`)
+            link.listeners.append(self._event)
 
     def _event(self, event: dict[str, Any]) -> None:
         if event.get("op") == "died":
@@ -140,7 +142,15 @@ class KeptCheckpoints:
         with contextlib.suppress(CheckpointError):
             await self.link.request("end_fork", fork=fork)
 
+    def detach(self) -> None:
+        """Stop listening to the link's events (the link would hold this object, and with it
+        its backend, until the link's end: a fork's share of its parent's link)."""
+        with contextlib.suppress(ValueError):
+            self.link.listeners.remove(self._event)
+
     def close(self) -> None:
+        """End the link (the keeper then ends the sandbox's kernel)."""
+        self.detach()
         self.link.close()
 
 

@@ -59,7 +59,7 @@ class ForkedBackend(KernelClientBackend):
         self.name = parent.name
         self._parent, self._answer, self._connect_to = parent, answer, connect
         self._kept_by = kept  # the parent's: it knows when this fork ends
-        self._shared = KeptCheckpoints(kept.link, parent, self.run_silently)  # its takes run in this kernel
+        self._shared = KeptCheckpoints(kept.link, parent, self.run_silently, listen=False)  # its takes run here
         self._bridge: Any = None
         self._bridge_end: asyncio.Future | None = None
         self.set_output_budget(*(parent._output_budget or (0, "max_output_bytes")))
