@@ -59,6 +59,7 @@ class DockerBackend(DockerOptions):
 
     name = "docker"
     capabilities = replace(DockerOptions.capabilities, files=True, pool=True, egress_update=True, checkpoints=True)
+    WATCH_FROM_LAUNCH = True  # its container (the engine's wait) is watched from its creation
 
     @classmethod
     def pool_status(cls, asked: bool = False) -> list[dict[str, Any]]:

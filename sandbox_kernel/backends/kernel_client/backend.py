@@ -133,7 +133,8 @@ class KernelClientBackend(Backend):
             info = await self._launch()
             try:
                 self._met = asyncio.get_running_loop().create_future()
-                self._death = asyncio.get_running_loop().create_task(self._watch_death())
+                if self.WATCH_FROM_LAUNCH:
+                    self._death = asyncio.get_running_loop().create_task(self._watch_death())
                 await self._meet_keeper()
                 self._client, self.kernel_info = await self._connect(info)
             except BaseException:
@@ -187,6 +188,11 @@ class KernelClientBackend(Backend):
                 self._requests.pop(msg["header"]["msg_id"], None)
             await self._subshells.delete(self.WARM_UP)
 
+    WATCH_FROM_LAUNCH = False
+    """Whether :meth:`_wait_dead` works as soon as :meth:`_launch` returned (before the client
+    connects): then the death watch runs while the keeper is met, so a sandbox that stopped while
+    starting says why (the backends that run a keeper set it)."""
+
     KEEPER_DEATH_GRACE_S = 2.0
     """Seconds a start whose keeper did not answer waits for the death watch's reason (a sandbox
     that stopped while starting, e.g. an image without python: its reason carries the fix)."""
@@ -196,14 +202,16 @@ class KernelClientBackend(Backend):
         runs meanwhile (:attr:`_death`), and a sandbox that stopped is reported as
         :meth:`_connect` reports it, with its reason (the keeper never answers a dead sandbox)."""
         meeting = asyncio.ensure_future(self._greet_keeper())
+        watch = {self._death} if self._death is not None else set()
         try:
-            await asyncio.wait({meeting, self._death}, return_when=asyncio.FIRST_COMPLETED)
-            if not meeting.done() or isinstance(meeting.exception(), CheckpointError):
-                await asyncio.wait({self._death}, timeout=0 if not meeting.done() else self.KEEPER_DEATH_GRACE_S)
-            if self._death.done():
+            await asyncio.wait({meeting, *watch}, return_when=asyncio.FIRST_COMPLETED)
+            if watch and (not meeting.done() or isinstance(meeting.exception(), CheckpointError)):
+                await asyncio.wait(watch, timeout=0 if not meeting.done() else self.KEEPER_DEATH_GRACE_S)
+            if watch and self._death.done():
                 raise SandboxStartError(f"The sandbox stopped while starting: {self._death.result()}.")
-            if (exc := meeting.exception()) is not None:
+            if isinstance(exc := meeting.exception(), CheckpointError):
                 raise SandboxStartError(f"The sandbox started, but {exc}") from exc
+            meeting.result()
         finally:
             meeting.cancel()
             if not self._met.done():

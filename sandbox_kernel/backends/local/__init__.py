@@ -62,6 +62,7 @@ class LocalBackend(CheckpointOptions, Forking):
 
     name = "local"
     capabilities = replace(KernelClientBackend.capabilities, files=True, pool=True, checkpoints=True)
+    WATCH_FROM_LAUNCH = True  # its process is watched from its start
 
     @classmethod
     def remove_leftovers(cls) -> list[str]:
