@@ -17,10 +17,11 @@ checkpoints with it. It listens on a unix socket (mode 0600) and speaks lines of
   (``"id"``) and ``bounds``; each answer carries the request's ``seq``. Events come unasked:
   ``{"op": "died", "status", "restored": CHECKPOINT or null}``.
 
-When the kernel dies (the OOM killer, a crash) and ``recover`` is on, the newest snapshot is
-promoted in its place and the host is told; with no snapshot the keeper exits with the kernel's
-status (128 + N for a signal N), so the sandbox ends as it did without one. An exit of status 0
-(a shutdown) ends the keeper too. The keeper ends, killing the kernel, every snapshot and every
+When the kernel is killed by a signal (the OOM killer, a crash, a kill) and ``recover`` is on,
+the newest snapshot is promoted in its place and the host is told; with no snapshot the keeper
+exits with the kernel's status (128 + N for a signal N), so the sandbox ends as it did without
+one. A kernel that exits by itself (a shutdown, ``os._exit(N)``: what its code asked for) ends
+the keeper too, with its status. The keeper ends, killing the kernel, every snapshot and every
 other process of its tree and waiting until they are gone (reaped), when
 its parent changes (the relay or host process that started it is gone), on SIGTERM, and with
 ``--stdin`` when its standard input ends (the engine's attach of the host process); a pooled
@@ -282,7 +283,7 @@ class Keeper:
         kills = _oom_kills()
         oom = None if kills is None or self.oom_kills is None else kills > self.oom_kills
         self.oom_kills = kills  # the next kernel's deaths count from here
-        if status == 0 or not self.recover or not self.snapshots:
+        if (status is not None and status >= 0) or not self.recover or not self.snapshots:  # it exited by itself
             self.tell({"op": "died", "status": status, "oom": oom, "restored": None})
             self.end(1 if status is None else 128 - status if status < 0 else status)
         newest = max(self.snapshots.values(), key=lambda s: (s["time"], s["id"]))
