@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,7 +85,11 @@ class DropWatch:
         loop = asyncio.get_running_loop()
         for name in CHANNELS:
             socket = getattr(self._client, f"{name}_channel").socket
-            monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            # A unique address: pyzmq's default (inproc://monitor.s-FD) is the same for the next
+            # watch on this socket (after a restore or a recovery), and a closed monitor's
+            # endpoint can still be bound for a moment ("Address already in use").
+            monitor = socket.get_monitor_socket(
+                zmq.EVENT_DISCONNECTED, addr=f"inproc://sandbox-kernel-drops-{name}-{secrets.token_hex(8)}")
             self._sockets.append((socket, monitor))
             self._tasks.append(loop.create_task(self._watch(name, socket, monitor)))
 
