@@ -228,8 +228,10 @@ class DockerBackend(DockerOptions):
         """The keeper's word, with the container's memory limit when it ran out of memory (the
         OOM killer takes the kernel first: its ``oom_score_adj`` is raised)."""
         reason = super()._keeper_death_reason(status, oom)
-        if self.memory_limit and (oom or (oom is None and status == -9)):
-            reason += f" ({'' if oom else 'maybe '}the limit is {format_bytes(self.memory_limit)})"
+        if self.memory_limit and oom:
+            reason += f" (limit {format_bytes(self.memory_limit)})"
+        elif self.memory_limit and oom is None and status == -9:
+            reason += f" (maybe out of memory: the limit is {format_bytes(self.memory_limit)})"
         return reason
 
     def _bridge_dropped(self, channel: str) -> None:

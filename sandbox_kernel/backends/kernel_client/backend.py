@@ -117,8 +117,10 @@ class KernelClientBackend(Backend):
 
     def _keeper_death_reason(self, status: Any, oom: bool | None) -> str:
         """Why the kernel died, from what the keeper reports (it outlived the kernel): its
-        status, and whether the OOM killer took it (None: unknown)."""
-        return "its kernel ran out of memory" if oom else death_of(status)
+        status, and whether the OOM killer took it (None: unknown): "its kernel was killed by
+        SIGKILL: it ran out of memory" (the signal, as without checkpoints, and its cause)."""
+        reason = death_of(status)
+        return f"{reason}: it ran out of memory" if oom else reason
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
