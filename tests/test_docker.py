@@ -198,6 +198,23 @@ async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, 
     assert held_by(docker_client, os.getpid()) == NOTHING
 
 
+async def test_a_second_start_waits_for_the_first_to_end(make, tmp_path):
+    """A cell's start while the door's start is under way returns once the sandbox is whole: on the
+    api transport the workspace is copied in after the kernel answers, and the cell's first line
+    shows that copy (it returned as soon as the kernel answered, and the line was missing)."""
+    folder = tmp_path / "notebook"
+    folder.mkdir()
+    (folder / "x.csv").write_text("a,b\n1,2\n")
+    if os.geteuid() == 0:  # the kernel runs as 1000:1000 when this process is root (as test_workspace's folder)
+        os.chown(folder, 1000, 1000)
+    backend = make(workspace="ro", workspace_dir=str(folder))
+    first = asyncio.ensure_future(backend.start())
+    await asyncio.sleep(0)
+    await backend.start()
+    assert backend.workspace_view is not None and first.done()
+    await first
+
+
 async def test_the_first_cells_output_is_never_lost(make):
     """Readiness waits for IOPub too: a kernel_info_reply alone lost the first output in 6 of 15
     starts (docs: ENVIRONMENT.md)."""

@@ -15,6 +15,7 @@ Options and messages: docs/explanation/docker-backend.md.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import posixpath
 import re
@@ -110,6 +111,7 @@ class DockerBackend(DockerOptions):
         self._box: SandboxContainer | None = None  # the running sandbox
         self._orphans = Orphans()  # what could not be removed yet
         self._notes = RefusalNotes()
+        self._starting = asyncio.Lock()  # a start's whole (the kernel, then after_start)
 
     @property
     def completer_cached(self) -> bool:
@@ -163,16 +165,23 @@ class DockerBackend(DockerOptions):
         return dict(box.info)
 
     async def start(self) -> None:
-        if self.started:  # called before every cell
+        """Start the sandbox (idempotent: called before every cell). A second caller waits for the
+        first's whole start, its :meth:`.container.SandboxContainer.after_start` too (the workspace's
+        copy, which a cell must find, and its view, which the cell's first line shows): the kernel
+        answers (:attr:`started`) before that ends."""
+        if self.started and not self._starting.locked():
             return
-        await super().start()
-        try:
-            copied = await self._box.after_start()
-        except BaseException:
-            await self.shutdown()
-            raise
-        if copied is not None:  # a copy of the workspace, through the engine's archive API
-            self.workspace_view = copied
+        async with self._starting:
+            if self.started:
+                return
+            await super().start()
+            try:
+                copied = await self._box.after_start()
+            except BaseException:
+                await self.shutdown()
+                raise
+            if copied is not None:  # a copy of the workspace, through the engine's archive API
+                self.workspace_view = copied
 
     def _remove_leftovers(self, client: Any) -> None:
         self._orphans.retry(client)
