@@ -127,7 +127,7 @@ class ContainerWatch:
                 await farewell
 
     # -- process slots -----------------------------------------------------------------------------
-    def _pids_in_use(self) -> int:
+    def pids_in_use(self) -> int:
         """Processes and threads in the container: its cgroup file (microseconds) when this host
         has it, else the engine's one-shot stats (milliseconds). Blocking."""
         if self.pids_file is not None:
@@ -147,9 +147,9 @@ class ContainerWatch:
             return
         try:
             if self.pids_file is not None:
-                in_use = self._pids_in_use()
+                in_use = self.pids_in_use()
             else:
-                in_use = await run_blocking(self._pids_in_use)
+                in_use = await run_blocking(self.pids_in_use)
         except SandboxError:  # gone meanwhile: the death watch reports it
             return
         if in_use < pids_limit - PIDS_HEADROOM:

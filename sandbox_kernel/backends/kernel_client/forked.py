@@ -138,6 +138,7 @@ class Forking(KernelClientBackend):
         the same sandbox (:class:`ForkedBackend`), started. Raises CheckpointError, NotSupported."""
         await self.start()
         kept = self._keeper()
+        await self._fork_room(count)
         base = await kept.take(None, self._last_count or None)
         made: list[Backend] = []
         try:
@@ -152,6 +153,10 @@ class Forking(KernelClientBackend):
         finally:
             await kept.drop(base.id)
         return made
+
+    async def _fork_room(self, count: int) -> None:
+        """Raise CheckpointError (what to do, in one line) when the sandbox has no room for
+        ``count`` more kernels; nothing here."""
 
     def _fork_folder(self) -> str | None:
         """Where in the sandbox a fork's sockets go (None: beside the keeper's socket)."""
