@@ -412,3 +412,29 @@ def test_undo_recovery_and_forks_under_podman_and_gvisor(engine, docker_client):
         finally:
             for f in forks:
                 f.close()
+
+
+@pytest.mark.docker
+def test_a_fork_bomb_at_the_pids_limit_keeps_the_checkpoints():
+    """The pids reaper stops the fork bomb's processes, not the keeper nor the snapshots (each leads
+    a process group of its own), and waits only for the children it killed: with a snapshot held it
+    waited for the snapshot too, and the cell ended 'The sandbox did not answer within 30 s'. The
+    cell's own checkpoint, which cannot fork at the limit, is one line, never IPython's traceback."""
+    name = "docker"
+    with targets.env_vars(prepared(name).kernel_env):
+        sandbox = Sandbox(name, **prepared(name).traits, checkpoint_min_seconds=0)
+    bomb = ("import os, time\nforked = failed = 0\nfor _ in range(2000):\n    try:\n        if os.fork() == 0:\n"
+            "            time.sleep(600)\n            os._exit(0)\n        forked += 1\n    except BlockingIOError:\n"
+            "        failed += 1\nprint(forked < 256, failed > 0)")
+    with sandbox:
+        kept = sandbox.run("kept = 'yes'").execution_count
+        done = sandbox.run(bomb)
+        assert done.stdout == "True True\n" and "Error in callback" not in done.stdout + done.stderr
+        assert "reached its process limit" in done.stderr
+        cells = [c.cell for c in sandbox.checkpoints()]
+        said = f"[no checkpoint after cell {done.execution_count}: the kernel could not fork ("
+        assert (said in done.stderr) != (done.execution_count in cells)  # no room for its fork, or a slot was free
+        assert kept in cells
+        sandbox.run("kept = 'changed'")
+        sandbox.restore(kept)
+        assert sandbox.run("kept").text == "'yes'"

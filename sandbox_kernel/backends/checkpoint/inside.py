@@ -110,7 +110,7 @@ def _cell_ended(result=None) -> None:
     try:
         _checkpoint_cell(result)
     except Exception as exc:  # noqa: BLE001
-        _say(f"no checkpoint after this cell: {type(exc).__name__}: {exc}")
+        _note(f"no checkpoint after this cell: {type(exc).__name__}: {exc}")
 
 
 def _checkpoint_cell(result) -> None:
@@ -121,7 +121,7 @@ def _checkpoint_cell(result) -> None:
     _reap()
     answer = fork_snapshot(path, {"op": "snapshot", "cell": count, "name": None, "time": time.time()})
     if "error" in answer:
-        _say(f"no checkpoint after cell {count}: {answer['error']}")
+        _note(f"no checkpoint after cell {count}: {answer['error']}")
 
 
 def _reap() -> None:
@@ -256,6 +256,15 @@ def _frames() -> list:
         frames.append(frame)
         frame = frame.f_back
     return frames
+
+
+def _note(text: str) -> None:
+    """One line in the cell's stderr, as the sandbox's other notes: ``[text]``."""
+    try:
+        sys.stderr.write(f"[{text}]\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - a note must never fail the cell
+        pass
 
 
 def _say(text: str) -> None:

@@ -123,6 +123,7 @@ def _sandbox_kernel_reap():
         os.kill(-1, signal.SIGSTOP)
     except OSError:
         pass
+    mine = []
     for pid in [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in keep]:
         parent, group = parent_group(pid)
         if parent == 0 or (group == pid and parent in keep):
@@ -131,17 +132,19 @@ def _sandbox_kernel_reap():
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
-            pass
+            continue
+        if parent == os.getpid():
+            mine.append(pid)
     for pid in keep - {os.getpid(), 1}:
         try:
             os.kill(pid, signal.SIGCONT)
         except OSError:
             pass
-    while True:
+    for pid in mine:
         try:
-            os.waitpid(-1, 0)
+            os.waitpid(pid, 0)
         except ChildProcessError:
-            break
+            pass
 _sandbox_kernel_reap()
 del _sandbox_kernel_reap
 """
@@ -150,7 +153,8 @@ process the kernel may signal except itself and PID 1, so none forks any more; e
 killed except the kernel's ancestors (the checkpoints' keeper, the api transport's relay, init),
 the checkpoints' snapshots (each leads a process group of its own, and is a child of the kernel
 or of an ancestor), and processes ``docker exec`` started (parent 0 in the container: a fork's
-relay); those continue; then the kernel reaps its children (zombies hold pids too)."""
+relay); those continue; then the kernel reaps the children it killed (zombies hold pids too;
+the snapshots, its children too, live on)."""
 
 
 def uid_gid(user: str) -> tuple[int, int]:
