@@ -257,7 +257,7 @@ class KernelClientBackend(Backend):
         Raises:
             SandboxStartError: the kernel stopped, or did not answer within ``ready_timeout``."""
         client = await self._open_client(info)
-        if self._death is None:
+        if self._death is None or self._death.cancelled():  # none from the launch (or a restart cancelled it)
             self._death = asyncio.get_running_loop().create_task(self._watch_death())
         ready = asyncio.ensure_future(self._first_kernel_info(client))
         await asyncio.wait({ready, self._death}, return_when=asyncio.FIRST_COMPLETED)
