@@ -1,5 +1,6 @@
 """The docker backend under gVisor (``runtime=runsc``): a chosen part of the contract suite and
-of the hostile-cell tests, re-run with every sandbox made under runsc. The engine must have the
+of the hostile-cell tests, re-run with every sandbox made under runsc (the cases that only read
+share one started sandbox, the plugin's ``sandbox``, here under runsc). The engine must have the
 runtime registered (``.ci/docker-setup.sh`` does it: Debian's ``runsc``, daemon.json, SIGHUP).
 A start costs ≈ 1–2.5 s under runsc (≈ 0.6 s with runc), so the selection stays small."""
 
@@ -96,12 +97,11 @@ async def test_fork_bomb_stops_the_gvisor_sandbox_at_the_pids_limit_with_a_messa
     assert rec.result() == "2"
 
 
-async def test_the_sandbox_runs_in_gvisor_with_the_same_hardening(make, docker_client):
-    async with make() as backend:
-        attrs = docker_client.api.inspect_container(backend._container.id)
-        rec = Recorder()
-        await backend.execute("import os\nprint(open('/proc/version').read().split()[2], os.getuid(), "
-                              "sorted(os.listdir('/sys/class/net')))", rec)
+async def test_the_sandbox_runs_in_gvisor_with_the_same_hardening(sandbox, docker_client):
+    attrs = docker_client.api.inspect_container(sandbox._container.id)
+    rec = Recorder()
+    await sandbox.execute("import os\nprint(open('/proc/version').read().split()[2], os.getuid(), "
+                          "sorted(os.listdir('/sys/class/net')))", rec)
     host = attrs["HostConfig"]
     assert host["Runtime"] == RUNTIME
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"]

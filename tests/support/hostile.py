@@ -1,6 +1,9 @@
 """Hostile cells in a docker sandbox, the backend answering the next cell: imported by
-tests/test_docker.py (runc), tests/test_docker_runsc.py (gVisor) and tests/test_docker_podman.py, whose ``make`` fixture
-gives ``make(**traits)`` (an unstarted DockerBackend) and checks nothing is left behind."""
+tests/test_docker.py (runc), tests/test_docker_runsc.py (gVisor), tests/test_docker_podman.py and
+tests/test_docker_remote.py, whose ``make`` fixture gives ``make(**traits)`` (an unstarted
+DockerBackend) and checks nothing is left behind. The cases that only probe what a cell may do
+(connect, write outside its directories) run on ``sandbox``, the started one that a module's
+read-only cases share (the plugin's; a module using them runs on its module's event loop)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ async def run(backend, code, **kwargs):
     return outcome, rec
 
 
-async def test_network_connect_and_dns_fail(make):
+async def test_network_connect_and_dns_fail(sandbox):
     code = """
 import socket
 for target in [('1.1.1.1', 53), ('10.0.0.1', 80)]:
@@ -34,14 +37,13 @@ try:
 except socket.gaierror:
     print('gaierror')
 """
-    async with make() as backend:
-        outcome, rec = await run(backend, code)
-        assert (await run(backend, "1 + 1"))[1].result() == "2"
+    outcome, rec = await run(sandbox, code)
+    assert (await run(sandbox, "1 + 1"))[1].result() == "2"
     assert outcome.status == "ok" and "connected" not in rec.text() and "resolved" not in rec.text()
     assert rec.text().splitlines()[-1] == "gaierror"
 
 
-async def test_root_is_read_only_tmp_and_workdir_are_writable(make):
+async def test_root_is_read_only_tmp_and_workdir_are_writable(sandbox):
     code = """
 import errno
 for path in ['/probe', '/etc/probe', '/opt/probe', '/opt/venv/probe', '/home/sandbox/probe']:
@@ -52,9 +54,8 @@ for path in ['/probe', '/etc/probe', '/opt/probe', '/opt/venv/probe', '/home/san
         print(path, errno.errorcode[exc.errno])
 open('/tmp/t', 'w').write('ok'); open('w', 'w').write('ok'); print('tmp and workdir ok')
 """
-    async with make() as backend:
-        _, rec = await run(backend, code)
-        assert (await run(backend, "1 + 1"))[1].result() == "2"
+    _, rec = await run(sandbox, code)
+    assert (await run(sandbox, "1 + 1"))[1].result() == "2"
     lines = rec.text().splitlines()
     assert all(line.split()[1] in ("EROFS", "EACCES") for line in lines[:-1]), lines
     assert lines[-1] == "tmp and workdir ok"
