@@ -76,7 +76,9 @@ test_death_is_reported_and_the_next_cell_gets_a_fresh_sandbox = \
 test_files_round_trip = contract.test_files_round_trip
 
 # hostile cells, under runsc
-test_network_connect_and_dns_fail = hostile.test_network_connect_and_dns_fail
+host_listener = hostile.host_listener
+test_network_has_no_interface_no_route_and_reaches_no_listener = \
+    hostile.test_network_has_no_interface_no_route_and_reaches_no_listener
 test_root_is_read_only_tmp_and_workdir_are_writable = hostile.test_root_is_read_only_tmp_and_workdir_are_writable
 test_memory_bomb_is_reported_as_out_of_memory = hostile.test_memory_bomb_is_reported_as_out_of_memory
 
