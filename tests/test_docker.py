@@ -22,9 +22,9 @@ from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.core.errors import SandboxDied
 from tests.support.backends import backends, prepared
 from tests.support.hostile import (  # noqa: F401 - collected here
+    host_listener,
     run,
     test_memory_bomb_is_reported_as_out_of_memory,
-    host_listener,
     test_network_has_no_interface_no_route_and_reaches_no_listener,
     test_root_is_read_only_tmp_and_workdir_are_writable,
     test_workdir_has_a_size_limit,
