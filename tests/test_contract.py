@@ -1,8 +1,8 @@
 """The backend contract (tests/support/contract.py), run against every backend: ``backend_name``
 is parametrized over them (``CONTRACT_NAMES``: the plugin's backends, and the docker backend on
-Podman's API). The cases that only read share one started sandbox per backend (``sandbox``, as
-ipykernel's tests share ``kernel()``); the others make their own. All run on the module's event
-loop, where the shared sandbox lives."""
+Podman's API). The cases that only read share one started sandbox per backend (the plugin's
+``sandbox``, as ipykernel's tests share ``kernel()``); the others make their own. All run on the
+module's event loop, where the shared sandbox lives."""
 
 import pytest
 import pytest_asyncio
@@ -20,13 +20,6 @@ def backend_name(request) -> str:
     """Each backend's name in turn, ``podman`` too; a test using it runs once per backend."""
     prepared(request.param)
     return request.param
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox(backend_name):
-    """A started backend the read-only cases of ``backend_name`` share."""
-    async with backends(backend_name) as make, make() as backend:
-        yield backend
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -1,36 +1,37 @@
-"""The docker backend against the real engine: hardening, hostile cells, death, files, leftovers.
+"""The docker backend against the real engine: hardening, hostile cells, death, files.
 
-Every test leaves nothing of its sandboxes on the host (``held_by`` this process is empty
-afterwards) and, where a cell is hostile, the backend answers the next cell.
+Every test, on each transport (``ipc``, ``api``), leaves nothing of its own sandboxes on the host
+(what this process holds afterwards is what it held before), and, where a cell is hostile, the
+backend answers the next cell. The cases that only read (the container's settings, what a cell
+sees of its privileges and network, the read-only root, files through the archive API) share one
+started sandbox per transport (the plugin's ``sandbox``); the module leaves nothing at its end.
+All run on the module's event loop, where the shared sandbox lives. (A killed owner's leftovers
+and ``gc``: tests/test_docker_leftovers.py.)
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import contextlib
 import os
-import secrets
-import subprocess
-import sys
 import time
 
 import pytest
+import pytest_asyncio
 
 from sandbox_kernel.backends.docker import engine
 from sandbox_kernel.core.errors import SandboxDied
-from sandbox_kernel.runtime.owners import start_time
-from tests.support.backends import backends
+from tests.support.backends import backends, prepared
 from tests.support.hostile import (  # noqa: F401 - collected here
+    host_listener,
     run,
     test_memory_bomb_is_reported_as_out_of_memory,
-    test_network_connect_and_dns_fail,
+    test_network_has_no_interface_no_route_and_reaches_no_listener,
     test_root_is_read_only_tmp_and_workdir_are_writable,
     test_workdir_has_a_size_limit,
 )
-from tests.targets.docker import NOTHING, SocketProxy, as_host, held_by
+from tests.targets.docker import NOTHING, SocketProxy, held_by
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(180), pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest.fixture
@@ -40,19 +41,44 @@ def client(docker_client):
     return docker_client
 
 
-@pytest.fixture(params=["ipc", "api"])
-async def make(docker_client, request):
-    """``make(**traits)`` → an unstarted DockerBackend on each transport in turn; after the
-    test, all are shut down and nothing of theirs is left on the host."""
-    async with backends("docker") as factory:
-        yield lambda **traits: factory(**{"transport": request.param, **traits})
+@pytest.fixture(scope="module", autouse=True)
+def leaves_nothing(docker_client):
+    """After the module (the shared sandboxes too), nothing of this process is left on the host."""
+    yield
     assert held_by(docker_client, os.getpid()) == NOTHING
 
 
+@pytest.fixture(scope="module", params=["ipc", "api"])
+def transport(request) -> str:
+    """Each transport in turn; the module's tests run on one, then on the other."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def backend_name() -> str:
+    prepared("docker")
+    return "docker"
+
+
+@pytest.fixture(scope="module")
+def sandbox_traits(transport) -> dict:
+    """The plugin's ``sandbox``, which the read-only cases share, on this transport."""
+    return {"transport": transport}
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def make(docker_client, transport):
+    """``make(**traits)`` → an unstarted DockerBackend on this transport; after the test, all are
+    shut down and none of theirs is left on the host (the shared ``sandbox``, held before, may)."""
+    before = held_by(docker_client, os.getpid())
+    async with backends("docker") as factory:
+        yield lambda **traits: factory(**{"transport": transport, **traits})
+    assert held_by(docker_client, os.getpid()) == before
+
+
 # -- hardening -------------------------------------------------------------------------------------
-async def test_container_is_hardened_as_documented(make, docker_client):
-    async with make() as backend:
-        attrs = docker_client.api.inspect_container(backend._container.id)
+async def test_container_is_hardened_as_documented(sandbox, docker_client):
+    attrs = docker_client.api.inspect_container(sandbox._container.id)
     host = attrs["HostConfig"]
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["Init"]
     assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
@@ -66,15 +92,14 @@ async def test_container_is_hardened_as_documented(make, docker_client):
     assert abs(int(labels[engine.CREATED_LABEL]) - time.time()) < 120
 
 
-async def test_nothing_inside_is_privileged(make):
+async def test_nothing_inside_is_privileged(sandbox):
     code = """
 import os
 status = dict(line.split(':', 1) for line in open('/proc/self/status'))
 print(os.getuid(), os.getgid(), status['CapEff'].strip(), status['CapBnd'].strip(), status['NoNewPrivs'].strip())
 print(sorted(os.listdir('/sys/class/net')), os.path.exists('/var/run/docker.sock'), os.getcwd())
 """
-    async with make() as backend:
-        _, rec = await run(backend, code)
+    _, rec = await run(sandbox, code)
     ids, net = rec.text().splitlines()
     assert ids == "1000 1000 0000000000000000 0000000000000000 1"
     assert net == "['lo'] False /home/sandbox/work"
@@ -179,6 +204,7 @@ async def test_engine_gone_ends_the_cell_and_the_kernel(make, docker_client, tmp
 
 # -- lifecycle ---------------------------------------------------------------------------------------
 async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, docker_client):
+    held = held_by(docker_client, os.getpid())  # (the shared sandbox, if it runs)
     backend = make()
     await backend.start()
     first = backend._container.id
@@ -195,7 +221,7 @@ async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, 
     assert backend._container.id != first and not docker_client.api.containers(all=True, filters={"id": first})
     assert hostdir is None or not hostdir.exists()
     await backend.shutdown()
-    assert held_by(docker_client, os.getpid()) == NOTHING
+    assert held_by(docker_client, os.getpid()) == held
 
 
 async def test_a_second_start_waits_for_the_first_to_end(make, tmp_path):
@@ -226,94 +252,18 @@ async def test_the_first_cells_output_is_never_lost(make):
         assert time.monotonic() - started < 5
 
 
-def test_leftovers_of_a_killed_owner_are_removed_at_next_start_and_by_gc(docker_client):
-    """The owner and the cleaners run as a host of their own (``as_host``): any sandbox's start on
-    this machine would remove a killed owner's leftovers of this host before the test saw them."""
-    host = f"sk-test-{secrets.token_hex(4)}"
-    script = ("import asyncio, sys\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
-              "async def main():\n    await DockerBackend(session='orphan').start()\n"
-              "    print('up', flush=True)\n    await asyncio.sleep(600)\nasyncio.run(main())")
-    for cleaner in ("start", "gc"):
-        owner = subprocess.Popen([*as_host(host), sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-        assert owner.stdout.readline() == "up\n"
-        owner.kill()
-        owner.wait()
-        assert held_by(docker_client, owner.pid, host)["containers"]
-        if cleaner == "start":
-            subprocess.run([*as_host(host), sys.executable, "-c", "import asyncio\nfrom sandbox_kernel.backends.docker "
-                            "import DockerBackend\nasync def main():\n    async with DockerBackend(): pass\n"
-                            "asyncio.run(main())"], check=True)
-        else:
-            gc = subprocess.run([*as_host(host), sys.executable, "-m", "sandbox_kernel", "gc"], capture_output=True,
-                                text=True)
-            assert gc.returncode == 0 and "sandbox-kernel-orphan-" in gc.stdout
-        assert held_by(docker_client, owner.pid, host) == NOTHING
-
-
-@pytest.mark.parametrize("transport", ["ipc", "api"])
-def test_a_sandbox_whose_wrapper_is_killed_ends_by_itself(docker_client, transport):
-    """No sweep needed (issue 19): the engine closes the container's stdin when the process
-    attached to it dies, and the relay (api) or the launcher (ipc) then ends the kernel. (The
-    wrapper runs as a host of its own: another test's sweep would remove its exited container.)"""
-    host = f"sk-test-{secrets.token_hex(4)}"
-    script = ("import asyncio, sys\nfrom sandbox_kernel.backends.docker import DockerBackend\n"
-              "async def main():\n    b = DockerBackend(session='killed', transport=sys.argv[1])\n"
-              "    await b.start()\n    print(b._container.id, flush=True)\n    await asyncio.sleep(600)\n"
-              "asyncio.run(main())")
-    owner = subprocess.Popen([*as_host(host), sys.executable, "-c", script, transport], stdout=subprocess.PIPE,
-                             text=True)
-    container = owner.stdout.readline().strip()
-    assert docker_client.api.inspect_container(container)["State"]["Status"] == "running"
-    owner.kill()
-    owner.wait()
-    killed = time.monotonic()
-    while docker_client.api.inspect_container(container)["State"]["Status"] == "running" and time.monotonic() - killed < 10:
-        time.sleep(0.1)
-    assert docker_client.api.inspect_container(container)["State"]["Status"] == "exited"
-    assert time.monotonic() - killed < 5
-    subprocess.run([*as_host(host), sys.executable, "-c", REMOVE_LEFTOVERS], check=True, capture_output=True)
-    assert held_by(docker_client, owner.pid, host) == NOTHING
-
-
-REMOVE_LEFTOVERS = ("import sys, docker\nfrom sandbox_kernel.backends.docker import engine\n"
-                    "print(engine.remove_leftovers(docker.from_env(), everything='--all' in sys.argv))")
-"""``engine.remove_leftovers`` in a process of its own (run :func:`as_host`); prints what it removed."""
-
-
-def test_gc_all_on_a_shared_engine_leaves_other_hosts_sandboxes(docker_client):
-    """``everything`` (``gc --all``) removes every sandbox of its host, running ones too: run as a
-    host of its own (``as_host``), so that its host's sandboxes are this test's only."""
-    host = f"sk-test-{secrets.token_hex(4)}"
-    other = docker_client.api.create_container("sandbox-kernel:latest", entrypoint=["/nonexistent"], command=[],
-                                               labels={engine.OWNER_LABEL: "another-host/1/1"}, network_disabled=True)
-    mine = docker_client.api.create_container(
-        "sandbox-kernel:latest", entrypoint=["/nonexistent"], command=[], network_disabled=True,
-        labels={engine.OWNER_LABEL: f"{host}/{os.getpid()}/{start_time(os.getpid())}"})  # a running owner there
-    try:
-        done = subprocess.run([*as_host(host), sys.executable, "-c", REMOVE_LEFTOVERS, "--all"], capture_output=True,
-                              text=True, check=True)
-        removed = ast.literal_eval(done.stdout)
-        assert docker_client.api.containers(all=True, filters={"id": other["Id"]})
-        assert not docker_client.api.containers(all=True, filters={"id": mine["Id"]}) and removed
-    finally:
-        for made in (other, mine):
-            with contextlib.suppress(Exception):
-                docker_client.api.remove_container(made["Id"], force=True)
-
-
 # -- files -------------------------------------------------------------------------------------------
-async def test_upload_and_download_through_the_archive_api(make, tmp_path):
+async def test_upload_and_download_through_the_archive_api(sandbox, tmp_path):
     (tmp_path / "in.bin").write_bytes(bytes(range(256)) * 100)
-    async with make() as backend:
-        assert await backend.upload(tmp_path / "in.bin", "data/in.bin") == "/home/sandbox/work/data/in.bin"
-        _, rec = await run(backend, "import os\nb = open('data/in.bin', 'rb').read()\n"
-                                    "print(len(b), os.stat('data/in.bin').st_uid)\nopen('out.bin', 'wb').write(b[::-1])")
-        assert rec.text() == "25600 1000\n"
-        out = await backend.download("out.bin", tmp_path / "out.bin")
-        assert out.read_bytes() == (bytes(range(256)) * 100)[::-1]
-        with pytest.raises(FileNotFoundError):
-            await backend.download("missing.txt", tmp_path / "x")
-        with pytest.raises(PermissionError, match="working directory"):
-            await backend.upload(tmp_path / "in.bin", "/etc/in.bin")
-        with pytest.raises(FileNotFoundError):
-            await backend.upload(tmp_path / "nope", "nope")
+    assert await sandbox.upload(tmp_path / "in.bin", "data/in.bin") == "/home/sandbox/work/data/in.bin"
+    _, rec = await run(sandbox, "import os\nb = open('data/in.bin', 'rb').read()\n"
+                                "print(len(b), os.stat('data/in.bin').st_uid)\nopen('out.bin', 'wb').write(b[::-1])")
+    assert rec.text() == "25600 1000\n"
+    out = await sandbox.download("out.bin", tmp_path / "out.bin")
+    assert out.read_bytes() == (bytes(range(256)) * 100)[::-1]
+    with pytest.raises(FileNotFoundError):
+        await sandbox.download("missing.txt", tmp_path / "x")
+    with pytest.raises(PermissionError, match="working directory"):
+        await sandbox.upload(tmp_path / "in.bin", "/etc/in.bin")
+    with pytest.raises(FileNotFoundError):
+        await sandbox.upload(tmp_path / "nope", "nope")

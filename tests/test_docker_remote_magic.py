@@ -1,7 +1,8 @@
 """The ``%%sandbox`` magic (the notebook scenario of tests/support/magic.py and its jupyter_client tests)
 and the Python API on the docker backend on an engine that does not share this host's filesystem:
 the rig of tests/targets/remote_engine.py over TCP with TLS, transport=api. (The kernel's own
-features on the rig, over TCP and ssh: tests/test_docker_remote.py.)"""
+features on the rig, over TCP and ssh: tests/test_docker_remote.py and
+tests/test_docker_remote_kernel.py.)"""
 
 from __future__ import annotations
 

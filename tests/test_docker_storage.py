@@ -233,5 +233,5 @@ def test_gc_dry_run_lists_leftovers_and_removes_nothing(docker_client):
     listed = gc("--dry-run", host=host)
     assert f"would remove {container.lstrip('/')}" in listed and "would remove" in listed.splitlines()[-1]
     assert held_by(docker_client, owner.pid, host) == held  # nothing removed, host directory included
-    gc(host=host)  # (removal itself: test_docker.py's leftovers test)
+    gc(host=host)  # (removal itself: test_docker_leftovers.py)
     assert held_by(docker_client, owner.pid, host) == NOTHING

@@ -1,7 +1,8 @@
 """The output policy through the wrapper kernel, on every backend: what a notebook page receives.
 
-The kernel is started from its installed kernelspec as a frontend starts it. The proof in a
-real browser (JupyterLab in Chromium) is tests/test_browser.py.
+The kernel is started from its installed kernelspec as a frontend starts it, one per backend
+for the module's tests of it. The proof in a real browser (JupyterLab in Chromium) is
+tests/test_browser.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import pytest
 
 from tests.kernels import kernel, run, stdout
+from tests.targets import NAMES
 
 pytestmark = pytest.mark.kernel
 
@@ -31,8 +33,18 @@ def rich(outputs):
     return [m["content"] for m in outputs if m["header"]["msg_type"] in ("display_data", "execute_result")]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module", params=NAMES)
+def backend_name(request, targets) -> str:
+    """Each backend's name in turn, for the module: its tests of one backend share ``policy_kernel``."""
+    targets.prepared(request.param)
+    return request.param
+
+
+@pytest.fixture(scope="module")
 def policy_kernel(backend_name):
+    """One kernel of ``backend_name``, started from its kernelspec, that the module's tests of it
+    share: one reads a cell's outputs, the other makes the sandbox's kernel answer
+    ``inspect_request`` with hostile HTML (what no other test here asks)."""
     with kernel(backend_name) as (_, kc):
         yield kc
 

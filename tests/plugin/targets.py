@@ -8,9 +8,10 @@ tests, or fails them where ``SANDBOX_KERNEL_NO_SKIP`` is set (CI).
 
 Fixtures: ``targets`` (the :class:`Targets` of the session), the rigs ``e2b_server``,
 ``kernel_gateway``, ``podman_service``, ``remote_engine``, a docker-py ``docker_client`` of the
-local engine, and ``backend_name`` / ``make_backend`` (each backend of ``NAMES`` in turn, and
-unstarted backends of it). Plain helpers (:func:`tests.support.backends.prepared`,
-:func:`tests.kernels.kernel`, ...) reach the same targets through :func:`session_targets`.
+local engine, ``backend_name`` / ``make_backend`` (each backend of ``NAMES`` in turn, and
+unstarted backends of it) and ``sandbox`` (a started backend a module's read-only cases share).
+Plain helpers (:func:`tests.support.backends.prepared`, :func:`tests.kernels.kernel`, ...) reach
+the same targets through :func:`session_targets`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from tests import targets as catalogue
 from tests.targets import NAMES, Prepared, skip_or_fail
@@ -127,6 +129,27 @@ async def make_backend(backend_name):
 
     async with backends(backend_name) as make:
         yield make
+
+
+@pytest.fixture(scope="module")
+def sandbox_traits() -> dict:
+    """Traits of the module's shared ``sandbox`` beyond its target's (none; a module may override
+    it, as tests/test_docker_runsc.py gives ``runtime``)."""
+    return {}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sandbox(backend_name, sandbox_traits):
+    """A started backend of ``backend_name`` that a module's read-only cases share, as ipykernel's
+    tests share ``kernel()``; cases that start, restart, interrupt, time out, kill or change what
+    others would see make their own (``make_backend``). A module using it gives ``backend_name``
+    at module scope and runs its tests on the module's event loop
+    (``pytest.mark.asyncio(loop_scope="module")``), where the sandbox lives; shut down when the
+    module's (or, parametrized, the backend's) last test is done."""
+    from tests.support.backends import backends
+
+    async with backends(backend_name) as make, make(**sandbox_traits) as backend:
+        yield backend
 
 
 @pytest.fixture

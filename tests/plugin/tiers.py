@@ -37,8 +37,9 @@ BACKEND_PARAMS = ("backend_name", "name", "kind")
 SPLIT_BY_BACKEND = {"tests/test_contract.py"}
 """Modules whose cases form one group per backend (their shared sandbox is per backend)."""
 RIG_GROUPS = {"podman": "podman", "podman_api": "podman", "tests/test_docker_podman.py": "podman",
-              **dict.fromkeys(["tests/test_docker_remote.py", "tests/test_docker_remote_magic.py",
-                               "tests/test_remote_engine.py", "tests/test_egress_engines.py"], "remote-engine"),
+              **dict.fromkeys(["tests/test_docker_remote.py", "tests/test_docker_remote_kernel.py",
+                               "tests/test_docker_remote_magic.py", "tests/test_remote_engine.py",
+                               "tests/test_egress_engines.py"], "remote-engine"),
               **dict.fromkeys(["tests/test_browser.py", "tests/test_browser_files.py", "tests/test_browser_findings.py",
                                "tests/test_browser_frontends.py", "tests/test_browser_magic.py",
                                "tests/test_browser_usage.py", "tests/test_voila.py", "tests/test_newcomer.py",

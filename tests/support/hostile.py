@@ -1,10 +1,14 @@
 """Hostile cells in a docker sandbox, the backend answering the next cell: imported by
-tests/test_docker.py (runc), tests/test_docker_runsc.py (gVisor) and tests/test_docker_podman.py, whose ``make`` fixture
-gives ``make(**traits)`` (an unstarted DockerBackend) and checks nothing is left behind."""
+tests/test_docker.py (runc), tests/test_docker_runsc.py (gVisor), tests/test_docker_podman.py and
+tests/test_docker_remote.py, whose ``make`` fixture gives ``make(**traits)`` (an unstarted
+DockerBackend) and checks nothing is left behind. The cases that only probe what a cell may do
+(connect, write outside its directories) run on ``sandbox``, the started one that a module's
+read-only cases share (the plugin's; a module using them runs on its module's event loop)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 
 import pytest
@@ -19,29 +23,54 @@ async def run(backend, code, **kwargs):
     return outcome, rec
 
 
-async def test_network_connect_and_dns_fail(make):
-    code = """
-import socket
-for target in [('1.1.1.1', 53), ('10.0.0.1', 80)]:
+@pytest.fixture
+def host_listener():
+    """``(address, port)`` of a TCP listener this test makes on the host, on the address the
+    engine's default bridge gives containers as their gateway (docker0's, 172.17.0.1 here): the
+    first host address a container with a network would reach. Yields, then asserts that no
+    connection ever reached it. A test sends traffic only to listeners it made itself, so the
+    sandbox's network is probed with this one and with route lookups, never an outside address."""
+    import docker
+
+    client = docker.from_env()
     try:
-        socket.create_connection(target, timeout=3)
-        print('connected')
-    except OSError as exc:
-        print(type(exc).__name__)
+        gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    finally:
+        client.close()
+    with socket.create_server((gateway, 0)) as listener:
+        listener.setblocking(False)
+        yield listener.getsockname()[:2]
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing came
+
+
+async def test_network_has_no_interface_no_route_and_reaches_no_listener(sandbox, host_listener):
+    host, port = host_listener
+    code = f"""
+import errno, socket
+print('interfaces', sorted(name for _, name in socket.if_nameindex()))
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
-    socket.getaddrinfo('pypi.org', 443)
-    print('resolved')
-except socket.gaierror:
-    print('gaierror')
+    probe.connect(({host!r}, {port}))  # a route lookup: a UDP connect sends nothing
+    print('routed')
+except OSError as exc:
+    print('route', errno.errorcode.get(exc.errno, exc.errno))
+try:
+    socket.create_connection(({host!r}, {port}), timeout=3)
+    print('connected')
+except OSError as exc:
+    print('connect', type(exc).__name__)
 """
-    async with make() as backend:
-        outcome, rec = await run(backend, code)
-        assert (await run(backend, "1 + 1"))[1].result() == "2"
-    assert outcome.status == "ok" and "connected" not in rec.text() and "resolved" not in rec.text()
-    assert rec.text().splitlines()[-1] == "gaierror"
+    outcome, rec = await run(sandbox, code)
+    assert (await run(sandbox, "1 + 1"))[1].result() == "2"
+    lines = rec.text().splitlines()
+    assert outcome.status == "ok", rec.text()
+    assert lines[0] == "interfaces ['lo']", lines
+    assert lines[1].startswith("route E"), lines  # ENETUNREACH: no route to any address but loopback
+    assert lines[2].startswith("connect ") and "connected" not in lines, lines
 
 
-async def test_root_is_read_only_tmp_and_workdir_are_writable(make):
+async def test_root_is_read_only_tmp_and_workdir_are_writable(sandbox):
     code = """
 import errno
 for path in ['/probe', '/etc/probe', '/opt/probe', '/opt/venv/probe', '/home/sandbox/probe']:
@@ -52,9 +81,8 @@ for path in ['/probe', '/etc/probe', '/opt/probe', '/opt/venv/probe', '/home/san
         print(path, errno.errorcode[exc.errno])
 open('/tmp/t', 'w').write('ok'); open('w', 'w').write('ok'); print('tmp and workdir ok')
 """
-    async with make() as backend:
-        _, rec = await run(backend, code)
-        assert (await run(backend, "1 + 1"))[1].result() == "2"
+    _, rec = await run(sandbox, code)
+    assert (await run(sandbox, "1 + 1"))[1].result() == "2"
     lines = rec.text().splitlines()
     assert all(line.split()[1] in ("EROFS", "EACCES") for line in lines[:-1]), lines
     assert lines[-1] == "tmp and workdir ok"
