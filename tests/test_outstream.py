@@ -38,10 +38,9 @@ def stream():
         yield out, sub, session, scheduled
     finally:
         out.close()
-        thread.stop()
-        thread.close()
-        sub.close(linger=0)
-        context.term()
+        thread.io_loop.add_callback(thread.io_loop.stop)  # not stop(): it leaves ipykernel's gc task pending
+        thread.thread.join(30)
+        context.destroy(linger=0)  # its sockets too: the event pipes stop() would close
 
 
 def texts(sub, session, wait_ms: int = 2000) -> list[str]:
