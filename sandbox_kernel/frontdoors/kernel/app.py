@@ -11,7 +11,7 @@ import signal
 import zmq
 from ipykernel.kernelapp import IPKernelApp
 from jupyter_core.paths import jupyter_config_path
-from traitlets import List, Type, Unicode, default
+from traitlets import DottedObjectName, List, Type, Unicode, default
 
 from ...runtime.traits import without_hub_variables
 from .kernel import SandboxKernel
@@ -25,6 +25,10 @@ class SandboxKernelApp(IPKernelApp):
     name = "sandbox-kernel"
     kernel_class = Type(SandboxKernel, klass="ipykernel.kernelbase.Kernel").tag(config=True)
     config_file_paths = List(Unicode())
+    outstream_class = DottedObjectName("sandbox_kernel.runtime.outstream.PromptFlushOutStream",
+                                       help="The class of sys.stdout and sys.stderr: ipykernel's, whose flush does not "
+                                            "wait for the IOPub thread when it has nothing to send (the wrapper "
+                                            "flushes four times a cell and seldom writes).").tag(config=True)
 
     def start(self) -> None:
         """Serve until the shell's loop stops, then let the control thread finish the message
