@@ -116,6 +116,9 @@ def test_state_pickle_cannot_carry_comes_back_by_value_after_undo_and_restore_n(
     assert sb.restore(setup.cell).id == setup.id  # by the cell's number, again
     assert fingerprint(sb) == expected
     assert sb.run("'x' in globals()").text == "False"
+    # the promoted kernel's streams are the launcher's (found by their module's name, not in __main__,
+    # which is the user's namespace by then: 'No module named PromptFlushOutStream' failed each restore)
+    assert sb.run("type(__import__('sys').stdout).__name__").text == "'PromptFlushOutStream'"
 
 
 def test_four_forks_carry_the_state_by_value_and_are_isolated(sb):

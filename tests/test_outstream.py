@@ -98,5 +98,5 @@ def test_the_sandbox_kernels_history_database_writes_ahead(tmp_path):
 def test_the_launcher_makes_the_prompt_flush_the_sandbox_kernels_stream():
     source = launcher.IOPUB_APP
     assert "class PromptFlushOutStream(OutStream)" in source
-    assert 'outstream_class = DottedObjectName("__main__.PromptFlushOutStream")' in source
+    assert f'outstream_class = DottedObjectName("{launcher.OUTSTREAM_MODULE}.PromptFlushOutStream")' in source
     compile(source, "launch.py", "exec")

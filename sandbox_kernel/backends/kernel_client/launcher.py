@@ -33,6 +33,11 @@ OUTSTREAM_SOURCE = (Path(__file__).resolve().parents[2] / "runtime" / "outstream
 only), which the sandbox's kernel runs too: its ``PromptFlushOutStream`` is that kernel's
 ``outstream_class``. Read as text, not imported: this process may have no use for ipykernel."""
 
+OUTSTREAM_MODULE = "_sandbox_kernel_outstream"
+"""The name the sandbox's kernel loads :data:`OUTSTREAM_SOURCE` under (in ``sys.modules``), so that
+``outstream_class`` names it: not ``__main__``, which IPython replaces with the user's namespace
+once the shell exists, where a kernel promoted from a checkpoint would then look for it."""
+
 HISTORY_CONNECTION = """
 import sqlite3
 
@@ -82,11 +87,13 @@ if os.environ.get("{SEED_VARIABLE}"):
     _seed_jedi_cache(os.environ["{SEED_VARIABLE}"])
 
 
-{OUTSTREAM_SOURCE}
+_outstream = type(sys)("{OUTSTREAM_MODULE}")
+exec(compile({OUTSTREAM_SOURCE!r}, "sandbox-kernel-outstream", "exec"), _outstream.__dict__)
+sys.modules["{OUTSTREAM_MODULE}"] = _outstream
 {HISTORY_CONNECTION}
 
 class LosslessIOPubKernelApp(IPKernelApp):
-    outstream_class = DottedObjectName("__main__.PromptFlushOutStream")
+    outstream_class = DottedObjectName("{OUTSTREAM_MODULE}.PromptFlushOutStream")
 
     def init_kernel(self):
         # before the shell and its HistoryManager are made
