@@ -86,8 +86,11 @@ def service(scratch: Path, limits: dict[str, int]) -> Iterator[tuple[str, subpro
     socket = f"{scratch}/podman.sock"
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CONTAINERS_CONF": str(containers_conf(scratch / "containers.conf", limits))}
     with open(scratch / "service.log", "ab") as log:
+        # cwd: conmon, the service's child, writes an empty file named `oom` into its working
+        # directory when a container's process is OOM-killed (the empty `oom` at the clone's top
+        # after each full run: the test session's cwd), so it works in the scratch folder
         process = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{socket}"], env=env,
-                                   stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+                                   stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent, cwd=scratch)
     try:
         wait_socket(socket, process)
         yield socket, process
