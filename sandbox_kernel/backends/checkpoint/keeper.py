@@ -410,8 +410,11 @@ class Keeper:
 
     def do_list(self, conn: Conn, message: dict) -> None:
         measure = message.get("measure", True) is not False
-        if measure and len(self.snapshots) > 1:  # what is listed is what the bounds leave now, not at the next look
+        # what is listed is what the bounds leave now, not at the loop's next turn (a snapshot just
+        # taken may be one past `keep` until then; the bytes only where measuring is asked for)
+        if measure and len(self.snapshots) > 1:
             self.relieve()
+        self.bound(by_bytes=measure)
         conn.send({"op": "list", "seq": message.get("seq"), "kernel": self.kernel_pid,
                    "checkpoints": [_public(s, measure=measure) for s in self._ordered()]})
 
@@ -507,17 +510,17 @@ class Keeper:
     def _ordered(self) -> list:
         return sorted(self.snapshots.values(), key=lambda s: (s["time"], s["id"]))
 
-    def bound(self) -> None:
-        """Drop snapshots past ``keep`` and ``max_bytes`` (see the module's text)."""
+    def bound(self, by_bytes: bool = True) -> None:
+        """Drop snapshots past ``keep`` and, ``by_bytes``, ``max_bytes`` (see the module's text)."""
         if not self.snapshots:
             return
-        sizes = {s["id"]: _private_bytes(s["pid"]) or 0 for s in self.snapshots.values()}
+        sizes = {s["id"]: _private_bytes(s["pid"]) or 0 for s in self.snapshots.values()} if by_bytes else {}
         newest = self._ordered()[-1]["id"]
         victims = [s["id"] for s in self._ordered() if not s["name"]] + \
                   [s["id"] for s in self._ordered() if s["name"]]
         for ident in victims:
             over_count = self.keep and len(self.snapshots) > self.keep
-            over_bytes = self.max_bytes and sum(sizes.get(i, 0) for i in self.snapshots) > self.max_bytes
+            over_bytes = by_bytes and self.max_bytes and sum(sizes.get(i, 0) for i in self.snapshots) > self.max_bytes
             if not (over_count or over_bytes):
                 return
             if ident != newest and ident != (self.pending or {}).get("id"):
