@@ -250,8 +250,7 @@ class Keeper:
         conn = key.data
         messages = conn.lines()
         if messages is None:
-            self.selector.unregister(conn.sock)
-            conn.sock.close()
+            self.release(conn)
             self.gone(conn)
             return
         for message in messages:
@@ -353,11 +352,15 @@ class Keeper:
         if snapshot is None:
             return
         _kill(snapshot["pid"], signal.SIGKILL)
+        self.release(snapshot["conn"])
+
+    def release(self, conn: Conn) -> None:
+        """Stop watching ``conn`` (if it is watched) and close its socket."""
         try:
-            self.selector.unregister(snapshot["conn"].sock)
+            self.selector.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
-        snapshot["conn"].sock.close()
+        conn.sock.close()
 
     def tell(self, event: dict) -> None:
         for host in self.hosts:
@@ -405,8 +408,7 @@ class Keeper:
         self.keep = int(message.get("keep") or 0)
         self.max_bytes = int(message.get("max_bytes") or 0)
         self.recover = bool(message.get("recover", True))
-        self.bound()
-        self.do_list(conn, message)
+        self.do_list(conn, message)  # applies the new bounds before it answers
 
     def do_list(self, conn: Conn, message: dict) -> None:
         measure = message.get("measure", True) is not False
@@ -414,9 +416,9 @@ class Keeper:
         # taken may be one past `keep` until then; the bytes only where measuring is asked for)
         if measure and len(self.snapshots) > 1:
             self.relieve()
-        self.bound(by_bytes=measure)
+        measured = self.bound(by_bytes=measure)
         conn.send({"op": "list", "seq": message.get("seq"), "kernel": self.kernel_pid,
-                   "checkpoints": [_public(s, measure=measure) for s in self._ordered()]})
+                   "checkpoints": [_public(s, measured if measure else None) for s in self._ordered()]})
 
     def do_restore(self, conn: Conn, message: dict) -> None:
         if self.pending is not None or message.get("id") not in self.snapshots:
@@ -484,11 +486,7 @@ class Keeper:
         fork = self.forks.pop(message.get("fork"), None)
         if fork is not None:
             _kill_group(fork["pid"], signal.SIGKILL)
-            try:
-                self.selector.unregister(fork["conn"].sock)
-            except (KeyError, ValueError):
-                pass
-            fork["conn"].sock.close()
+            self.release(fork["conn"])
         conn.send({"op": "ended", "seq": message.get("seq"), "found": fork is not None})
 
     def do_drop(self, conn: Conn, message: dict) -> None:
@@ -510,21 +508,24 @@ class Keeper:
     def _ordered(self) -> list:
         return sorted(self.snapshots.values(), key=lambda s: (s["time"], s["id"]))
 
-    def bound(self, by_bytes: bool = True) -> None:
-        """Drop snapshots past ``keep`` and, ``by_bytes``, ``max_bytes`` (see the module's text)."""
+    def bound(self, by_bytes: bool = True) -> dict:
+        """Drop snapshots past ``keep`` and, ``by_bytes``, ``max_bytes`` (see the module's text).
+        Returns what it measured, ``{id: bytes or None}`` (empty unless ``by_bytes``)."""
         if not self.snapshots:
-            return
-        sizes = {s["id"]: _private_bytes(s["pid"]) or 0 for s in self.snapshots.values()} if by_bytes else {}
+            return {}
+        measured = {s["id"]: _private_bytes(s["pid"]) for s in self.snapshots.values()} if by_bytes else {}
         newest = self._ordered()[-1]["id"]
         victims = [s["id"] for s in self._ordered() if not s["name"]] + \
                   [s["id"] for s in self._ordered() if s["name"]]
         for ident in victims:
             over_count = self.keep and len(self.snapshots) > self.keep
-            over_bytes = by_bytes and self.max_bytes and sum(sizes.get(i, 0) for i in self.snapshots) > self.max_bytes
+            over_bytes = by_bytes and self.max_bytes and \
+                sum(measured.get(i) or 0 for i in self.snapshots) > self.max_bytes
             if not (over_count or over_bytes):
-                return
+                break
             if ident != newest and ident != (self.pending or {}).get("id"):
                 self.forget(ident)
+        return measured
 
 
 def _listen(info: dict) -> dict:
@@ -542,10 +543,12 @@ def _listen(info: dict) -> dict:
     return made
 
 
-def _public(snapshot: dict, measure: bool = False) -> dict:
+def _public(snapshot: dict, measured: dict | None = None) -> dict:
+    """What the host is told of ``snapshot``; with ``measured`` (:meth:`Keeper.bound`'s answer),
+    its ``bytes`` too."""
     shown = {key: snapshot[key] for key in ("id", "cell", "name", "time")}
-    if measure:
-        shown["bytes"] = _private_bytes(snapshot["pid"])
+    if measured is not None:
+        shown["bytes"] = measured.get(snapshot["id"])
     return shown
 
 
