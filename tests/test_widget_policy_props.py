@@ -21,6 +21,7 @@ from sandbox_kernel.core.events import Comm
 from sandbox_kernel.policy import OutputPolicy
 from sandbox_kernel.policy.widgets.rules import WidgetRules
 from sandbox_kernel.policy.widgets.types import CLASS_NAME, ICON, is_ref, table
+from tests.policy_oracle import css_violations
 from tests.support.fuzz import examples
 
 pytestmark = pytest.mark.unit
@@ -117,14 +118,18 @@ def check_html(html: str) -> None:
             if name.lower() == "style":
                 check_css(value)
         if tag == "style":
-            check_css(element.text or "")
+            check_css(element.text or "", block=True)
             assert "<" not in (element.text or ""), html
     # The page's MathJax typesets this document's text, never an isolate frame's own
     # document (its srcdoc attribute, a separate origin with no MathJax).
     check_tex(re.sub(r'srcdoc="[^"]*"', 'srcdoc=""', html))
 
 
-def check_css(css: str) -> None:
+def check_css(css: str, *, block: bool = False) -> None:
+    """No url, error token, at-rule or fetching function anywhere in ``css``. A ``<style>`` block
+    (``block``) is the one prelude-less ``@scope { ... }`` rule the policy writes around an
+    output's rules (sandbox_kernel/policy/stylesheet.py; the oracle's css_violations checks its
+    selectors stay below ``:scope``), and its content is held to the same rule."""
     def walk(tokens):
         for token in tokens:
             assert token.type not in ("url", "error", "at-keyword"), css
@@ -133,7 +138,13 @@ def check_css(css: str) -> None:
                 walk(token.arguments)
             elif getattr(token, "content", None) is not None and not isinstance(token.content, str):
                 walk(token.content)
-    walk(tinycss2.parse_component_value_list(css))
+    tokens = [t for t in tinycss2.parse_component_value_list(css) if t.type not in ("whitespace", "comment")]
+    if block and tokens:
+        assert not css_violations(css, block=True), (css_violations(css, block=True), css)
+        assert len(tokens) == 2 and tokens[0].type == "at-keyword" and tokens[0].lower_value == "scope" \
+            and tokens[1].type == "{} block", css
+        tokens = tokens[1].content
+    walk(tokens)
     assert "<" not in css, css
 
 
