@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -263,6 +264,9 @@ KERNEL_READY = """() => {
 (``window.jupyterapp``: ``--LabApp.expose_app_in_browser``). The execution indicator says
 "idle" earlier, and Run All in that gap clears the cells instead of running them."""
 
+EXECUTED = re.compile(r"^\[\d+\]:$")
+"""A code cell's prompt once it has run: ``[N]:``."""
+
 FINISHED = """() => {
   const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
     .map(p => p.textContent.trim());
@@ -278,23 +282,30 @@ def wait_finished(page, timeout: float = 120) -> list[str]:
 
 
 def wait_cell(page, index: int, timeout: float = 120) -> None:
-    """Wait until code cell ``index`` has run (its prompt shows an execution count)."""
+    """Wait until code cell ``index`` has run (its prompt shows an execution count).
+
+    One timeout governs the whole wait: playwright's ``expect`` finds the prompt again at each
+    poll, so a page too busy to answer for the page's default 15 s (2 loaded cores, several
+    JupyterLab pages) still has ``timeout`` seconds, and a prompt JupyterLab renders anew is
+    followed."""
+    from playwright.sync_api import expect
+
     prompt = page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".jp-InputArea-prompt")
-    page.wait_for_function("el => /^\\[\\d+\\]:$/.test(el.textContent.trim())", arg=prompt.element_handle(),
-                           timeout=timeout * 1000)
+    expect(prompt).to_have_text(EXECUTED, timeout=timeout * 1000)
 
 
-def run_cell(page, index: int) -> None:
-    """Run code cell ``index`` again (click into it, Ctrl+Enter: run in place) and wait for its
-    new prompt."""
+def run_cell(page, index: int, timeout: float = 60) -> None:
+    """Run code cell ``index`` again (click into it, Ctrl+Enter: run in place) and wait, at most
+    ``timeout`` seconds, for its new prompt (an execution count other than the one before)."""
+    from playwright.sync_api import expect
+
     cell = page.locator(".jp-Notebook .jp-CodeCell").nth(index)
-    before = cell.locator(".jp-InputArea-prompt").inner_text()
+    prompt = cell.locator(".jp-InputArea-prompt")
+    before = prompt.inner_text().strip()
     cell.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Control+Enter")
-    page.wait_for_function("([el, before]) => { const t = el.textContent.trim();"
-                           " return t !== before && /^\\[\\d+\\]:$/.test(t); }",
-                           arg=[cell.locator(".jp-InputArea-prompt").element_handle(), before.strip()],
-                           timeout=60_000)
+    expect(prompt).not_to_have_text(before, timeout=timeout * 1000)
+    expect(prompt).to_have_text(EXECUTED, timeout=timeout * 1000)
 
 
 def cell_outputs(page, index: int):

@@ -84,8 +84,7 @@ def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(front
     cell = page.locator(".jp-Notebook .jp-CodeCell").nth(2)
     cell.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Control+Enter")  # time.sleep(5)
-    page.wait_for_function("el => el.textContent.trim() === '[*]:'", arg=cell.locator(".jp-InputArea-prompt")
-                           .element_handle(), timeout=30_000)
+    expect(cell.locator(".jp-InputArea-prompt")).to_have_text("[*]:", timeout=30_000)
     drag_slider(page, 9)
     expect(label).to_have_text("got 9", timeout=4_000)
     assert prompt(page, 2) == "[*]:", "the callback's effect came only after the cell ended"
