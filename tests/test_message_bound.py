@@ -5,6 +5,8 @@ the kernelspecs' wrapper kernel (whose peak RSS is measured)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,19 @@ def test_the_bound_follows_the_output_budget_unless_set():
     backend.set_output_budget(0, "SandboxKernel.max_output_bytes")
     assert backend.message_bound[0] == 0  # no budget: no bound
     assert LocalBackend(max_message_bytes="5m").message_bound == (5 * MiB, "LocalBackend.max_message_bytes")
+
+
+def test_a_kernel_replaced_on_its_ports_does_not_abort_the_host():
+    """A kernel that dies and a successor on the same ports (a promoted checkpoint) publishing
+    at once: libzmq reconnects by itself, and the drop watch leaves that connection alone. It
+    used to ``zmq_disconnect`` it, with the successor's messages in it, and libzmq aborted the
+    process at the next read (``Assertion failed: !_more``: a host killed under load, the wrapper
+    kernel with it). Real libzmq on 127.0.0.1, in a process of its own (``tests/support/kernel_successor.py``)."""
+    done = subprocess.run([sys.executable, "-m", "tests.support.kernel_successor"], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("read 200 early "), done.stdout
+    assert int(done.stdout.split()[-1]) > 0, "no message was waiting when the drop was reported: nothing was tested"
 
 
 async def test_each_session_in_one_process_keeps_its_own_bound():

@@ -345,7 +345,8 @@ class KernelClientBackend(Backend):
         """Recover from messages over the bound that libzmq drops (see :mod:`.message_bound`)."""
         self._recovery = DropRecovery(client, self._requests, self._death, note=drop_note(*self.message_bound),
                                       ready_timeout=self.ready_timeout, request_timeout=self.request_timeout,
-                                      on_unclaimed=self._unclaimed, log=self.log)
+                                      on_unclaimed=self._unclaimed, log=self.log,
+                                      kernel_pid=self._kept.kernel_pid if self._kept is not None else None)
         self._recovery.watch()
 
     def _unclaimed(self, event: Event) -> None:

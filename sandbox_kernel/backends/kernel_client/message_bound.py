@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +89,8 @@ class DropWatch:
             # watch on this socket (after a restore or a recovery), and a closed monitor's
             # endpoint can still be bound for a moment ("Address already in use").
             monitor = socket.get_monitor_socket(
-                zmq.EVENT_DISCONNECTED, addr=f"inproc://sandbox-kernel-drops-{name}-{secrets.token_hex(8)}")
+                zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED,
+                addr=f"inproc://sandbox-kernel-drops-{name}-{secrets.token_hex(8)}")
             self._sockets.append((socket, monitor))
             self._tasks.append(loop.create_task(self._watch(name, socket, monitor)))
 
@@ -99,8 +100,28 @@ class DropWatch:
             if event["event"] != zmq.EVENT_DISCONNECTED:
                 continue
             await asyncio.sleep(RECONNECT_DELAY)
-            self._reconnect(name)
+            if not await self._reconnecting_by_itself(monitor):
+                self._reconnect(name)
             self._on_drop(name)
+
+    @staticmethod
+    async def _reconnecting_by_itself(monitor: Any) -> bool:
+        """Whether libzmq reconnects the closed connection by itself: after a network error (the
+        kernel's process ended, and a checkpoint or a new kernel may already serve the endpoint)
+        it schedules a reconnect and says so (``ZMQ_EVENT_CONNECT_RETRIED``, right after
+        ``ZMQ_EVENT_DISCONNECTED``); after a refused oversized frame (a protocol error) it does
+        not. Reads the monitor's waiting events.
+
+        Connecting again ourselves after a network error would ``zmq_disconnect`` the connection
+        libzmq made, with the new kernel's messages in it: libzmq then discards a multipart
+        message after its first frame was read and aborts the process (``Assertion failed:
+        !_more (src/fq.cpp:80)``, libzmq issue #2163; measured here: a kernel killed with
+        SIGKILL under load, 1 in 2 to 6 kills)."""
+        retried = False
+        while monitor.get(zmq.EVENTS) & zmq.POLLIN:
+            event = parse_monitor_message(await monitor.recv_multipart(zmq.NOBLOCK))
+            retried |= event["event"] == zmq.EVENT_CONNECT_RETRIED
+        return retried
 
     def _reconnect(self, name: str) -> None:
         """Connect channel ``name`` again. A DEALER socket (shell, stdin, control) comes back
@@ -171,12 +192,17 @@ class DropRecovery:
         on_unclaimed: called with the note as an event when a connection closed while no
             request was pending (the backend passes it to its comm handler).
         log: the backend's logger.
+        kernel_pid: the pid of the kernel serving the connection, as a checkpoint keeper knows it
+            (None: no keeper). A keeper puts a checkpoint in place of a kernel that died, on the
+            same sockets, and that kernel answers the recovery's probe before the keeper's word of
+            the death may arrive: the requests then end by the death, not as dropped messages.
     """
 
     def __init__(self, client: Any, requests: dict[str, Request], death: asyncio.Task, *, note: str,
                  ready_timeout: float, request_timeout: float, on_unclaimed: Callable[[Stream], None],
-                 log: Any) -> None:
+                 log: Any, kernel_pid: Callable[[], Awaitable[int]] | None = None) -> None:
         self._client, self._requests, self._death = client, requests, death
+        self._kernel_pid, self._first_pid = kernel_pid, None
         self._note, self._on_unclaimed, self._log = note, on_unclaimed, log
         self._ready_timeout, self._request_timeout = ready_timeout, request_timeout
         self._drop_watch: DropWatch | None = None
@@ -193,6 +219,8 @@ class DropRecovery:
         """Watch the client's ZMQ sockets (:class:`DropWatch`), calling :meth:`on_drop`."""
         self._drop_watch = DropWatch(self._client, self.on_drop)
         self._drop_watch.start()
+        if self._kernel_pid is not None:  # the kernel that answered on this connection
+            self._first_pid = asyncio.ensure_future(self._kernel_pid())
 
     def stop(self) -> None:
         """At shutdown, before the client's sockets close."""
@@ -200,7 +228,9 @@ class DropRecovery:
             self._resyncing.cancel()
         if self._drop_watch is not None:
             self._drop_watch.stop()
-        self._drop_watch = self._resyncing = None
+        if self._first_pid is not None:
+            self._first_pid.cancel()
+        self._drop_watch = self._resyncing = self._first_pid = None
 
     def on_drop(self, channel: str) -> None:
         """A connection to the kernel closed (a message over the bound, or the kernel stopped:
@@ -241,7 +271,21 @@ class DropRecovery:
                     break
         else:
             return
+        if await self._replaced():
+            self._log.info("The sandbox's kernel was replaced (it died); its death ends the requests")
+            return
         self._end_requests()
+
+    async def _replaced(self) -> bool:
+        """Whether the keeper runs another kernel than the one this connection was watched for
+        (or none, while it promotes a checkpoint). False without a keeper, or when it cannot say."""
+        if self._first_pid is None:
+            return False
+        try:
+            first = await self._first_pid
+            return first != await self._kernel_pid()
+        except Exception:  # noqa: BLE001 - no answer: the recovery ends the requests as before
+            return False
 
     def _end_requests(self) -> None:
         """End the requests the dropped messages belonged to, and say so."""
