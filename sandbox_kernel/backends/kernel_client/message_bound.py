@@ -13,7 +13,9 @@ cell's ``status: idle``; on shell the reply itself, when the reply was the large
 :class:`DropWatch` sees the closing through the socket's monitor (``ZMQ_EVENT_DISCONNECTED``),
 connects the socket to the same endpoint again (the SUB socket keeps its subscription; a DEALER
 socket comes back under a fresh routing id, see :meth:`DropWatch._reconnect`) and tells the
-backend, whose :class:`DropRecovery` recovers the requests in flight.
+backend, whose :class:`DropRecovery` recovers the requests in flight. A connection that closed
+for a network error (the kernel's process ended) libzmq reconnects by itself, and the watch leaves
+it alone: only the backend is told.
 
 The bound is per frame: a Jupyter message's content (outputs, display data) is one frame, and
 each binary buffer of a comm message (ipywidgets) is a frame of its own.
@@ -69,7 +71,8 @@ def drop_note(max_bytes: int, setting: str) -> str:
 
 class DropWatch:
     """Watches the client's channel sockets; when libzmq closes a connection, connects the
-    socket to the endpoint again and calls ``on_drop(channel)`` (a name from :data:`CHANNELS`).
+    socket to the endpoint again unless libzmq does (:meth:`_reconnecting_by_itself`) and calls
+    ``on_drop(channel)`` (a name from :data:`CHANNELS`).
 
     Also called for connections that close because the kernel stopped; the backend's death
     watch tells those apart."""
