@@ -224,6 +224,8 @@ class DropRecovery:
         self._drop_watch.start()
         if self._kernel_pid is not None:  # the kernel that answered on this connection
             self._first_pid = asyncio.ensure_future(self._kernel_pid())
+            # its failure is read by _replaced, if a drop comes; else it is no news worth a log line
+            self._first_pid.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     def stop(self) -> None:
         """At shutdown, before the client's sockets close."""
