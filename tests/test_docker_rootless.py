@@ -8,12 +8,14 @@ where containers do get memory limits)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import types
 
 import pytest
 
-from sandbox_kernel.backends.docker import DockerBackend
+from sandbox_kernel.backends.docker import DockerBackend, quota
 from sandbox_kernel.core.errors import QuotaReached, SandboxDied, SandboxStartError
 from sandbox_kernel.core.events import SandboxReplaced
 from sandbox_kernel.runtime import lock
@@ -109,6 +111,11 @@ def test_no_permission_on_the_machines_engine_says_to_use_ones_own_not_the_docke
 async def test_the_per_user_memory_quota_says_so(tmp_path, monkeypatch):
     (tmp_path / lock.LOCK_NAME).write_text(json.dumps({"per_user": {"memory": "1536m"}}))
     monkeypatch.setattr(lock, "LOCK_DIRS", (tmp_path,))
+    # A uid of this test's own on the quota's label and in its count: every test worker runs as
+    # root, and the count took another worker's Podman sandbox for this user's (at 3 workers).
+    # The labels, the engine's filter and the count are the real ones.
+    uid = 3_000_000 + os.getpid() % 1_000_000
+    monkeypatch.setattr(quota, "os", types.SimpleNamespace(getuid=lambda: uid))
     async with backends("podman") as make:  # rootful: memory limits are real there
         async with make(memory_limit="1g") as first:
             assert (await run(first, "1 + 1"))[1].result() == "2"
