@@ -209,7 +209,10 @@ async def test_lifetime_is_renewed_while_in_use_and_an_idle_sandbox_expires(make
             await asyncio.sleep(1.4)
             await backend.execute("kept", Recorder())
         assert backend.describe()["sandbox_id"] == first and first in e2b_server.sandboxes
-        await asyncio.sleep(5)  # idle past its lifetime: the server expires it
+        # idle past its lifetime: the server expires it (8 s, not 5: a renewal the last cell's
+        # keep-alive had sent as the cell ended can reach a loaded server up to a second later,
+        # and CI once found the sandbox alive after 5 s)
+        await asyncio.sleep(8)
         rec = Recorder()
         await backend.execute("'kept' in globals()", rec)
     assert result(rec) == "False" and "is gone (unused for over 4 s" in rec.text("stderr")

@@ -10,7 +10,9 @@ comm's ``request_states``. Every test of the round trip runs on local and on doc
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import re
 import time
 
@@ -132,6 +134,36 @@ def test_changes_between_cells_reach_the_frontend(frontend):
         frontend.elsewhere.append(msg)
     [update] = comm_msgs(frontend.elsewhere, slider, "update")
     assert update["parent_header"]["msg_id"] in frontend.requests
+
+
+def test_a_message_for_an_unknown_comm_beside_a_cell_shows_in_no_cell(frontend):
+    """A reopened JupyterLab asks each widget for its state while a cell may run; the sandbox's
+    ipykernel 7.4 handles a comm message beside the busy cell and logs "No such comm" for one it
+    does not know, with no parent header, so python3's frontend shows it in no cell. CI once found
+    that line as the running cell's first output: a parentless output was given the latest request
+    as its parent. Now it keeps no parent, as python3's."""
+    kc = frontend.kc
+    # the cell also publishes a parentless stream itself, as ipykernel does for a comm handled beside
+    # it: the latest request is then this cell's, which the comm relay's own request may not be
+    msg_id = kc.execute("print('started', flush=True)\nk = get_ipython().kernel\n"
+                        "k.session.send(k.iopub_socket, 'stream', {'name': 'stderr', 'text': 'parentless\\n'}, "
+                        "parent={}, ident=b'stream')\nimport time\ntime.sleep(3)\nprint('slept')")
+    frontend.requests.add(msg_id)
+    seen = []
+    while not any(m["msg_type"] == "stream" and "started" in m["content"]["text"] for m in seen):
+        msg = kc.get_iopub_msg(timeout=60)
+        (seen if msg["parent_header"].get("msg_id") == msg_id else frontend.elsewhere).append(msg)
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": "no-such-comm-1234", "data": {
+        "method": "request_state"}}))
+    cell = seen + frontend.until_idle(msg_id)
+    assert "".join(m["content"]["text"] for m in cell if m["msg_type"] == "stream") == "started\nslept\n"
+    late = time.monotonic() + 5  # its handling after the cell (ipykernel handles it twice)
+    while time.monotonic() < late and not any("No such comm" in str(m["content"]) for m in frontend.elsewhere):
+        with contextlib.suppress(queue.Empty):
+            frontend.elsewhere.append(kc.get_iopub_msg(timeout=0.5))
+    logged = [m for m in frontend.elsewhere if "No such comm: no-such-comm-1234" in str(m["content"])]
+    assert logged and all(m["parent_header"].get("msg_id") != msg_id for m in logged)
+    assert [m["parent_header"] for m in frontend.elsewhere if "parentless" in str(m["content"])] == [{}]
 
 
 def test_widget_state_passes_the_output_policy(frontend):

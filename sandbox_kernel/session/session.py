@@ -31,7 +31,7 @@ from traitlets.config import Configurable
 from ..backends import make_backend
 from ..backends.base import Backend, Capabilities, StdinHandler, request_msg_id, request_subshell_id
 from ..core.errors import SandboxDied, SandboxError
-from ..core.events import Display, Emit, Event, Outcome
+from ..core.events import Comm, Display, Emit, Event, Outcome
 from ..policy import OutputPolicy
 from . import commands, replies, transfer
 from .checkpoints import SessionCheckpoints
@@ -42,7 +42,9 @@ from .results import Collector, CommandResult
 
 OutsideSink = Callable[[Event, dict[str, Any] | None], None]
 """``sink(event, request)``: shows what the sandbox sent outside any cell (policed), with the
-frontend request it belongs to (the one the sandbox names as parent, else the latest), or None."""
+frontend request it belongs to (the one the sandbox names as parent, else the latest), or None;
+``{}`` (no parent, so a frontend shows it in no cell) for output the sandbox's kernel itself sent
+with no parent; a comm message then still gets the latest request."""
 
 RECENT_REQUESTS = 256
 """Frontend requests remembered by msg_id, to parent what the sandbox sends on their behalf later."""
@@ -399,6 +401,12 @@ class SandboxSession:
     def _unsolicited(self, event: Event, parent_id: str | None) -> None:
         sink = self._outside
         if sink is None:
+            return
+        if parent_id is None and not isinstance(event, Comm):
+            # The sandbox's kernel published it with no parent (ipykernel 7.4 logs "No such comm"
+            # so for a comm message it handles beside a busy cell): python3's frontend shows such
+            # output in no cell, so it keeps no parent here either, never the latest request's.
+            self.pipeline.outside_cell(event, lambda shown: sink(shown, {}))
             return
         request = self._requests.get(parent_id) if parent_id else None
         if request is None and self._requests:

@@ -46,8 +46,8 @@ def pool_size_trait() -> Integer:
 
 def pool_ttl_trait() -> Float:
     """The ``pool_ttl`` option, as each pooled backend declares it."""
-    return Float(3600.0, min=1.0, help="Seconds a pooled sandbox waits to be taken; then it ends by itself.").tag(
-        config=True)
+    return Float(3600.0, min=1.0, help="Seconds a pooled sandbox lives untaken, counted from its start (its "
+                 "kernel's start included); then it ends by itself.").tag(config=True)
 
 
 def key_of(parts: Any) -> str:
