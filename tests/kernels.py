@@ -29,15 +29,18 @@ def kernel(name: str, *options: str, cwd: str | None = None, **env: str):
         km.shutdown_kernel()
 
 
-def run(kc, code: str, timeout: float = 60, **kwargs: Any) -> tuple[dict, list[dict]]:
+def run(kc, code: str, timeout: float = 60, on_output: Any = None, **kwargs: Any) -> tuple[dict, list[dict]]:
     """Execute ``code``; returns ``(execute_reply content, IOPub messages of the cell)``.
-    Each IOPub message gets ``"t"``: seconds since the request was sent."""
+    Each IOPub message gets ``"t"``: seconds since the request was sent; ``on_output(msg)`` is
+    called with each as it comes."""
     outputs: list[dict] = []
     start = time.monotonic()
 
     def hook(msg: dict) -> None:
         msg["t"] = time.monotonic() - start
         outputs.append(msg)
+        if on_output is not None:
+            on_output(msg)
 
     reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook, **kwargs)
     return reply["content"], outputs

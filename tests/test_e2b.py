@@ -243,13 +243,16 @@ async def test_attaching_to_a_missing_sandbox_recreates_or_fails(make_e2b):
 
 # -- through the kernel, as a notebook sees it ------------------------------------------------------
 def test_kernel_banner_interrupt_timeout_and_shutdown(e2b_server):
-    with kernel("e2b", "--SandboxKernel.cell_timeout=2") as (km, kc):
+    with kernel("e2b", "--SandboxKernel.cell_timeout=6") as (km, kc):
         run(kc, "kept = 41")
         banner = kc.kernel_info(reply=True)["content"]["banner"]
         sandbox_id = banner.split("sandbox_id=")[1].split(",")[0]
         assert "e2b sandbox" in banner and sandbox_id in e2b_server.sandboxes
-        threading.Timer(1.0, km.interrupt_kernel).start()
-        reply, _ = run(kc, "while True: pass", timeout=20)
+        # interrupted once the loop runs (a timer raced the cell's start and its 2 s timeout)
+        interrupt = threading.Thread(target=km.interrupt_kernel)
+        reply, _ = run(kc, "print('looping', flush=True)\nwhile True: pass", timeout=20,
+                       on_output=lambda m: m["header"]["msg_type"] == "stream" and interrupt.ident is None
+                       and interrupt.start())
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
         reply, outputs = run(kc, "kept", timeout=20)  # E2B's server aborted this one: it never ended
         assert reply["status"] == "ok" and outputs[-2]["content"]["data"]["text/plain"] == "41"

@@ -112,7 +112,10 @@ async def test_kernel_deleted_on_the_gateway_mid_cell_and_between_cells(make):
     assert time.monotonic() - started < 5
     await backend.execute("y = 2", Recorder())  # a fresh kernel
     assert gateway().request("DELETE", f"/api/kernels/{backend.describe()['sandbox_id']}")[0] == 204
-    await asyncio.sleep(3)  # the heartbeat notices while no cell runs
+    for _ in range(300):  # the heartbeat (every 2 s) notices while no cell runs
+        if backend._deaths is None or backend._deaths.died.done():
+            break
+        await asyncio.sleep(0.1)
     rec = Recorder()
     outcome = await backend.execute("'y' in globals()", rec)
     assert outcome.status == "ok" and rec.result() == "False"
