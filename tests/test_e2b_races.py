@@ -98,7 +98,7 @@ async def test_after_a_restart_the_next_cell_waits_for_the_fresh_kernel_only(mak
         for _ in range(REPEAT):
             await backend.restart()
             text, took = await value(backend, "'x' in globals()")
-            assert text == "False" and took < e2b_server.timings.restart_warmup + 1, took
+            assert text == "False" and took < e2b_server.timings.restart_warmup + 3, took  # not a resend (10 s)
         assert e2b_server.raced(backend._sandbox.sandbox_id) == 0
 
 

@@ -113,7 +113,7 @@ async def run_session(name: str) -> dict:
         return await scenario(session)
 
 
-def wait_until(condition, timeout: float = 10) -> bool:
+def wait_until(condition, timeout: float = 30) -> bool:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

@@ -225,8 +225,8 @@ async def test_a_taken_sandbox_ends_with_the_process_that_took_it(name):
         taker.kill()
         taker.wait()
     killed = time.monotonic()
-    wait_until(lambda: not sandbox_alive(name, record), timeout=10, what="the sandbox's end")
-    assert time.monotonic() - killed < 5
+    wait_until(lambda: not sandbox_alive(name, record), timeout=30, what="the sandbox's end")
+    assert time.monotonic() - killed < 15  # ends with its taker (no number promised; a loaded engine is slow)
 
 
 @pytest.mark.parametrize("name", list(TRANSPORTS))

@@ -87,7 +87,7 @@ def test_hardening_flags_and_the_out_of_memory_kill_work_on_the_inner_engine(inn
         security_opt=["no-new-privileges"], user="1000:1000", pids_limit=128, mem_limit="64m", memswap_limit="64m")
     try:
         assert container.wait(timeout=60)["StatusCode"] == 137
-        for _ in range(20):  # the engine sets OOMKilled from containerd's oom event, which can come after the exit
+        for _ in range(100):  # the engine sets OOMKilled from containerd's oom event, which can come after the exit
             container.reload()
             if container.attrs["State"]["OOMKilled"]:
                 break

@@ -35,11 +35,13 @@ class Targets:
         self._stack = contextlib.ExitStack()
 
     def prepared(self, name: str) -> Prepared:
-        """The set-up of target ``name`` (skips, or fails in CI, when it cannot run here)."""
-        target = catalogue.get(name)
-        if (reason := target.unavailable()) is not None:
-            skip_or_fail(f"{name} backend unavailable: {reason}")
+        """The set-up of target ``name`` (skips, or fails in CI, when it cannot run here), asked
+        at its first use only: a target that was there stays there for the session (a loaded
+        engine slow to answer one of hundreds of pings is no reason to fail a test)."""
         if name not in self._prepared:
+            target = catalogue.get(name)
+            if (reason := target.unavailable()) is not None:
+                skip_or_fail(f"{name} backend unavailable: {reason}")
             self._prepared[name] = self._stack.enter_context(target.prepare())
         return self._prepared[name]
 

@@ -25,7 +25,7 @@ def unavailable() -> str | None:
     except ImportError:
         return "docker-py is not installed (pip install 'sandbox-kernel[docker]')"
     try:
-        client = docker.from_env(timeout=5)
+        client = docker.from_env(timeout=30)
         client.ping()
     except Exception as exc:  # any failure to reach the engine
         return f"no Docker engine answers ({type(exc).__name__}); run `bash .ci/docker-setup.sh` as root"
