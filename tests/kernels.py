@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from typing import Any
 
@@ -44,6 +45,26 @@ def run(kc, code: str, timeout: float = 60, on_output: Any = None, **kwargs: Any
 
     reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook, **kwargs)
     return reply["content"], outputs
+
+
+LOOPING = "print('looping', flush=True)\nwhile True: pass"
+"""A busy loop that says when it runs: an interrupt sent on that line cannot come before the loop
+(a timer did, on a loaded machine, and the cell ran until the test's timeout)."""
+
+
+def interrupted_loop(km, kc, timeout: float = 30) -> tuple[dict, float]:
+    """Run :data:`LOOPING` and press the interrupt button when its line comes; returns the
+    ``execute_reply`` content and the seconds from the press to the reply."""
+    pressed: list[float] = []
+
+    def press(msg: dict) -> None:
+        if msg["header"]["msg_type"] == "stream" and not pressed:
+            pressed.append(time.monotonic())
+            threading.Thread(target=km.interrupt_kernel, daemon=True).start()
+
+    reply, _ = run(kc, LOOPING, timeout=timeout, on_output=press)
+    assert pressed, f"the loop never said it runs: {reply}"
+    return reply, time.monotonic() - pressed[0]
 
 
 def kinds(outputs: list[dict]) -> list[str]:

@@ -90,10 +90,11 @@ def test_timeout_interrupts_keeps_state_and_partial_output(sb):
 
 
 def test_interrupt_from_another_thread(sb):
-    results = []
-    runner = threading.Thread(target=lambda: results.append(sb.run("while True: pass")))
+    results, looping = [], threading.Event()
+    runner = threading.Thread(target=lambda: results.append(
+        sb.run("print('looping', flush=True)\nwhile True: pass", on_output=lambda event: looping.set())))
     runner.start()
-    time.sleep(1.0)
+    assert looping.wait(60), "the loop never said it runs"
     sb.interrupt()
     runner.join(timeout=30)
     assert results and results[0].error.ename == "KeyboardInterrupt"

@@ -115,8 +115,12 @@ async def test_user_error_is_data_and_state_survives(sandbox, backend_name):
 async def test_interrupt_stops_a_busy_loop_and_keeps_state(make_backend):
     async with make_backend() as backend:
         await backend.execute("kept = 7", Recorder())
-        running = asyncio.ensure_future(backend.execute("while True: pass", Recorder()))
-        await asyncio.sleep(1.0)
+        loop = Recorder()
+        running = asyncio.ensure_future(backend.execute("print('looping', flush=True)\nwhile True: pass", loop))
+        for _ in range(600):  # interrupted once the loop runs (a 1 s sleep raced its start under load)
+            if loop.of(Stream) or running.done():
+                break
+            await asyncio.sleep(0.05)
         started = time.monotonic()
         await backend.interrupt()
         outcome = await asyncio.wait_for(running, 10)
