@@ -3,8 +3,8 @@ and Notebook 7.6 with their default settings, so widget messages travel over ker
 (``commsOverSubshells: perCommTarget``), on sandbox-local and sandbox-docker.
 
 - a slider dragged through five values: each reaches the sandbox (its observer sees 4..8), and a
-  later cell reads the last; moved again while a 5 s cell runs, its callback's effect (a label the
-  callback sets) shows before that cell ends, as on python3 (a comm that last spoke on a subshell
+  later cell reads the last; moved again while a cell runs (one that ends only after the callback
+  saw the move), its callback's effect (a label the callback sets) shows before that cell ends, as on python3 (a comm that last spoke on a subshell
   is served there, beside the running cell);
 - the notebook closed and reopened three times, a cell run each time: no freeze (each reopen makes
   new subshells and opens the widget manager's comms on them; before the fix a reopen froze the
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import KERNEL_READY, cell_outputs, drag_slider, jupyterlab, run_cell, screenshot
+from tests.browser import cell_outputs, drag_slider, jupyterlab, run_cell, screenshot, wait_ready
 from tests.support.backends import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -28,7 +28,11 @@ KERNELS = ["local", "docker"]
 SLIDER = ("import ipywidgets as w, time\nseen = []\nslider = w.IntSlider(3, max=20)\nlabel = w.Label('none')\n"
           "label.add_class('probe')\ndef moved(change):\n    seen.append(change['new'])\n"
           "    label.value = f\"got {change['new']}\"\nslider.observe(moved, 'value')\nw.VBox([slider, label])")
-CELLS = [SLIDER, "print('seen', seen, 'value', slider.value)", "time.sleep(5); print('slept')", "len?"]
+# the third cell runs until the slider's callback has seen 9, then 5 s more: moved while it runs,
+# the callback's effect must show before it ends (a callback held until the cell's end never lets
+# it end by itself: the label's wait fails, not a race against a fixed sleep)
+WAITS_FOR_9 = "for _ in range(900):\n    if 9 in seen:\n        break\n    time.sleep(0.1)\ntime.sleep(5)\nprint('slept')"
+CELLS = [SLIDER, "print('seen', seen, 'value', slider.value)", WAITS_FOR_9, "len?"]
 DEBUGGED = "def f():\n    secret_value = 4242\n    return secret_value + 1\nf()"
 
 
@@ -55,11 +59,7 @@ def kernel(request) -> str:
 def ready(page) -> None:
     """Wait for the page's notebook and an idle kernel; dismiss a dialog a loaded server sometimes
     shows meanwhile (a theme's stylesheet that came late)."""
-    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=90_000)
-    page.wait_for_function(KERNEL_READY, timeout=90_000)
-    dialog = page.locator(".jp-Dialog .jp-mod-accept")
-    if dialog.count():
-        dialog.first.click()
+    wait_ready(page)
 
 
 def prompt(page, index: int) -> str:
@@ -83,10 +83,10 @@ def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(front
 
     cell = page.locator(".jp-Notebook .jp-CodeCell").nth(2)
     cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Control+Enter")  # time.sleep(5)
+    page.keyboard.press("Control+Enter")  # WAITS_FOR_9
     expect(cell.locator(".jp-InputArea-prompt")).to_have_text("[*]:", timeout=30_000)
     drag_slider(page, 9)
-    expect(label).to_have_text("got 9", timeout=4_000)
+    expect(label).to_have_text("got 9", timeout=30_000)
     assert prompt(page, 2) == "[*]:", "the callback's effect came only after the cell ended"
     screenshot(page, name)
     expect(cell_outputs(page, 2)).to_contain_text("slept", timeout=30_000)

@@ -81,7 +81,7 @@ def test_interact_output_appears_and_follows_the_page(page):
     expect(area).to_contain_text("triple 6")
     area.locator(".widget-slider .noUi-handle").focus()
     page.keyboard.press("ArrowRight")
-    expect(area).to_contain_text("triple 9")
+    expect(area).to_contain_text("triple 9", timeout=30_000)
 
 
 def test_a_button_callback_runs_after_its_cell_ended(page):
@@ -91,6 +91,6 @@ def test_a_button_callback_runs_after_its_cell_ended(page):
     expect(area.locator(".widget-label")).to_have_text("not clicked")
     time.sleep(1)
     area.locator("button", has_text="press me").click()
-    expect(area.locator(".widget-label")).to_have_text("clicked 1")
+    expect(area.locator(".widget-label")).to_have_text("clicked 1", timeout=30_000)
     run_cell(page, INDEX["clicks"])
-    expect(outputs(page, "clicks")).to_contain_text("clicks 1")
+    expect(outputs(page, "clicks")).to_contain_text("clicks 1", timeout=30_000)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.browser import KERNEL_READY, jupyterlab, run_cell
+from tests.browser import jupyterlab, run_cell, wait_ready
 from tests.support.backends import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.timeout(600)]
@@ -67,8 +67,7 @@ def test_the_kernel_usage_panel_shows_the_sandboxes_figures(lab, backend):
     page = lab.open(f"usage-{backend}", f"sandbox-{backend}", [BALLAST, LIMIT])
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=90_000)
-    page.wait_for_function(KERNEL_READY, timeout=90_000)
+    wait_ready(page)
     run_cell(page, 0)
     if backend == "docker":
         run_cell(page, 1)

@@ -104,9 +104,12 @@ def shows_the_dashboard(page, console: list[str]) -> None:
             page.reload(wait_until="commit")
 
 
-@pytest.mark.xfail(strict=False, reason="issue 37 §5, open: in 2 of 4 full runs one load of 20 did not draw the "
-                   "last dragged value within 30 s (the user's 'plot at freq 4, slider at 5' report); cause not found yet")
 def test_the_dashboard_loads_20_times_and_draws_the_last_value(server):
+    """Every load shows the dashboard, draws when its slider is dragged, and has a kernel of its
+    own that goes with it: asserted. That the plot shows the *last* dragged value is issue 37 §5's
+    open item (in 2 of 4 full runs one load of 20 stayed at an earlier value; a wire-level stand-in
+    for the widget manager, 25 rounds of three updates at random gaps, never did): when only that
+    misses, the case is an expected failure that names the loads."""
     from playwright.sync_api import expect
 
     context = server.browser.new_context(viewport={"width": 1000, "height": 800})
@@ -114,7 +117,7 @@ def test_the_dashboard_loads_20_times_and_draws_the_last_value(server):
     context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
                   else route.abort())
     url = f"{server.url}/voila/render/dashboard.ipynb?token={server.token}"
-    failures = []
+    failures, not_last = [], []
     for start in range(0, LOADS, AT_ONCE):
         before = set(kernels(server))
         pages = [open_dashboard(context, url) for _ in range(AT_ONCE)]
@@ -124,15 +127,24 @@ def test_the_dashboard_loads_20_times_and_draws_the_last_value(server):
                 kernel = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
                 for value in (4, 5, 6):
                     drag_slider(page, value, minimum=1, maximum=10)
-                expect(page.locator(".widget-output")).to_contain_text("drawn: freq 6", timeout=30_000)
+                expect(page.locator(".widget-output")).to_contain_text("drawn: freq", timeout=30_000)
                 expect(page.locator(".widget-output img")).to_have_count(1, timeout=30_000)
                 assert kernel in set(kernels(server)) - before
             except Exception as exc:  # playwright's timeout: the page never showed its slider
                 shown = page.locator(".widget-readout").all_inner_texts()  # what the slider says it is at
                 failures.append(f"load {number}: {type(exc).__name__}: {str(exc).splitlines()[0]} (slider: {shown})")
+                continue
+            try:
+                expect(page.locator(".widget-output")).to_contain_text("drawn: freq 6", timeout=30_000)
+            except AssertionError:
+                drawn = page.locator(".widget-output").inner_text().strip()
+                not_last.append(f"load {number}: {drawn!r} with the slider at "
+                                f"{page.locator('.widget-readout').all_inner_texts()}")
         for page, _ in pages:
             page.close()
         for kernel in set(kernels(server)) - before:  # one kernel per load, gone with its load
             shut_down(server, kernel)
     context.close()
     assert not failures, failures
+    if not_last:
+        pytest.xfail(f"issue 37 §5, open: the last dragged value was not drawn in {not_last}")
