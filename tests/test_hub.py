@@ -69,7 +69,7 @@ def login(browser, hub, user):
     """A browser context of ``user``, logged in (their server started); returns ``(context, page)``."""
     context = browser.new_context(viewport={"width": 1200, "height": 1200})
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(60_000)  # a loaded machine: a page answered after 30 s
     page.goto(f"{hub.url}/hub/login")
     page.fill("#username_input", user)
     page.fill("#password_input", password(user))
@@ -197,7 +197,7 @@ def test_idle_kernels_culled_by_the_server_take_their_sandboxes(hub, browser):
     _, shown = run_notebook(context, hub, BOB, "idle", ["print('working')"])
     assert shown == ["working\n"]
     write_notebook(BOB, "board", ["print('board ' + str(6 * 7))"])
-    page.goto(f"{hub.url}/user/{BOB}/voila/render/board.ipynb")
+    page.goto(f"{hub.url}/user/{BOB}/voila/render/board.ipynb", wait_until="commit")  # loads as it runs
     page.get_by_text("board 42").wait_for(timeout=120_000)
     mine = set(sandboxes(BOB)) - before
     assert len(mine) == 2
@@ -230,7 +230,7 @@ def test_closing_a_voila_page_ends_its_sandbox(hub, browser):
     context, page = login(browser, hub, ALICE)
     write_notebook(ALICE, "dashboard", ["print('dashboard ' + str(6 * 7))"])
     before = set(sandboxes(ALICE))
-    page.goto(f"{hub.url}/user/{ALICE}/voila/render/dashboard.ipynb")
+    page.goto(f"{hub.url}/user/{ALICE}/voila/render/dashboard.ipynb", wait_until="commit")  # loads as it runs
     page.get_by_text("dashboard 42").wait_for(timeout=120_000)
     [mine] = set(sandboxes(ALICE)) - before
     page.close(run_before_unload=True)  # a tab closed by its user: Voila's beforeunload beacon
