@@ -403,9 +403,9 @@ class SandboxSession:
         if sink is None:
             return
         if parent_id is None and not isinstance(event, Comm):
-            # The sandbox's kernel published it with no parent (ipykernel 7.4 logs "No such comm"
-            # so for a comm message it handles beside a busy cell): python3's frontend shows such
-            # output in no cell, so it keeps no parent here either, never the latest request's.
+            # The sandbox's kernel published it with no parent (as ipykernel 7.4 does with its
+            # "No such comm" line for a comm message it handles beside a busy cell): python3's
+            # frontend shows such output in no cell, so it keeps no parent here either.
             self.pipeline.outside_cell(event, lambda shown: sink(shown, {}))
             return
         request = self._requests.get(parent_id) if parent_id else None
