@@ -17,7 +17,7 @@ from sandbox_kernel import AsyncSandbox, Sandbox
 from sandbox_kernel.core.errors import CommandRefused, ConfigError, ExecutionTimeout, FileTooLarge
 from sandbox_kernel.core.events import Display, Stream
 from tests import targets
-from tests.kernels import JEDI_PARSED
+from tests.kernels import JEDI_PARSED, LOOPING
 from tests.support.backends import prepared
 
 pytestmark = pytest.mark.kernel
@@ -92,7 +92,7 @@ def test_timeout_interrupts_keeps_state_and_partial_output(sb):
 def test_interrupt_from_another_thread(sb):
     results, looping = [], threading.Event()
     runner = threading.Thread(target=lambda: results.append(
-        sb.run("print('looping', flush=True)\nwhile True: pass", on_output=lambda event: looping.set())))
+        sb.run(LOOPING, on_output=lambda event: looping.set())))
     runner.start()
     assert looping.wait(60), "the loop never said it runs"
     sb.interrupt()

@@ -4,8 +4,8 @@ and Notebook 7.6 with their default settings, so widget messages travel over ker
 
 - a slider dragged through five values: each reaches the sandbox (its observer sees 4..8), and a
   later cell reads the last; moved again while a cell runs (one that ends only after the callback
-  saw the move), its callback's effect (a label the callback sets) shows before that cell ends, as on python3 (a comm that last spoke on a subshell
-  is served there, beside the running cell);
+  saw the move), its callback's effect (a label the callback sets) shows before that cell ends, as
+  on python3 (a comm that last spoke on a subshell is served there, beside the running cell);
 - the notebook closed and reopened three times, a cell run each time: no freeze (each reopen makes
   new subshells and opens the widget manager's comms on them; before the fix a reopen froze the
   kernel in 5 of 6 tries in Notebook 7 and 1 of 1 in Lab);
@@ -31,7 +31,8 @@ SLIDER = ("import ipywidgets as w, time\nseen = []\nslider = w.IntSlider(3, max=
 # the third cell runs until the slider's callback has seen 9, then 5 s more: moved while it runs,
 # the callback's effect must show before it ends (a callback held until the cell's end never lets
 # it end by itself: the label's wait fails, not a race against a fixed sleep)
-WAITS_FOR_9 = "for _ in range(900):\n    if 9 in seen:\n        break\n    time.sleep(0.1)\ntime.sleep(5)\nprint('slept')"
+WAITS_FOR_9 = ("for _ in range(900):\n    if 9 in seen:\n        break\n    time.sleep(0.1)\n"
+               "time.sleep(5)\nprint('slept')")
 CELLS = [SLIDER, "print('seen', seen, 'value', slider.value)", WAITS_FOR_9, "len?"]
 DEBUGGED = "def f():\n    secret_value = 4242\n    return secret_value + 1\nf()"
 
@@ -56,12 +57,6 @@ def kernel(request) -> str:
     return f"sandbox-{request.param}"
 
 
-def ready(page) -> None:
-    """Wait for the page's notebook and an idle kernel; dismiss a dialog a loaded server sometimes
-    shows meanwhile (a theme's stylesheet that came late)."""
-    wait_ready(page)
-
-
 def prompt(page, index: int) -> str:
     return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".jp-InputArea-prompt").inner_text().strip()
 
@@ -71,7 +66,7 @@ def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(front
 
     name = f"slider-{frontend.frontend}-{kernel}"
     page = frontend.open(name, kernel, CELLS)
-    ready(page)
+    wait_ready(page)
     run_cell(page, 0)
     label = page.locator(".probe").first
     label.wait_for(timeout=60_000)
@@ -99,13 +94,13 @@ def test_a_slider_reaches_the_sandbox_at_every_value_and_while_a_cell_runs(front
 def test_reopened_three_times_without_a_freeze(frontend, kernel):
     name = f"reopen-{frontend.frontend}-{kernel}"
     page = frontend.open(name, kernel, CELLS[:2])
-    ready(page)
+    wait_ready(page)
     run_cell(page, 0)
     page.locator(".widget-slider").first.wait_for(timeout=60_000)
     for _ in range(3):
         page.close()
         page = frontend.reopen(name)
-        ready(page)
+        wait_ready(page)
         run_cell(page, 1)  # waits (60 s at most) for the cell's new prompt
         assert "value 3" in cell_outputs(page, 1).first.inner_text()
     page.close()
@@ -116,7 +111,7 @@ def test_the_debugger_stops_at_a_breakpoint_inside_the_sandbox(frontend, kernel)
 
     name = f"debug-{frontend.frontend}-{kernel}"
     page = frontend.open(name, kernel, [DEBUGGED])
-    ready(page)
+    wait_ready(page)
     bug = page.locator(".jp-DebuggerBugButton").first
     expect(bug).to_have_attribute("aria-disabled", "false", timeout=30_000)  # the kernelspec offers it
     bug.click()

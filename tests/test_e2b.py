@@ -14,14 +14,13 @@ import json
 import logging
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from sandbox_kernel.core.errors import BackendUnavailable, ExecutionTimeout, SandboxDied, SandboxStartError
 from sandbox_kernel.core.events import Display, Error, Stream
-from tests.kernels import kernel, kinds, run, stdout
+from tests.kernels import interrupted_loop, kernel, kinds, run, stdout
 from tests.support.e2b import result
 from tests.support.recorder import Recorder
 
@@ -248,11 +247,7 @@ def test_kernel_banner_interrupt_timeout_and_shutdown(e2b_server):
         banner = kc.kernel_info(reply=True)["content"]["banner"]
         sandbox_id = banner.split("sandbox_id=")[1].split(",")[0]
         assert "e2b sandbox" in banner and sandbox_id in e2b_server.sandboxes
-        # interrupted once the loop runs (a timer raced the cell's start and its 2 s timeout)
-        interrupt = threading.Thread(target=km.interrupt_kernel)
-        reply, _ = run(kc, "print('looping', flush=True)\nwhile True: pass", timeout=20,
-                       on_output=lambda m: m["header"]["msg_type"] == "stream" and interrupt.ident is None
-                       and interrupt.start())
+        reply, _ = interrupted_loop(km, kc, timeout=20)  # a 1 s timer raced the cell's start and its timeout
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
         reply, outputs = run(kc, "kept", timeout=20)  # E2B's server aborted this one: it never ended
         assert reply["status"] == "ok" and outputs[-2]["content"]["data"]["text/plain"] == "41"

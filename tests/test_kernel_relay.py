@@ -158,25 +158,24 @@ def test_a_comm_on_a_subshell_is_served_while_a_cell_runs(sandbox):
         kc.shell_channel.send(msg)
         return msg["header"]["msg_id"]
 
-    idles: list[str] = []
+    idles, started, cell = [], [], None
 
-    def idle_of(msg_id: str) -> None:
-        while msg_id not in idles:
+    def read_until(done) -> None:
+        """Read IOPub until ``done()``, noting each idle's parent and the cell's first output."""
+        while not done():
             msg = kc.get_iopub_msg(timeout=60)
             if msg["content"].get("execution_state") == "idle":
                 idles.append(msg["parent_header"].get("msg_id"))
             elif msg["parent_header"].get("msg_id") == cell and msg["header"]["msg_type"] == "stream":
                 started.append(msg["content"]["text"])
 
-    cell, started = None, []
-    idle_of(update(4))  # the comm now replies on its subshell (ipykernel routes a comm where it last published)
+    first = update(4)  # the comm now replies on its subshell (ipykernel routes it where it last published)
+    read_until(lambda: first in idles)
     cell = kc.execute("print('started', flush=True)\nfor _ in range(600):\n    if 5 in seen:\n        break\n"
                       "    time.sleep(0.1)\nprint(seen)")
-    while not started:
-        msg = kc.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") == cell and msg["header"]["msg_type"] == "stream":
-            started.append(msg["content"]["text"])
-    idle_of(update(5))
+    read_until(lambda: started)
+    second = update(5)
+    read_until(lambda: second in idles)
     assert cell not in idles, "the update waited for the cell"
     while kc.get_shell_msg(timeout=60)["parent_header"]["msg_id"] != cell:
         pass

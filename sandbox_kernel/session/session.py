@@ -402,14 +402,13 @@ class SandboxSession:
         sink = self._outside
         if sink is None:
             return
+        request = self._requests.get(parent_id) if parent_id else None
         if parent_id is None and not isinstance(event, Comm):
             # The sandbox's kernel published it with no parent (as ipykernel 7.4 does with its
             # "No such comm" line for a comm message it handles beside a busy cell): python3's
             # frontend shows such output in no cell, so it keeps no parent here either.
-            self.pipeline.outside_cell(event, lambda shown: sink(shown, {}))
-            return
-        request = self._requests.get(parent_id) if parent_id else None
-        if request is None and self._requests:
+            request = {}
+        elif request is None and self._requests:
             request = next(reversed(self._requests.values()))
         self.pipeline.outside_cell(event, lambda shown: sink(shown, request))
 

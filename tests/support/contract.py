@@ -16,6 +16,7 @@ from traitlets import TraitError
 
 from sandbox_kernel.core.errors import ExecutionTimeout, FileTooLarge, NotSupported, SandboxDied
 from sandbox_kernel.core.events import ClearOutput, Display, Error, Stream
+from tests.kernels import LOOPING
 from tests.support.capabilities import lacks, shown
 from tests.support.recorder import Recorder
 
@@ -116,7 +117,7 @@ async def test_interrupt_stops_a_busy_loop_and_keeps_state(make_backend):
     async with make_backend() as backend:
         await backend.execute("kept = 7", Recorder())
         loop = Recorder()
-        running = asyncio.ensure_future(backend.execute("print('looping', flush=True)\nwhile True: pass", loop))
+        running = asyncio.ensure_future(backend.execute(LOOPING, loop))
         for _ in range(600):  # interrupted once the loop runs (a 1 s sleep raced its start under load)
             if loop.of(Stream) or running.done():
                 break
