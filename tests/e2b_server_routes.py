@@ -155,6 +155,7 @@ class Handler(HandlerBase):
         if sandbox.paused:
             raise HTTPError(404, f"Sandbox {sandbox_id} is paused")
         sandbox.end_at = time.time() + self.json_body()["timeout"]
+        sandbox.renewals.append(time.time())
         self.send_bytes(204, b"")
 
     @endpoint(API, "POST", r"(?:/v2)?/sandboxes/([^/]+)/connect")

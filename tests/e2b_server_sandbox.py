@@ -52,6 +52,7 @@ class Sandbox:
         self.access_token = secrets.token_urlsafe(16)
         self.started_at = time.time()
         self.end_at = self.started_at + timeout
+        self.renewals: list[float] = []  # time.time() of each set_timeout or connect that set end_at
         self.killed = False
         self.paused = False
         self.timeout = timeout
@@ -81,6 +82,7 @@ class Sandbox:
         """``connect`` (or a request with auto-resume): running again for ``timeout`` seconds."""
         self.paused = False
         self.end_at = max(self.end_at, time.time() + (timeout or self.timeout))
+        self.renewals.append(time.time())
 
     def create_context(self, language: str | None, cwd: str | None) -> Context:
         """``POST /contexts``: a new context; a Python kernel is ready when this returns.

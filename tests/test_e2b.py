@@ -207,11 +207,16 @@ async def test_lifetime_is_renewed_while_in_use_and_an_idle_sandbox_expires(make
         for _ in range(4):
             await asyncio.sleep(1.4)
             await backend.execute("kept", Recorder())
-        assert backend.describe()["sandbox_id"] == first and first in e2b_server.sandboxes
-        # idle past its lifetime: the server expires it (8 s, not 5: a renewal the last cell's
-        # keep-alive had sent as the cell ended can reach a loaded server up to a second later,
-        # and CI once found the sandbox alive after 5 s)
-        await asyncio.sleep(8)
+        box = e2b_server.get(first)
+        assert backend.describe()["sandbox_id"] == first and box is not None
+        # idle: nothing renews it, so the server expires it. Polled, not slept: a renewal sent as
+        # the last cell ended may reach a loaded server late (CI twice found the sandbox alive
+        # 5 s and 8 s later), and a fixed sleep cannot tell that from a renewal that never stops
+        idle_from = time.time()
+        while first in e2b_server.sandboxes:
+            renewed = [round(at - idle_from, 1) for at in box.renewals if at > idle_from]
+            assert time.time() - idle_from < 30, f"renewed while idle, at +{renewed} s"
+            await asyncio.sleep(0.5)
         rec = Recorder()
         await backend.execute("'kept' in globals()", rec)
     assert result(rec) == "False" and "is gone (unused for over 4 s" in rec.text("stderr")

@@ -380,6 +380,7 @@ class E2BBackend(Backend):
             return await cells.run(code, emit, timeout)
         finally:
             renewal.cancel()
+            await asyncio.wait([renewal])  # a renewal under way ends before the cell does
             if cells.sandbox_died and self._cells is cells:  # the next cell makes a new one
                 self._drop()
 
