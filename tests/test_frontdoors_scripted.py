@@ -455,3 +455,23 @@ async def test_mcp_tools_word_results_errors_and_refusals():
     assert status["backend"] == "scripted" and status["started"] and status["usage"] is None
     assert status["allowed_commands"] == [r"echo [a-z ]+"] and status["server_pid"] == os.getpid()
     await sessions.close(None)
+
+
+async def test_kernel_a_comm_relay_beside_a_request_that_fails_is_logged(caplog):
+    from sandbox_kernel.frontdoors.kernel.kernel import BESIDE
+
+    def broken(msg_type, content, emit):
+        raise RuntimeError("the widget's handler broke")
+
+    kernel = make_kernel(on_comm=broken)
+    await kernel.do_execute("print('hi')", False)
+    token = BESIDE.set(True)  # as ipykernel 7 dispatches a comm message while its shell is busy
+    try:
+        await kernel._forward_comm(None, [], request("comm_msg", {"comm_id": "ab" * 16, "data": {}}))
+    finally:
+        BESIDE.reset(token)
+    for _ in range(100):
+        if "relaying a comm message" in caplog.text:
+            break
+        await asyncio.sleep(0.05)
+    assert "relaying a comm message into the sandbox failed: the widget's handler broke" in caplog.text

@@ -11,6 +11,7 @@ on the kernelspec's argv, or in ``sandbox_kernel_config.py`` in a Jupyter config
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 from contextvars import ContextVar
@@ -255,7 +256,8 @@ class SandboxKernel(Kernel, OutputOptions):
         reopen). So that relay goes on in the background and this handler returns at once.
         """
         if BESIDE.get():
-            asyncio.run_coroutine_threadsafe(self._relay_comm(msg), self._loop)  # from any thread
+            relay = asyncio.run_coroutine_threadsafe(self._relay_comm(msg), self._loop)  # from any thread
+            relay.add_done_callback(self._relayed_beside)
         else:
             await self._on_main(self._relay_comm(msg))
 
@@ -267,6 +269,11 @@ class SandboxKernel(Kernel, OutputOptions):
             return await super().dispatch_shell(msg, *args, **kwargs)
         finally:
             BESIDE.reset(token)
+
+    def _relayed_beside(self, relay: concurrent.futures.Future) -> None:
+        """Log the failure of a comm relay that went on in the background (no request awaits it)."""
+        if not relay.cancelled() and (exc := relay.exception()) is not None:
+            self.log.error("relaying a comm message into the sandbox failed: %s", exc, exc_info=exc)
 
     async def _relay_comm(self, msg: dict) -> None:
         msg_type, content = msg["header"]["msg_type"], msg["content"]
