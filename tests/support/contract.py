@@ -129,7 +129,9 @@ async def test_interrupt_stops_a_busy_loop_and_keeps_state(make_backend):
         rec = Recorder()
         await backend.execute("kept", rec)
     assert outcome.status == "error" and outcome.error.ename == "KeyboardInterrupt"
-    assert elapsed < 2.0
+    # the interrupt itself, not a timeout or restart: the 2 s from the button are the kernel tests' and
+    # benchmarks/docker_run.py's (a loaded run of the suite once took podman's API past 2 s)
+    assert elapsed < 5.0
     assert rec.of(Display)[0].data["text/plain"] == "7"
 
 
