@@ -53,7 +53,8 @@ def test_exit_ends_the_kernel_as_on_python3(name):
         where = run(kc, "", user_expressions={"w": "__import__('os').getpid(), __import__('socket').gethostname()"})
         pid, host = eval(where[0]["user_expressions"]["w"]["data"]["text/plain"])
         assert run(kc, "exit")[0]["payload"] == [{"source": "ask_exit", "keepkernel": False}]
-        deadline = time.monotonic() + 120  # 2.5 s under 4 busy loops; a loaded run of the suite once took over 30 s, cause not known
+        # 2.5 s under 4 busy loops; a loaded run of the suite once took over 30 s, cause not known
+        deadline = time.monotonic() + 120
         while km.is_alive() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not km.is_alive()
