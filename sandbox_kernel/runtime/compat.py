@@ -9,6 +9,7 @@ a private upstream name, add it here; when an upgrade removes one, that test nam
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ ipykernel.kernelbase | Kernel | _parent_ident | ipykernel 6.29, 7.4 | frontdoors
 ipykernel.kernelbase | Kernel | _supports_kernel_subshells | ipykernel 7.4 (6.29 has no subshells: read with a default) | frontdoors/kernel/kernel.py kernel_info: whether the reply lists kernel subshells
 ipykernel._version |  | kernel_protocol_version | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py kernel_info: the reply's protocol_version
 ipykernel.kernelbase | Kernel | _topic | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py _publish: the IOPub topic of each published message
+ipykernel.kernelbase | Kernel | _main_asyncio_lock | ipykernel 7.4 (6.29 dispatches nothing beside: never read there) | frontdoors/kernel/kernel.py _forward_comm: a comm message dispatched beside another request is answered in its turn, as python3 answers it
 ipykernel.kernelbase | Kernel | _execute_sleep | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py (class attribute) and kernel_client KERNEL_ARGS: no 0.5 ms sleep per reply
 ipykernel.kernelbase | Kernel | _allow_stdin | ipykernel 6.29, 7.4 | frontdoors/magics/run.py host_allows_stdin: whether the host's frontend takes input() now
 IPython.core.interactiveshell | InteractiveShell | _showtraceback | ipython 8, 9.18 | frontdoors/magics/display.py: the sandbox's traceback shown as the host cell's error
@@ -97,6 +99,13 @@ def iopub_topic(kernel: object, msg_type: str) -> bytes:
     """The IOPub topic ``kernel`` (an ipykernel ``Kernel``) gives a ``msg_type`` message
     (``Kernel._topic``)."""
     return kernel._topic(msg_type)
+
+
+def main_shell_lock(kernel: object) -> asyncio.Lock:
+    """The lock ``kernel`` (an ipykernel 7 ``Kernel``) holds on its main shell while it serves a
+    request there: the next request waits for it, but a comm message arriving meanwhile is
+    dispatched beside that request (``Kernel._main_asyncio_lock``, ``Kernel.shell_main``)."""
+    return kernel._main_asyncio_lock
 
 
 def supports_subshells(kernel: object) -> bool:

@@ -108,6 +108,7 @@ class SandboxKernel(Kernel, OutputOptions):
             self.shell_handlers[msg_type] = self._forward_comm
         self._launching: asyncio.Task | None = None
         self._ending: asyncio.Task | None = None  # SIGTERM's (end_on_sigterm)
+        self._comms_served = 0  # comm messages the main shell is serving (see _relay_in_turn)
         if self.start_sandbox_at_launch is not False:  # a failure here is reported again by the first cell
             task = self._launching = self._loop.create_task(self._start_at_launch())
             task.add_done_callback(lambda t: t.cancelled() or t.exception() and self.log.warning(
@@ -253,13 +254,48 @@ class SandboxKernel(Kernel, OutputOptions):
         ipykernel 7.4 beside that request, which then gets back the shell parent of the moment the
         comm arrived (``Kernel.shell_main``): if relaying it outlasts that request, the next one
         published its ``idle`` under the wrong parent and JupyterLab waited for ever ([*] after a
-        reopen). So that relay goes on in the background and this handler returns at once.
+        reopen). So that relay goes on in the background and this handler returns at once: beside
+        another comm message, in its turn after it and with a status of its own, as python3
+        answers it (:meth:`_relay_in_turn`); beside a cell, at once and with no status, as ipykernel
+        7.4 answers a comm message beside an async cell (a cell waiting for a widget's change gets it).
         """
-        if BESIDE.get():
-            relay = asyncio.run_coroutine_threadsafe(self._relay_comm(msg), self._loop)  # from any thread
+        on_main = asyncio.get_running_loop() is self._loop
+        if not BESIDE.get():
+            if not on_main:
+                await self._on_main(self._relay_comm(msg))
+                return
+            self._comms_served += 1
+            try:
+                await self._relay_comm(msg)
+            finally:
+                self._comms_served -= 1
+        elif on_main and self._comms_served:
+            relay = self._loop.create_task(self._relay_in_turn(msg))  # python3's order and status
             relay.add_done_callback(self._relayed_beside)
         else:
-            await self._on_main(self._relay_comm(msg))
+            relay = asyncio.run_coroutine_threadsafe(self._relay_comm(msg), self._loop)  # from any thread
+            relay.add_done_callback(self._relayed_beside)
+
+    async def _relay_in_turn(self, msg: dict) -> None:
+        """A comm message that came while the main shell served another comm message (its relay
+        awaits the sandbox, so ipykernel 7.4 dispatches the next one beside it, with no status):
+        relayed after it, between ``status: busy`` and ``idle`` of its own, as python3 handles
+        it. ipywidgets' frontend sends a model's next change only at the ``idle`` of its last one
+        (``WidgetModel._pending_msgs``): a change answered by no ``idle`` held back every later
+        one, and a dragged slider stayed at its previous value."""
+        async with compat.main_shell_lock(self):
+            self._comms_served += 1
+            self._status("busy", msg)
+            try:
+                await self._relay_comm(msg)
+            finally:
+                self._status("idle", msg)
+                self._comms_served -= 1
+
+    def _status(self, state: str, parent: dict) -> None:
+        """Publish ``status`` ``state`` (busy, idle) on IOPub for the request ``parent``."""
+        self.session.send(self.iopub_socket, "status", {"execution_state": state}, parent,
+                          ident=compat.iopub_topic(self, "status"))
 
     async def dispatch_shell(self, msg, *args: Any, **kwargs: Any):
         """ipykernel's, noting for the handler whether the message is dispatched beside another
