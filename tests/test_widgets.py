@@ -166,6 +166,73 @@ def test_a_message_for_an_unknown_comm_beside_a_cell_shows_in_no_cell(frontend):
     assert [m["parent_header"] for m in frontend.elsewhere if "parentless" in str(m["content"])] == [{}]
 
 
+SLOW_INTERACT = ("from ipywidgets import interact\nimport time\ndef draw(freq):\n    time.sleep(0.5)\n"
+                 "    print('drawn:', freq)\nshown = interact(draw, freq=(0, 10))")
+"""An ``interact`` whose drawing takes 0.5 s: a dragged slider's next change comes meanwhile."""
+
+
+def two_changes(frontend: WidgetFrontend) -> list[str]:
+    """Show :data:`SLOW_INTERACT`, send the slider's changes to 2 and to 8 at once (the second
+    arrives while the first is handled), and return what IOPub carried for them until the idle
+    of the second, one line each: ``[2] status: busy``, ``[8] stream: drawn: 8``..."""
+    _, outputs = frontend.execute(SLOW_INTERACT)
+    opened = {m["content"]["data"]["state"]["_model_name"]: m["content"]["comm_id"] for m in outputs
+              if m["msg_type"] == "comm_open" and m["content"].get("target_name") == "jupyter.widget"}
+    slider, out = opened["IntSliderModel"], opened["OutputModel"]
+    kc, names = frontend.kc, {}
+    for value in (2, 8):
+        msg = kc.session.msg("comm_msg", {"comm_id": slider, "data": {
+            "method": "update", "state": {"value": value}, "buffer_paths": []}})
+        kc.session.send(kc.shell_channel.socket, msg)
+        names[msg["header"]["msg_id"]] = str(value)
+    seen, deadline = [], time.monotonic() + 30
+    while not seen or seen[-1] != "[8] status: idle":
+        try:
+            msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no idle for the change to 8 in 30 s; IOPub carried {seen}") from None
+        parent, kind, content = names.get(msg["parent_header"].get("msg_id")), msg["msg_type"], msg["content"]
+        if parent is None:
+            continue
+        if kind == "status":
+            what = content["execution_state"]
+        elif kind == "stream":
+            what = content["text"].strip()
+        elif kind == "comm_msg" and content["comm_id"] == out:
+            what = "output msg_id " + names.get(content["data"]["state"].get("msg_id"), "''")
+        else:
+            what = content.get("data", {}).get("method", "")
+        seen.append(f"[{parent}] {kind}: {what}")
+    return seen
+
+
+@pytest.fixture(scope="module")
+def python3_two_changes() -> list[str]:
+    """:func:`two_changes` on a plain python3 kernel (ipykernel 7.4): the reference."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=120)
+    try:
+        return two_changes(WidgetFrontend(kc))
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_a_change_that_comes_while_another_is_handled_gets_its_turn_and_status(frontend, python3_two_changes):
+    """python3 handles a slider's second change after the first, each between a busy and an idle
+    of its own. The wrapper's handling of a comm message awaits the sandbox, so ipykernel 7.4
+    dispatched the second beside it, with no status at all; ipywidgets' frontend sends a model's
+    next change only at the idle of its last one, so every later change was held back (in
+    Voilà the plot stayed one value behind the slider)."""
+    assert python3_two_changes == [
+        "[2] status: busy", "[2] comm_msg: echo_update", "[2] comm_msg: output msg_id 2", "[2] clear_output: ",
+        "[2] stream: drawn: 2", "[2] comm_msg: output msg_id ''", "[2] status: idle",
+        "[8] status: busy", "[8] comm_msg: echo_update", "[8] comm_msg: output msg_id 8", "[8] clear_output: ",
+        "[8] stream: drawn: 8", "[8] comm_msg: output msg_id ''", "[8] status: idle"]
+    assert two_changes(frontend) == python3_two_changes
+
+
 def test_widget_state_passes_the_output_policy(frontend):
     """HTML-bearing state is sanitized at comm_open, on updates from a cell and from a sandbox
     thread, and in the state a reloaded page restores; widgets of other modules never open."""
@@ -339,6 +406,9 @@ def test_start_up_progress_shows_then_leaves_only_the_cells_outputs():
 
     with host_kernel("local") as (_, kc):
         frontend = WidgetFrontend(kc)
+        # quick: under StartProgress.SHOW_AFTER_S (2 s), which a loaded run's local start once passed
+        frontend.execute("from sandbox_kernel.frontdoors.magics.widgets import StartProgress\n"
+                         "StartProgress.SHOW_AFTER_S = 60")
         _, outputs = frontend.execute("%%sandbox --name quick\n1")
         assert [m["header"]["msg_type"] for m in outputs if m["header"]["msg_type"] != "status"] == \
             ["execute_input", "execute_result"]
