@@ -16,6 +16,8 @@ and Notebook 7.6 with their default settings, so widget messages travel over ker
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from tests.browser import cell_outputs, drag_slider, jupyterlab, run_cell, screenshot, wait_ready
@@ -116,11 +118,18 @@ def test_the_debugger_stops_at_a_breakpoint_inside_the_sandbox(frontend, kernel)
     expect(bug).to_have_attribute("aria-disabled", "false", timeout=30_000)  # the kernelspec offers it
     bug.click()
     expect(bug).to_have_attribute("aria-pressed", "true", timeout=30_000)
-    page.locator(".jp-Notebook .jp-CodeCell").first.locator(".cm-breakpoint-gutter .cm-gutterElement").nth(3).click()
+    page.evaluate("() => window.jupyterapp.commands.execute('debugger:show-panel')")  # Notebook 7 starts it closed
+    gutter = page.locator(".jp-Notebook .jp-CodeCell").first.locator(".cm-breakpoint-gutter .cm-gutterElement").nth(3)
+    listed = page.locator(".jp-DebuggerBreakpoint")  # the panel lists a breakpoint once the kernel took it
+    for _ in range(5):  # a click before the debug session has started is not sent to the kernel (twice, when loaded)
+        gutter.click()
+        with contextlib.suppress(AssertionError):
+            expect(listed).to_have_count(1, timeout=10_000)
+            break
+    expect(listed).to_have_count(1)
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell'); }")  # its promise ends with the cell
     variables = page.locator(".jp-DebuggerVariables").first
     expect(variables).to_contain_text("secret_value", timeout=60_000)  # stopped: the frame's locals
-    page.evaluate("() => window.jupyterapp.commands.execute('debugger:show-panel')")  # Notebook 7 starts it closed
     expect(variables).to_be_visible(timeout=30_000)
     expect(variables).to_contain_text("4242")
     screenshot(page, name)
