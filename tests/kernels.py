@@ -30,6 +30,18 @@ def kernel(name: str, *options: str, cwd: str | None = None, **env: str):
         km.shutdown_kernel()
 
 
+@contextlib.contextmanager
+def python3():
+    """A plain python3 kernel (ipykernel), the reference a sandbox kernel is compared with;
+    yields ``(km, kc)``."""
+    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=60)
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+
+
 def run(kc, code: str, timeout: float = 60, on_output: Any = None, **kwargs: Any) -> tuple[dict, list[dict]]:
     """Execute ``code``; returns ``(execute_reply content, IOPub messages of the cell)``.
     Each IOPub message gets ``"t"``: seconds since the request was sent; ``on_output(msg)`` is

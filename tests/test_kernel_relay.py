@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.kernels import kernel, run, stdout
+from tests.kernels import kernel, python3, run, stdout
 from tests.plugin.locks import WORKSPACE_VOLUMES
 from tests.targets import backend_of
 
@@ -239,16 +239,10 @@ def test_usage_is_the_sandboxes(sandbox):
 @pytest.fixture(scope="module")
 def python3_usage() -> dict:
     """python3's ``usage_reply`` (ipykernel's own handler, with psutil), after a busy cell: the reference."""
-    from jupyter_client.manager import start_new_kernel
-
-    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=60)
-    try:
+    with python3() as (_, kc):
         control(kc, "usage_request", {})
         run(kc, "sum(i * i for i in range(3_000_000))")
         return control(kc, "usage_request", {})
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel()
 
 
 def test_usage_reply_has_every_field_of_python3s(sandbox, python3_usage):

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.kernels import kernel, stdout
+from tests.kernels import kernel, python3, stdout
 from tests.support.backends import prepared
 from tests.support.widgets import (
     INTERACT,
@@ -209,14 +209,8 @@ def two_changes(frontend: WidgetFrontend) -> list[str]:
 @pytest.fixture(scope="module")
 def python3_two_changes() -> list[str]:
     """:func:`two_changes` on a plain python3 kernel (ipykernel 7.4): the reference."""
-    from jupyter_client.manager import start_new_kernel
-
-    km, kc = start_new_kernel(kernel_name="python3", startup_timeout=120)
-    try:
+    with python3() as (_, kc):
         return two_changes(WidgetFrontend(kc))
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def test_a_change_that_comes_while_another_is_handled_gets_its_turn_and_status(frontend, python3_two_changes):
