@@ -264,11 +264,7 @@ class SandboxKernel(Kernel, OutputOptions):
             if not on_main:
                 await self._on_main(self._relay_comm(msg))
                 return
-            self._comms_served += 1
-            try:
-                await self._relay_comm(msg)
-            finally:
-                self._comms_served -= 1
+            await self._relay_counted(msg)
         elif on_main and self._comms_served:
             relay = self._loop.create_task(self._relay_in_turn(msg))  # python3's order and status
             relay.add_done_callback(self._relayed_beside)
@@ -284,18 +280,19 @@ class SandboxKernel(Kernel, OutputOptions):
         (``WidgetModel._pending_msgs``): a change answered by no ``idle`` held back every later
         one, and a dragged slider stayed at its previous value."""
         async with compat.main_shell_lock(self):
-            self._comms_served += 1
-            self._status("busy", msg)
+            compat.publish_status(self, "busy", msg)
             try:
-                await self._relay_comm(msg)
+                await self._relay_counted(msg)
             finally:
-                self._status("idle", msg)
-                self._comms_served -= 1
+                compat.publish_status(self, "idle", msg)
 
-    def _status(self, state: str, parent: dict) -> None:
-        """Publish ``status`` ``state`` (busy, idle) on IOPub for the request ``parent``."""
-        self.session.send(self.iopub_socket, "status", {"execution_state": state}, parent,
-                          ident=compat.iopub_topic(self, "status"))
+    async def _relay_counted(self, msg: dict) -> None:
+        """:meth:`_relay_comm` on the main shell, counted in ``_comms_served`` while it runs."""
+        self._comms_served += 1
+        try:
+            await self._relay_comm(msg)
+        finally:
+            self._comms_served -= 1
 
     async def dispatch_shell(self, msg, *args: Any, **kwargs: Any):
         """ipykernel's, noting for the handler whether the message is dispatched beside another
