@@ -227,6 +227,49 @@ def test_a_change_that_comes_while_another_is_handled_gets_its_turn_and_status(f
     assert two_changes(frontend) == python3_two_changes
 
 
+def change_during_a_cell(frontend: WidgetFrontend) -> list[str]:
+    """A slider's change sent while a sync cell sleeps 2 s, on the main shell; returns what IOPub
+    carried for the cell and the change until the change's idle (30 s at most), one line each."""
+    _, outputs = frontend.execute("import ipywidgets as w\nduring = w.IntSlider()\nduring")
+    [slider] = [m["content"]["comm_id"] for m in outputs if m["msg_type"] == "comm_open"
+                and m["content"]["data"]["state"].get("_model_name") == "IntSliderModel"]
+    kc = frontend.kc
+    cell = kc.execute("import time\ntime.sleep(2)")
+    names, seen, sent = {cell: "cell"}, [], False
+    deadline = time.monotonic() + 30
+    while "[change] status: idle" not in seen:
+        try:
+            msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no idle for the change in 30 s; IOPub carried {seen}") from None
+        parent = names.get(msg["parent_header"].get("msg_id"))
+        if parent is not None:
+            kind, content = msg["msg_type"], msg["content"]
+            seen.append(f"[{parent}] {kind}: {content.get('execution_state', content.get('data', {}).get('method', ''))}")
+        if msg["msg_type"] == "execute_input" and not sent:  # the cell runs: the change comes beside it
+            change = kc.session.msg("comm_msg", {"comm_id": slider, "data": {
+                "method": "update", "state": {"value": 7}, "buffer_paths": []}})
+            kc.session.send(kc.shell_channel.socket, change)
+            names[change["header"]["msg_id"]], sent = "change", True
+    return seen
+
+
+def test_a_change_made_while_a_cell_runs_gets_a_busy_and_an_idle_after_it(frontend):
+    """python3 handles a widget's change sent on the main shell during a sync cell after the cell,
+    with a busy and an idle. The wrapper relays it into the sandbox at once, beside the cell, so
+    ipykernel 7.4 gave it no status; ipywidgets' frontend then held back that widget's every later
+    change. The sandbox's kernel answers it with an idle after its cell: so does the wrapper now."""
+    with python3() as (_, kc):
+        reference = change_during_a_cell(WidgetFrontend(kc))
+    assert reference == ["[cell] status: busy", "[cell] execute_input: ", "[cell] status: idle",
+                       "[change] status: busy", "[change] comm_msg: echo_update", "[change] status: idle"]
+    seen = change_during_a_cell(frontend)
+    assert [line for line in seen if line.startswith("[change] status")] == \
+        ["[change] status: busy", "[change] status: idle"]
+    assert seen.index("[cell] status: idle") < seen.index("[change] status: busy")
+    assert seen.index("[change] comm_msg: echo_update") < seen.index("[change] status: idle")
+
+
 def test_widget_state_passes_the_output_policy(frontend):
     """HTML-bearing state is sanitized at comm_open, on updates from a cell and from a sandbox
     thread, and in the state a reloaded page restores; widgets of other modules never open."""

@@ -417,6 +417,12 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         """
         raise NotSupported(self.name, "comms (ipywidgets)")
 
+    async def comm_settled(self, msg_id: str) -> bool:
+        """Wait until the sandbox's kernel has answered the comm message ``msg_id``, which
+        :meth:`send_comm` sent without waiting (a cell was running), with ``status: idle``; True
+        then. False at once for any other message, and for a backend that cannot tell."""
+        return False
+
     async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:
         """The content of a ``comm_info_reply`` from the sandbox (``comms``: ``{comm_id: {target_name}}``)."""
         raise NotSupported(self.name, "comms (ipywidgets)")

@@ -353,6 +353,13 @@ class SandboxSession:
                 outputs.finish()
         return True
 
+    async def comm_settled(self, msg_id: str) -> bool:
+        """Whether the sandbox's kernel answered the comm message ``msg_id``, sent while a cell
+        ran, with ``status: idle`` (waiting for it); False when it will not tell."""
+        with contextlib.suppress(SandboxError):
+            return await self.backend.comm_settled(msg_id)
+        return False
+
     async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:
         """``{comm_id: {"target_name": ...}}`` of the comms open in the sandbox's kernel (empty
         when it is not running, carries no comms, or fails)."""

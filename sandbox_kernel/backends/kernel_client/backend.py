@@ -71,6 +71,7 @@ class KernelClientBackend(Backend):
         self._death: asyncio.Task | None = None
         self._requests: dict[str, _Request] = {}
         self._comm_handler: Callable[[Event, str | None], None] | None = None
+        self._unsettled: dict[str, asyncio.Future] = {}  # see comm_settled
         self._lock = asyncio.Lock()
         self._recovery: DropRecovery | None = None  # of the connection to the running kernel
         self._control: ControlChannel | None = None  # ... its control channel
@@ -416,6 +417,9 @@ class KernelClientBackend(Backend):
                 if not request.reply.done():
                     request.reply.cancel()
             self._requests.clear()
+            for settled in self._unsettled.values():
+                settled.cancel()
+            self._unsettled.clear()
             await self._terminate()
 
     # -- readers: route every message to the request it answers ------------------------------
@@ -431,6 +435,9 @@ class KernelClientBackend(Backend):
                 await request.iopub.put(msg)
             elif self._comm_handler is not None and (event := event_from_iopub(msg)) is not None:
                 self._comm_handler(event, parent_id)
+            elif msg["header"]["msg_type"] == "status" and msg["content"].get("execution_state") == "idle" \
+                    and (settled := self._unsettled.get(parent_id)) is not None and not settled.done():
+                settled.set_result(None)
 
     async def _read_shell(self) -> None:
         await route_replies(self._client.shell_channel, self._requests)
@@ -746,6 +753,10 @@ class KernelClientBackend(Backend):
         if wait:
             request = self._requests[msg_id] = _Request()
         msg["buffers"] = buffers or []
+        if not wait and emit is not None and subshell is None:  # its idle, if the sandbox's kernel sends one
+            self._unsettled[msg_id] = asyncio.get_running_loop().create_future()
+            while len(self._unsettled) > self.UNSETTLED_KEPT:  # answered by none (beside an async cell)
+                self._unsettled.pop(next(iter(self._unsettled))).cancel()
         self._client.shell_channel.send(msg)
         if not wait:
             return
@@ -760,6 +771,25 @@ class KernelClientBackend(Backend):
             relay.cancel()
             request.iopub.close()
             self._requests.pop(msg_id, None)
+
+    UNSETTLED_KEPT = 256
+    """Comm messages sent beside a running cell whose ``idle`` :meth:`comm_settled` may still
+    await; ipykernel answers one handled beside an async cell with no status at all."""
+
+    async def comm_settled(self, msg_id: str) -> bool:
+        settled = self._unsettled.get(msg_id)
+        if settled is None:
+            return False
+        try:
+            await asyncio.shield(settled)
+        except asyncio.CancelledError:
+            if not settled.cancelled():
+                raise
+            return False
+        finally:
+            if settled.done():
+                self._unsettled.pop(msg_id, None)
+        return True
 
     async def comm_info(self, target_name: str | None = None) -> dict[str, Any]:
         await self.start()

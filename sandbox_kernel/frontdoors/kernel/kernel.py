@@ -256,8 +256,9 @@ class SandboxKernel(Kernel, OutputOptions):
         published its ``idle`` under the wrong parent and JupyterLab waited for ever ([*] after a
         reopen). So that relay goes on in the background and this handler returns at once: beside
         another comm message, in its turn after it and with a status of its own, as python3
-        answers it (:meth:`_relay_in_turn`); beside a cell, at once and with no status, as ipykernel
-        7.4 answers a comm message beside an async cell (a cell waiting for a widget's change gets it).
+        answers it (:meth:`_relay_in_turn`); beside a cell, at once (a cell waiting for a widget's
+        change gets it), with a status of its own only once the sandbox's kernel gives it one
+        (:meth:`_relay_at_once`).
         """
         on_main = asyncio.get_running_loop() is self._loop
         if not BESIDE.get():
@@ -269,8 +270,19 @@ class SandboxKernel(Kernel, OutputOptions):
             relay = self._loop.create_task(self._relay_in_turn(msg))  # python3's order and status
             relay.add_done_callback(self._relayed_beside)
         else:
-            relay = asyncio.run_coroutine_threadsafe(self._relay_comm(msg), self._loop)  # from any thread
+            relay = asyncio.run_coroutine_threadsafe(self._relay_at_once(msg), self._loop)  # from any thread
             relay.add_done_callback(self._relayed_beside)
+
+    async def _relay_at_once(self, msg: dict) -> None:
+        """A comm message that came beside a cell: relayed at once (a cell waiting for a widget's
+        change gets it). When the sandbox's kernel handles it after a sync cell, as python3
+        does, it answers with an ``idle``: then so does this kernel, with a ``busy`` before, for
+        ipywidgets' frontend sends that widget's next change only at that idle."""
+        await self._relay_comm(msg)
+        if self.sandbox is not None and await self.sandbox.comm_settled(msg["header"]["msg_id"]):
+            async with compat.main_shell_lock(self):  # after the cell's idle, as on python3
+                compat.publish_status(self, "busy", msg)
+                compat.publish_status(self, "idle", msg)
 
     async def _relay_in_turn(self, msg: dict) -> None:
         """A comm message that came while the main shell served another comm message (its relay
