@@ -94,8 +94,10 @@ class JupyterLab:
     APPS = {"lab": ("jupyterlab", "LabApp"), "notebook": ("notebook", "JupyterNotebookApp")}
 
     def __init__(self, kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None,
-                 frontend: str = "lab", options: tuple[str, ...] = ()) -> None:
+                 frontend: str = "lab", options: tuple[str, ...] = (),
+                 settings: dict[str, dict[str, Any]] | None = None) -> None:
         self.kernelspecs, self.env, self.frontend, self.options = kernelspecs, env or {}, frontend, options
+        self.settings = {**SETTINGS, **(settings or {})}
         self.tmp = Path(tempfile.mkdtemp(prefix="sandbox-kernel-lab-"))
         self.root = self.tmp / "root"
         self.token = secrets.token_hex(16)
@@ -110,7 +112,7 @@ class JupyterLab:
         for name, spec in self.kernelspecs.items():
             (self.tmp / "data" / "kernels" / name).mkdir(parents=True)
             (self.tmp / "data" / "kernels" / name / "kernel.json").write_text(json.dumps(spec))
-        for name, values in SETTINGS.items():
+        for name, values in self.settings.items():
             path = self.tmp / "settings" / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))
@@ -367,9 +369,10 @@ def screenshot(page, name: str) -> Path:
 
 @contextlib.contextmanager
 def jupyterlab(kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | None = None,
-               frontend: str = "lab") -> Iterator[JupyterLab]:
-    """A started :class:`JupyterLab` (``frontend``: ``"lab"`` or ``"notebook"``); skips (fails in
-    CI) when JupyterLab, Notebook, playwright or Chromium is missing."""
+               frontend: str = "lab", settings: dict[str, dict[str, Any]] | None = None) -> Iterator[JupyterLab]:
+    """A started :class:`JupyterLab` (``frontend``: ``"lab"`` or ``"notebook"``; ``settings``:
+    user settings by plugin file, over :data:`SETTINGS`); skips (fails in CI) when JupyterLab,
+    Notebook, playwright or Chromium is missing."""
     for module, hint in ((JupyterLab.APPS[frontend][0], "pip install 'sandbox-kernel[test]'"),
                          ("playwright", "pip install 'sandbox-kernel[test]'")):
         try:
@@ -378,7 +381,7 @@ def jupyterlab(kernelspecs: dict[str, dict[str, Any]], env: dict[str, str] | Non
             skip_or_fail(f"{module} is not installed ({hint})")
     if not os.access(CHROMIUM, os.X_OK):
         skip_or_fail(f"no Chromium at {CHROMIUM} (run `bash .ci/browser-setup.sh` as root)")
-    lab = JupyterLab(kernelspecs, env, frontend)
+    lab = JupyterLab(kernelspecs, env, frontend, settings=settings)
     try:
         yield lab.start()
     finally:
