@@ -43,7 +43,7 @@ RIG_GROUPS = {"podman": "podman", "podman_api": "podman", "tests/test_docker_pod
               **dict.fromkeys(["tests/test_browser.py", "tests/test_browser_files.py", "tests/test_browser_findings.py",
                                "tests/test_browser_frontends.py", "tests/test_browser_magic.py",
                                "tests/test_browser_usage.py", "tests/test_voila.py", "tests/test_newcomer.py",
-                               "tests/test_browser_checkpoints.py"], "browser")}
+                               "tests/test_browser_checkpoints.py", "tests/test_browser_main_shell.py"], "browser")}
 """Backends and modules whose tests share a rig that is costly to start or to run twice at once:
 one group, so one worker and one rig. The Podman service of tests/targets/podman.py (Podman slowed
 down until a cell timed out with one service per worker on its one storage); the remote engine of
