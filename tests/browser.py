@@ -162,7 +162,7 @@ class JupyterLab:
         if self._playwright is not None:
             self._playwright.stop()
         if self.process is not None:  # the server shuts its kernels down on SIGTERM
-            stop_server(self.process, self.log, self.tmp / "server.log", f"{self.APPS[self.frontend][0]}-server.log",
+            stop_server(self.process, self.log, self.tmp / "server.log", f"{self.APPS[self.frontend][0]}-server-{running_module()}.log",
                         grace=30)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -270,8 +270,18 @@ def wait_ready(page, timeout: float = 180) -> None:
             break
         except PlaywrightTimeout:
             if time.monotonic() > deadline:
-                raise
+                state, shot = page.evaluate(KERNEL_STATE), "none"
+                with contextlib.suppress(Exception):  # the state is the message; the picture helps
+                    shot = screenshot(page, f"not-ready-{running_module()}-{int(time.time())}")
+                raise AssertionError(f"the notebook's kernel was not ready in {timeout:.0f} s: {state} "
+                                     f"(screenshot: {shot})") from None
     dismiss_dialog(page)
+
+
+def running_module() -> str:
+    """The running test's module name (``test_voila``), for artifact names; "tests" outside one."""
+    current = os.environ.get("PYTEST_CURRENT_TEST", "")
+    return Path(current.split("::")[0]).stem if current else "tests"
 
 
 def dismiss_dialog(page) -> None:
@@ -292,6 +302,15 @@ KERNEL_READY = """() => {
 """True once the current notebook's document is loaded and its kernel connected and idle
 (``window.jupyterapp``: ``--LabApp.expose_app_in_browser``). The execution indicator says
 "idle" earlier, and Run All in that gap clears the cells instead of running them."""
+
+KERNEL_STATE = """() => {
+  const widget = window.jupyterapp?.shell.currentWidget, session = widget?.sessionContext;
+  const kernel = session?.session?.kernel;
+  return {document: widget?.context?.isReady, session: session?.isReady, kernel: kernel?.name,
+          connection: kernel?.connectionStatus, status: kernel?.status,
+          dialogs: [...document.querySelectorAll('.jp-Dialog')].map(d => d.innerText.slice(0, 200))};
+}"""
+"""What :data:`KERNEL_READY` waits for, as it stands (for the message when it never comes)."""
 
 EXECUTED = re.compile(r"^\[\d+\]:$")
 """A code cell's prompt once it has run: ``[N]:``."""
