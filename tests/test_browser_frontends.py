@@ -138,4 +138,3 @@ def test_the_debugger_stops_at_a_breakpoint_inside_the_sandbox(frontend, kernel)
     page.evaluate("() => { window.jupyterapp.commands.execute('debugger:continue'); }")
     expect(cell_outputs(page, 0)).to_contain_text("4243", timeout=60_000)
     page.close()
-

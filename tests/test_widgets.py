@@ -254,15 +254,21 @@ def change_during_a_cell(frontend: WidgetFrontend) -> list[str]:
     return seen
 
 
-def test_a_change_made_while_a_cell_runs_gets_a_busy_and_an_idle_after_it(frontend):
+@pytest.fixture(scope="module")
+def python3_change_during_a_cell() -> list[str]:
+    """:func:`change_during_a_cell` on a plain python3 kernel: the reference (one for every target)."""
+    with python3() as (_, kc):
+        return change_during_a_cell(WidgetFrontend(kc))
+
+
+def test_a_change_made_while_a_cell_runs_gets_a_busy_and_an_idle_after_it(frontend, python3_change_during_a_cell):
     """python3 handles a widget's change sent on the main shell during a sync cell after the cell,
     with a busy and an idle. The wrapper relays it into the sandbox at once, beside the cell, so
     ipykernel 7.4 gave it no status; ipywidgets' frontend then held back that widget's every later
     change. The sandbox's kernel answers it with an idle after its cell: so does the wrapper now."""
-    with python3() as (_, kc):
-        reference = change_during_a_cell(WidgetFrontend(kc))
-    assert reference == ["[cell] status: busy", "[cell] execute_input: ", "[cell] status: idle",
-                       "[change] status: busy", "[change] comm_msg: echo_update", "[change] status: idle"]
+    assert python3_change_during_a_cell == ["[cell] status: busy", "[cell] execute_input: ", "[cell] status: idle",
+                                           "[change] status: busy", "[change] comm_msg: echo_update",
+                                           "[change] status: idle"]
     seen = change_during_a_cell(frontend)
     assert [line for line in seen if line.startswith("[change] status")] == \
         ["[change] status: busy", "[change] status: idle"]

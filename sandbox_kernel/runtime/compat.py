@@ -40,7 +40,7 @@ ipykernel.kernelbase | Kernel | _parent_ident | ipykernel 6.29, 7.4 | frontdoors
 ipykernel.kernelbase | Kernel | _supports_kernel_subshells | ipykernel 7.4 (6.29 has no subshells: read with a default) | frontdoors/kernel/kernel.py kernel_info: whether the reply lists kernel subshells
 ipykernel._version |  | kernel_protocol_version | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py kernel_info: the reply's protocol_version
 ipykernel.kernelbase | Kernel | _topic | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py _publish: the IOPub topic of each published message
-ipykernel.kernelbase | Kernel | _publish_status | ipykernel 7.4 (called only where 7.4 dispatches beside) | frontdoors/kernel/kernel.py _relay_in_turn: the busy and idle of a comm message relayed in its turn, as ipykernel publishes its own
+ipykernel.kernelbase | Kernel | _publish_status | ipykernel 7.4 (called only where 7.4 dispatches beside) | frontdoors/kernel/kernel.py _relay_in_turn and _relay_at_once: the busy and idle of a relayed comm message, as ipykernel publishes its own
 ipykernel.kernelbase | Kernel | _main_asyncio_lock | ipykernel 7.4 (6.29 dispatches nothing beside: never read there) | frontdoors/kernel/kernel.py _forward_comm: a comm message dispatched beside another request is answered in its turn, as python3 answers it
 ipykernel.kernelbase | Kernel | _execute_sleep | ipykernel 6.29, 7.4 | frontdoors/kernel/kernel.py (class attribute) and kernel_client KERNEL_ARGS: no 0.5 ms sleep per reply
 ipykernel.kernelbase | Kernel | _allow_stdin | ipykernel 6.29, 7.4 | frontdoors/magics/run.py host_allows_stdin: whether the host's frontend takes input() now
