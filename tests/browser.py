@@ -227,6 +227,7 @@ class JupyterLab:
         runs one for it, is the one the page connects to)."""
         page = self.browser.new_page(viewport={"width": 1200, "height": 1600})
         page.set_default_timeout(60_000)  # a loaded CI machine: a page with others open answered late
+        watch_failures(page)
         # a workspace per page: pages sharing the default one would open each other's notebooks
         path = f"lab/workspaces/{name}/tree/{name}.ipynb?reset&" if self.frontend == "lab" else \
             f"notebooks/{name}.ipynb?"
@@ -273,9 +274,18 @@ def wait_ready(page, timeout: float = 180) -> None:
                 state, shot = page.evaluate(KERNEL_STATE), "none"
                 with contextlib.suppress(Exception):  # the state is the message; the picture helps
                     shot = screenshot(page, f"not-ready-{running_module()}-{int(time.time())}")
+                failed = getattr(page, "failed_requests", [])[-5:]
                 raise AssertionError(f"the notebook's kernel was not ready in {timeout:.0f} s: {state} "
-                                     f"(screenshot: {shot})") from None
+                                     f"(failed requests: {failed}; screenshot: {shot})") from None
     dismiss_dialog(page)
+
+
+def watch_failures(page) -> None:
+    """Keep the page's failed requests (method, URL, Chromium's error text) in
+    ``page.failed_requests``, for the message of a page that did not get ready."""
+    page.failed_requests = []
+    page.on("requestfailed", lambda request: page.failed_requests.append(
+        f"{request.method} {request.url.split('?')[0]}: {request.failure}"))
 
 
 def running_module() -> str:

@@ -141,13 +141,14 @@ def pages(recorder):
         books.update({f"overlay-{p}": (overlay, p) for p in ("sanitize", "trust")})
         books.update({f"families-{p}": (families, p) for p in ("sanitize", "isolate", "trust")})
         opened = {}
+        # one page loads at a time, the earlier ones' cells running meanwhile: seven loading at
+        # once on a loaded machine twice left one without its notebook ("Failed to fetch")
         for tag, (build, policy) in books.items():
             kernel = "sandbox-docker" if policy == "sanitize" else f"sandbox-docker-{policy}"
             cells = build(tag, recorder.origin)
             opened[tag] = (lab.open(tag, kernel, list(cells.values())), list(cells))
-        for page, _ in opened.values():
-            run_all(page)
-            wait_cell(page, 0)
+            run_all(opened[tag][0])
+            wait_cell(opened[tag][0], 0)
         for tag, (page, _) in opened.items():
             wait_finished(page, timeout=180)
             time.sleep(2)
