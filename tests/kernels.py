@@ -6,9 +6,35 @@ import contextlib
 import os
 import threading
 import time
+import uuid
+from pathlib import Path
 from typing import Any
 
-from jupyter_client.manager import start_new_kernel
+from jupyter_client.manager import KernelManager
+from jupyter_core.paths import jupyter_runtime_dir
+
+
+def start_new_kernel(kernel_name: str, startup_timeout: float = 60, **kwargs: Any):
+    """jupyter_client's ``start_new_kernel`` on the ipc transport (Unix sockets in the runtime
+    folder, named after the kernel's connection file): TCP ports are picked by binding and closing
+    them, and another test's kernel took one in between (ZMQError "Address already in use", a full
+    run at 2 workers). ``kwargs`` go to ``KernelManager.start_kernel``; returns ``(km, kc)``;
+    raises RuntimeError when the kernel is not ready in ``startup_timeout`` seconds."""
+    # an absolute path of its own: the default ("kernel-ipc" in the current folder) is relative,
+    # so a kernel started in another folder would listen where the client does not look
+    runtime = Path(jupyter_runtime_dir())
+    runtime.mkdir(parents=True, exist_ok=True)
+    km = KernelManager(kernel_name=kernel_name, transport="ipc", ip=str(runtime / f"kernel-{uuid.uuid4().hex}-ipc"))
+    km.start_kernel(**kwargs)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=startup_timeout)
+    except RuntimeError:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        raise
+    return km, kc
 
 
 @contextlib.contextmanager

@@ -7,9 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from jupyter_client.manager import start_new_kernel
-
-from tests.kernels import run
+from tests.kernels import run, start_new_kernel
 from tests.support.backends import prepared
 from tests.targets import backend_of
 
