@@ -149,16 +149,25 @@ class TierMinutes:
     """Adds each phase's seconds to its test's tier (on xdist's controller, from the workers'
     reports) and prints the minutes at the end."""
 
+    MODULES = 15
+    """How many of the heaviest modules the summary names."""
+
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.modules: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tier = next((tier for tier in reversed(TIERS) if tier in report.keywords), "untiered")
         self.seconds[tier] = self.seconds.get(tier, 0.0) + report.duration
+        module = report.nodeid.split("::")[0].split("@")[0]
+        self.modules[module] = self.modules.get(module, 0.0) + report.duration
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         parts = ", ".join(f"{tier} {self.seconds[tier] / 60:.1f}" for tier in (*TIERS, "untiered") if tier in self.seconds)
         terminalreporter.write_line(f"minutes per tier (set-up, call and teardown, summed over the workers): {parts}")
+        heaviest = sorted(self.modules.items(), key=lambda item: -item[1])[:self.MODULES]
+        terminalreporter.write_line(f"minutes of the {len(heaviest)} heaviest modules: " + ", ".join(
+            f"{Path(module).name} {seconds / 60:.1f}" for module, seconds in heaviest))
 
 
 def pytest_configure(config: pytest.Config) -> None:
