@@ -44,6 +44,33 @@ def test_an_ssh_engine_that_does_not_answer_is_not_blamed_on_paramiko():
     assert f"The Docker engine is not answering at {host}." in done.stderr and "paramiko" not in done.stderr
 
 
+LOAD_THEN_SSH = """
+import os, sys
+from sandbox_kernel.backends.docker import boundary, engine
+boundary.load_docker()
+print("paramiko after a unix engine:", "paramiko" in sys.modules)
+os.environ["DOCKER_HOST"] = sys.argv[1]
+try:
+    engine.connect()
+except Exception as exc:
+    print(exc)
+from docker.api import client
+print("ssh transport:", getattr(client, "SSHHTTPAdapter", None) is not None)
+"""
+
+
+def test_docker_py_is_loaded_without_paramiko_and_an_ssh_engine_named_later_gets_its_transport():
+    """paramiko (0.08-0.10 s of a docker sandbox's start) is held back while the engine is not
+    ssh://; a process that then names an ssh:// engine gets docker-py's ssh transport, and is told
+    the engine does not answer (the port is closed)."""
+    host = f"ssh://root@127.0.0.1:{closed_port()}"
+    done = subprocess.run([sys.executable, "-c", LOAD_THEN_SSH, host], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert "paramiko after a unix engine: False" in done.stdout, done.stderr
+    assert f"The Docker engine is not answering at {host}." in done.stdout, done.stdout
+    assert "ssh transport: True" in done.stdout, done.stdout
+
+
 def test_a_users_own_engine_that_does_not_answer_names_who_starts_it_not_sudo():
     """A hub user's engine is rootless Podman at /run/user/UID/podman/podman.sock: they have no
     sudo, and the machine's engine is not theirs to use (docs/how-to/jupyterhub.md, section 4)."""
