@@ -139,6 +139,25 @@ async def test_kernel_inspection_bundle_passes_the_policy():
     assert completed["matches"] == ["len", "list"] and completed["cursor_start"] == 0
 
 
+@pytest.mark.parametrize("quickly", [True, False], ids=["starts-quickly", "starts-slowly"])
+async def test_kernel_info_waits_only_for_a_sandbox_that_does_not_start_quickly(quickly):
+    """kernel_info_reply does not wait for a Python sandbox that starts quickly (local, a warm
+    pool's take: python3 answers at once, and the frontend's own 0.2 s IOPub drain then overlaps
+    the start), and waits for one that does not (a container created now: the first Tab, pressed
+    as the kernel shows ready, then finds it up); what needs the sandbox waits for it either way."""
+    kernel = make_kernel(start_delay=2, starts_quickly=quickly, complete_with=lambda code, pos: ["len"],
+                         kernel={"start_sandbox_at_launch": True})
+    stream = DummySocket()
+    await kernel.kernel_info_request(stream, [b"frontend"], request("kernel_info_request", {}))
+    assert kernel.sandbox.started is not quickly
+    _, msg = kernel.session.feed_identities([frame.bytes for frame in stream.queue.get_nowait()])
+    info = kernel.session.deserialize(msg)["content"]
+    assert info["status"] == "ok" and info["language_info"]["name"] == "python"
+    assert (await kernel.do_complete("l", 1))["matches"] == ["len"]
+    assert kernel.sandbox.started
+    assert (await kernel.do_execute("print('hi')", False))["status"] == "ok"
+
+
 def test_api_runs_collects_and_raises_like_a_real_sandbox(tmp_path):
     with Sandbox("scripted", script=SCRIPT, timeout=0.5) as sb:
         assert sb.run("print('hi')").stdout == "hi\n"

@@ -58,10 +58,9 @@ class IPyKernelSamples(jkt.KernelTests):
         cls._kernel = kernel(cls.target, JUPYTER_DATA_DIR=cls._data_dir.name)
         cls.km, cls.kc = cls._kernel.__enter__()
         # jupyter_client's wait_for_ready sends kernel_info_request again after each second without
-        # a reply, and a sandbox kernel's first reply waits up to 2.5 s for its sandbox: the extra
-        # requests' busy/idle could reach IOPub after the first test's flush_channels (seen on a
-        # loaded machine: test_clear_output's first status was 'idle'). A cell run here reads them
-        # all, since IOPub keeps its order.
+        # a reply, which a loaded machine can take: the extra requests' busy/idle could reach IOPub
+        # after the first test's flush_channels (seen on a loaded machine: test_clear_output's
+        # first status was 'idle'). A cell run here reads them all, since IOPub keeps its order.
         cls.kc.execute_interactive("pass", timeout=120, output_hook=lambda msg: None)
 
     @classmethod

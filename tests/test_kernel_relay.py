@@ -140,6 +140,28 @@ def test_history_across_sessions_where_the_sandbox_keeps_it(name):
         assert found == [[], [], [f"{mark} = 1"]]
 
 
+def test_a_tail_asked_while_local_starts_is_the_one_its_sandbox_gives(tmp_path):
+    """jupyter-console asks for the history's tail as it starts and waits 1 s, and the kernel
+    answers kernel_info before its sandbox is up: the local backend reads that tail, while its
+    sandbox starts, from the file the sandbox's IPython writes, with IPython's own reader; its
+    rows are those the started sandbox gives for the same request."""
+    import asyncio
+
+    from sandbox_kernel.backends.local import LocalBackend
+
+    history = f"--LocalBackend.history_file={tmp_path / 'history.sqlite'}"
+    with kernel("local", history) as (_, kc):
+        for code in ("tail_mark = 1", "tail_mark + 1", "print(tail_mark)"):
+            assert run(kc, code)[0]["status"] == "ok"
+    request = {"hist_access_type": "tail", "n": 2, "raw": True, "output": False}
+    early = asyncio.run(LocalBackend(history_file=str(tmp_path / "history.sqlite")).history_while_starting(request))
+    with kernel("local", history) as (_, kc):
+        assert run(kc, "1", store_history=False)[0]["status"] == "ok"  # up, and nothing added
+        started = kc.history(**request, reply=True)["content"]["history"]
+    assert [row[2] for row in started] == ["tail_mark + 1", "print(tail_mark)"]
+    assert early == {"status": "ok", "history": started}
+
+
 def test_a_comm_on_a_subshell_is_served_while_a_cell_runs(sandbox):
     """As JupyterLab 4.6 sends widget messages (commsOverSubshells): the slider's update reaches
     the sandbox and its echo comes back while a cell still runs (one that ends only once the

@@ -433,6 +433,14 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         or [input, output]], ...]}``) for a ``history_request``'s ``content``."""
         raise NotSupported(self.name, "history")
 
+    async def history_while_starting(self, content: dict[str, Any]) -> dict[str, Any] | None:
+        """A ``history_reply`` content for a ``tail`` ``history_request`` that comes while the
+        sandbox starts, read where the sandbox kernel's IPython keeps it, without that kernel; None
+        (the default): the request waits for the start. jupyter-console asks for the tail as it
+        starts and waits 1 s for it, since the kernel answers ``kernel_info`` before its sandbox
+        is up (:meth:`SandboxKernel.kernel_info_request`)."""
+        return None
+
     async def debug_request(self, content: dict[str, Any]) -> dict[str, Any]:
         """The sandbox kernel's ``debug_reply`` content for a ``debug_request``'s ``content`` (a
         Debug Adapter Protocol request, ``{"type": "request", "seq", "command", "arguments"}``)."""
@@ -453,6 +461,16 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):
         cell, unless ``SandboxKernel.start_sandbox_at_launch`` says otherwise: True when the
         backend keeps a warm pool (``pool_size`` > 0), since taking a pooled sandbox then overlaps
         the frontend's own start."""
+        return getattr(self, "pool_size", 0) > 0
+
+    @property
+    def starts_quickly(self) -> bool:
+        """Whether a start at launch is done well within JupyterLab's 1 s completer timeout of
+        the frontend's first request (a child process, a take from a warm pool): the wrapper
+        kernel then answers ``kernel_info`` without waiting for it (the frontend's own wait after
+        that reply overlaps the start); otherwise it waits up to 2.5 s
+        (:meth:`SandboxKernel.kernel_info_request`). True when the backend keeps a warm pool
+        (``pool_size`` > 0)."""
         return getattr(self, "pool_size", 0) > 0
 
     @property

@@ -168,6 +168,12 @@ class SandboxSession:
         which only once it runs: :attr:`kernel_info`)."""
         return self.backend.runs_other_language
 
+    @property
+    def starts_quickly(self) -> bool:
+        """Whether a start is done well within a frontend's first request's timeout
+        (:attr:`~sandbox_kernel.backends.base.Backend.starts_quickly`)."""
+        return self.backend.starts_quickly
+
     def starts_at_launch(self, setting: bool | None) -> bool:
         """Whether a door that opens now should start the sandbox at once: ``setting`` when
         given (an option of the door), else as the backend prefers
@@ -371,9 +377,13 @@ class SandboxSession:
     # -- history, the debugger, subshells -----------------------------------------------------
     async def history(self, content: dict[str, Any], *, request: dict[str, Any] | None = None) -> dict[str, Any]:
         """A ``history_reply``'s content for a ``history_request``'s ``content``, from the sandbox's
-        IPython (started if needed); no rows when the backend has no ``capabilities.history`` or
-        fails."""
+        IPython (started if needed; a ``tail`` asked while it starts is read from where that
+        IPython keeps it, where the backend can: :meth:`Backend.history_while_starting`); no rows
+        when the backend has no ``capabilities.history`` or fails."""
         with contextlib.suppress(SandboxError):
+            if self.backend.capabilities.history and not self.backend.started and (
+                    early := await self.backend.history_while_starting(content)) is not None:
+                return replies.history(early)
             if self.backend.capabilities.history:
                 await self.backend.start()
                 with self.serving(request):

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from traitlets import Any as AnyTrait
+from traitlets import Bool, Float
 
 from ...core.errors import ExecutionTimeout, SandboxStartError
 from ...core.events import Comm, Display, Emit, Error, Event, Outcome
@@ -112,6 +113,9 @@ class ScriptedBackend(Backend):
                                                    "comm message (emit Comm events back).").tag(config=True)
     fail_start = AnyTrait(None, allow_none=True, help="A message: start() fails with it (to test start "
                                                       "failures).").tag(config=True)
+    start_delay = Float(0.0, help="Seconds start() takes (to test what waits for a start).").tag(config=True)
+    starts_quickly = Bool(False, help="What the backend says of its start (Backend.starts_quickly).").tag(
+        config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -129,6 +133,8 @@ class ScriptedBackend(Backend):
     async def start(self) -> None:
         if self.fail_start:
             raise SandboxStartError(str(self.fail_start))
+        if self.start_delay and not self._started:
+            await asyncio.sleep(self.start_delay)
         self._started = True
 
     async def shutdown(self) -> None:
