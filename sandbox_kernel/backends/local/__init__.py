@@ -118,8 +118,8 @@ class LocalBackend(CheckpointOptions, Forking):
 
     @property
     def starts_quickly(self) -> bool:
-        """Always: a child process, up in about 0.3 s (benchmarks/first_completion.py: the first
-        Tab's wait 0.53 s at most 0.66 s, pressed as the kernel is ready)."""
+        """Always: a child process, up in about 0.3 s on a quiet machine (benchmarks/first_completion.py:
+        a first Tab pressed as the kernel shows ready waited 0.32-0.53 s, at most 0.66 s)."""
         return True
 
     @property
