@@ -35,21 +35,20 @@ SSH_FIX = ("make `ssh USER@HOST` work without a prompt: the engine host's key in
 
 
 def load_docker() -> Any:
-    """The ``docker`` module (docker-py), with its ssh transport when the environment names an
-    ``ssh://`` engine (DOCKER_HOST, else the current docker context; read at each call).
+    """The ``docker`` module (docker-py).
 
     docker-py imports paramiko, for its ssh transport, as it is imported itself: 0.08-0.10 s on a
     quiet machine, more than the rest of docker-py, on the path of every docker sandbox's start
     (docs/explanation/benchmarks.md, "What a start costs"). So it is imported with paramiko held
-    back (docker-py then leaves its ssh transport out, as where paramiko is not installed), and
-    the transport is added at the first call that needs it (:func:`_add_ssh_transport`).
+    back, and its ssh transport is made to import paramiko when a client of an ``ssh://`` engine
+    is made (:func:`_ssh_adapter`), whoever makes it.
 
     Raises:
         BackendUnavailable: docker-py is not installed (the fix is the pip command).
     """
-    held_back = "docker" not in sys.modules and "paramiko" not in sys.modules and not host().startswith("ssh://")
+    held_back = "docker" not in sys.modules and "paramiko" not in sys.modules
     if held_back:
-        sys.modules["paramiko"] = None  # `import paramiko` raises ImportError
+        sys.modules["paramiko"] = None  # `import paramiko` raises ImportError: docker-py leaves ssh out
     try:
         import docker
         import docker.errors
@@ -59,36 +58,23 @@ def load_docker() -> Any:
     finally:
         if held_back and sys.modules.get("paramiko", False) is None:
             del sys.modules["paramiko"]
-    if _names_ssh(docker):
-        _add_ssh_transport()
+    from docker.api import client as api_client
+
+    if getattr(api_client, "SSHHTTPAdapter", None) is None:
+        api_client.SSHHTTPAdapter = _ssh_adapter
     return docker
 
 
-def _names_ssh(docker: Any) -> bool:
-    """Whether the engine docker-py's ``from_env`` reaches is an ``ssh://`` one: DOCKER_HOST, else
-    the current docker context's host (``docker context use``)."""
-    url = os.environ.get("DOCKER_HOST")
-    if not url:
-        with contextlib.suppress(Exception):  # no readable context: docker-py falls back to the local socket
-            url = docker.context.ContextAPI.get_current_context().Host
-    return str(url or "").startswith("ssh://")
-
-
-def _add_ssh_transport() -> None:
-    """docker-py's ssh transport, left out by :func:`load_docker`: imported now (with paramiko)
-    and set where docker-py's ``APIClient`` looks it up. Without paramiko, nothing changes and
-    docker-py's own "Install paramiko" error follows (mapped to :data:`SSH_INSTALL_FIX`)."""
-    from docker.api import client as api_client
-
-    if getattr(api_client, "SSHHTTPAdapter", None) is not None:
-        return
+def _ssh_adapter(*args: Any, **kwargs: Any) -> Any:
+    """docker-py's ``SSHHTTPAdapter(*args, **kwargs)``, imported (with paramiko) at the first
+    client of an ``ssh://`` engine: :func:`load_docker` sets this where docker-py's ``APIClient``
+    looks the adapter up. Without paramiko it raises NameError, as docker-py's own name does when
+    paramiko is missing, so docker-py says "Install paramiko" (mapped to :data:`SSH_INSTALL_FIX`)."""
     try:
         from docker.transport.sshconn import SSHHTTPAdapter
     except ImportError:
-        return
-    import docker.transport
-
-    api_client.SSHHTTPAdapter = docker.transport.SSHHTTPAdapter = SSHHTTPAdapter
+        raise NameError("SSHHTTPAdapter") from None
+    return SSHHTTPAdapter(*args, **kwargs)
 
 
 def host() -> str:

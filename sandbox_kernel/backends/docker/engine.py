@@ -53,7 +53,6 @@ def connect() -> Any:
     Raises:
         BackendUnavailable: docker-py is missing, or no engine answers.
     """
-    load_docker()  # each time: DOCKER_HOST may name an ssh:// engine now
     with engine_errors("connect"):
         client = _client_class().from_env(timeout=30)
         client.ping()
