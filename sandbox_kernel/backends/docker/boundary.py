@@ -101,12 +101,11 @@ def engine_errors(doing: str) -> Iterator[None]:
     docker = load_docker()
     import requests.exceptions
 
-    ssh_errors = _ssh_errors()
     try:
         yield
     except SandboxError:
         raise
-    except ssh_errors as exc:  # paramiko's, not an OSError: host key unknown, key refused
+    except _ssh_errors() as exc:  # paramiko's (read now: imported in the block), not an OSError: host key unknown, key refused
         raise BackendUnavailable(f"Could not reach the Docker engine at {host()} over ssh: {exc}.", fix=SSH_FIX) from exc
     except docker.errors.APIError as exc:
         raise _refusal(docker, exc, doing) from exc
@@ -172,7 +171,8 @@ def _has_paramiko() -> bool:
 
 
 def _ssh_errors() -> tuple[type[BaseException], ...]:
-    """paramiko's root exception once docker-py has loaded it (for an ssh:// host), else none."""
+    """paramiko's root exception once it is loaded (by docker-py's ssh adapter, for an ssh://
+    host: :func:`_ssh_adapter`), else none."""
     paramiko = sys.modules.get("paramiko")
     return (paramiko.SSHException,) if paramiko is not None else ()
 
