@@ -381,10 +381,9 @@ class SandboxSession:
         IPython keeps it, where the backend can: :meth:`Backend.history_while_starting`); no rows
         when the backend has no ``capabilities.history`` or fails."""
         with contextlib.suppress(SandboxError):
-            if self.backend.capabilities.history and not self.backend.started and (
-                    early := await self.backend.history_while_starting(content)) is not None:
-                return replies.history(early)
             if self.backend.capabilities.history:
+                if not self.backend.started and (early := await self.backend.history_while_starting(content)):
+                    return replies.history(early)
                 await self.backend.start()
                 with self.serving(request):
                     return replies.history(await self.backend.history(content))
