@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import signal
 import time
 
 import pytest
@@ -269,13 +270,39 @@ def test_local_sandbox_starts_with_the_kernel_then_first_cell_and_first_tab_are_
             assert time.monotonic() < warm_deadline, "the sandbox's completer was never warmed"
             time.sleep(0.5)
         assert "zip" in kc.complete("zi", 2, reply=True, timeout=30)["content"]["matches"]  # after the warm-up
-    built = {path: path.stat().st_mtime_ns for path in cache.glob("sandbox-kernel/jedi/*/*.pkl")}
-    assert built, "the warm-up left no cache for the next sandbox"
+        published = cache / "sandbox-kernel" / "jedi-caches"
+        while not any(published.glob("*/*/*.pkl")):  # published in a thread after the warm-up's reply
+            assert time.monotonic() < warm_deadline, "the warm-up published no cache for the next sandbox"
+            time.sleep(0.2)
+    built = {path: path.stat().st_mtime_ns for path in published.glob("*/*/*.pkl")}
     with kernel("local", XDG_CACHE_HOME=str(cache)) as (_, kc):
         assert run(kc, "1 + 1")[0]["status"] == "ok"
         time.sleep(2)  # a warm-up would have parsed typeshed's builtins by now
         assert stdout(run(kc, JEDI_PARSED)[1]) == "0\n", "a sandbox warmed up a completer whose cache was built"
         assert "zip" in kc.complete("zi", 2, reply=True, timeout=30)["content"]["matches"]
         assert stdout(run(kc, JEDI_PARSED)[1]) != "0\n"
-    # the first Tab read the builtins from the cache: nothing parsed again, nothing written over
-    assert {path: path.stat().st_mtime_ns for path in cache.glob("sandbox-kernel/jedi/*/*.pkl")} == built
+    # the first Tab read the builtins from its copy of the cache: nothing parsed again, nothing published written over
+    assert {path: path.stat().st_mtime_ns for path in published.glob("*/*/*.pkl")} == built
+
+
+def test_a_sandbox_that_damaged_its_jedi_cache_leaves_the_next_sandboxes_completing(tmp_path):
+    """parso writes jedi's cache files in place: a kernel killed while writing one leaves it
+    truncated, and jedi then fails every completion that reads it (EOFError, jedi#2067). While
+    the local sandboxes shared one cache folder, one such kill left every later sandbox of the
+    user completing nothing. Each sandbox now has a copy of the published cache: a damaged file
+    in it (here truncated by the sandbox itself, as the kill would) dies with its sandbox."""
+    cache = tmp_path / "cache"
+    with kernel("local", XDG_CACHE_HOME=str(cache)) as (_, kc):  # warms up and publishes the cache
+        deadline = time.monotonic() + 60
+        while not any((cache / "sandbox-kernel" / "jedi-caches").glob("*/*/*.pkl")):
+            assert time.monotonic() < deadline, "the warm-up published no cache"
+            time.sleep(0.2)
+    damage = ("import glob, os\nfiles = sorted(glob.glob(os.path.expanduser('~/.cache/jedi/*/*.pkl')))\n"
+              "for path in files:\n    open(path, 'r+b').truncate(100)\nprint(len(files))")
+    with kernel("local", XDG_CACHE_HOME=str(cache)) as (km, kc):
+        assert int(stdout(run(kc, damage)[1])) > 0  # its copy of the cache, damaged
+        os.kill(km.provisioner.process.pid, signal.SIGKILL)  # killed: its folders stay until the next start's sweep
+        km.provisioner.process.wait(30)
+    with kernel("local", XDG_CACHE_HOME=str(cache)) as (_, kc):
+        run(kc, "only_in_sandbox = [1, 2]")
+        assert kc.complete("only_in_s", 9, reply=True, timeout=30)["content"]["matches"] == ["only_in_sandbox"]

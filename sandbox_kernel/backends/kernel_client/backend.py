@@ -185,7 +185,8 @@ class KernelClientBackend(Backend):
             try:
                 self._client.shell_channel.send(msg)
                 await self._until_replied(request.reply, self.request_timeout)
-                self._completer_warmed()
+                if request.reply.done() and request.reply.result().get("content", {}).get("matches"):
+                    await self._completer_warmed()  # answered, with "zip": jedi's cache is built
             finally:
                 request.iopub.close()
                 self._requests.pop(msg["header"]["msg_id"], None)
@@ -226,9 +227,9 @@ class KernelClientBackend(Backend):
             self._kept = KeptCheckpoints(link, self, self.run_silently)
             await self._kept.hello()
 
-    def _completer_warmed(self) -> None:
-        """The warm-up's completion was answered: a backend whose sandboxes share jedi's cache
-        notes that it is built (:attr:`completer_cached`)."""
+    async def _completer_warmed(self) -> None:
+        """The warm-up's completion was answered with matches: a backend whose sandboxes share
+        jedi's cache publishes it (:attr:`completer_cached`)."""
 
     def _start_readers(self) -> None:
         loop = asyncio.get_running_loop()

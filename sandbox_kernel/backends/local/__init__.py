@@ -124,12 +124,14 @@ class LocalBackend(CheckpointOptions, Forking):
 
     @property
     def completer_cached(self) -> bool:
-        """Whether jedi's cache, shared by this user's local sandboxes (:func:`.pooled.completer_cache`),
-        was built by an earlier one: then the first Tab reads it and needs no warm-up."""
+        """Whether an earlier local sandbox published jedi's cache (:func:`.pooled.completer_cache`):
+        then this one starts with a copy, its first Tab reads it, and no warm-up is needed."""
         return pooled.completer_cached(self.python)
 
-    def _completer_warmed(self) -> None:
-        pooled.completer_warmed(self.python)
+    async def _completer_warmed(self) -> None:
+        """Publish the cache this sandbox's warm-up built, for the next sandboxes."""
+        if self._scratch is not None:
+            await asyncio.to_thread(pooled.publish_completer, self._scratch / "home", self.python)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -203,12 +205,17 @@ class LocalBackend(CheckpointOptions, Forking):
         return {"status": "ok", "history": [list(row) for row in rows]}
 
     async def _launch(self) -> dict[str, Any]:
-        remove_leftovers()
+        try:
+            return await self._spawn()
+        finally:  # after the spawn: the kernel boots on another core meanwhile
+            remove_leftovers()
+
+    async def _spawn(self) -> dict[str, Any]:
         if (info := await pool.take(self)) is not None:
             return info
         self._scratch = Path(tempfile.mkdtemp(prefix=f"sandbox-local-{os.getpid()}-"))
         self._runtime = Path(tempfile.mkdtemp(prefix=f"sandbox-local-conn-{os.getpid()}-"))
-        pooled.make_home(self._scratch)
+        home = pooled.make_home(self._scratch)
         connection_file, info = write_connection_file(
             str(self._runtime / "kernel.json"), transport="ipc", ip=str(self._runtime / "k")
         )
@@ -228,6 +235,7 @@ class LocalBackend(CheckpointOptions, Forking):
         except OSError as exc:
             raise SandboxStartError(f"Could not start the local kernel with {self.python!r}: {exc}.") from exc
         record_kernel(self._runtime, self._proc.pid)  # stopped by whoever removes a killed owner's leftovers
+        await asyncio.to_thread(pooled.seed_completer, home, self.python)  # beside the kernel's boot
         return info
 
     def _workspace(self) -> list[str]:
@@ -278,7 +286,8 @@ class LocalBackend(CheckpointOptions, Forking):
     async def _pool_launch(self) -> tuple[str, dict[str, Any]]:
         """A kernel in its own session (it outlives this process), waiting on its claim socket."""
         return await pooled.launch(lambda runtime, connection_file: self._command(connection_file, runtime),
-                                   lambda: self._environment(home=False), self.pool_ttl, self.ready_timeout)
+                                   lambda: self._environment(home=False), self.pool_ttl, self.ready_timeout,
+                                   self.python)
 
     async def _adopt(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Connect to the pooled kernel's claim socket (it then ends with this process)."""

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import pickletools
 import re
 import secrets
 import shutil
@@ -155,46 +156,99 @@ def pool_stop(asked: bool = False) -> list[str]:
     return removed
 
 
-COMPLETER_CACHE = "sandbox-kernel/jedi"
-"""The local sandboxes' jedi cache, under this user's cache directory (``$XDG_CACHE_HOME``, else
-``~/.cache``): what IPython's completer parses once (typeshed's stubs of the builtins: 1.3-1.7 s,
-the first Tab's cost in an empty cache) is read by every later sandbox, as python3 reads
-``~/.cache/jedi``."""
+COMPLETER_CACHES = "sandbox-kernel/jedi-caches"
+"""Where the local sandboxes' jedi caches are published, under this user's cache directory
+(``$XDG_CACHE_HOME``, else ``~/.cache``): one folder per interpreter, holding what IPython's
+completer parses once (typeshed's stubs of the builtins: 1.3-1.7 s, the first Tab's cost in an
+empty cache). A sandbox whose completion warm-up answered publishes its cache whole
+(:func:`publish_completer`), and every later sandbox starts with a copy of it
+(:func:`seed_completer`), as python3 reads ``~/.cache/jedi``. No sandbox writes into a published
+folder: parso writes its cache files in place (``open(path, "wb")``), so a kernel killed while
+writing one left it truncated, and while the sandboxes shared one folder (``sandbox-kernel/jedi``,
+no longer read) every later sandbox's completion raised ``EOFError`` inside jedi and answered
+nothing, until the folder was deleted (jedi's issues #1891 and #2067: a corrupt cache file is not
+recovered from)."""
 
 
-def completer_cache() -> Path:
-    """The shared jedi cache folder of this user's local sandboxes (made, 0700, if missing)."""
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / COMPLETER_CACHE
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
+def _caches_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / COMPLETER_CACHES
 
 
-def make_home(scratch: Path) -> Path:
-    """``SCRATCH/home``, the kernel's HOME, whose ``.cache/jedi`` is :func:`completer_cache`."""
-    home = scratch / "home"
-    (home / ".cache").mkdir(parents=True)
-    (home / ".cache" / "jedi").symlink_to(completer_cache(), target_is_directory=True)
-    return home
-
-
-def _warmed_marker(python: str) -> Path:
-    return completer_cache() / f".warmed-{hashlib.sha256(python.encode()).hexdigest()[:16]}"
+def completer_cache(python: str) -> Path:
+    """The published jedi cache of the local sandboxes that run ``python`` (it may not exist yet)."""
+    return _caches_root() / hashlib.sha256(python.encode()).hexdigest()[:16]
 
 
 def completer_cached(python: str) -> bool:
-    """Whether a local sandbox running ``python`` finds jedi's cache built: an earlier one's
-    completion warm-up ended (:func:`completer_warmed`); one cut short left part of it."""
-    return _warmed_marker(python).exists()
+    """Whether a local sandbox running ``python`` starts with jedi's cache built: one was
+    published (:func:`publish_completer`)."""
+    return completer_cache(python).is_dir()
 
 
-def completer_warmed(python: str) -> None:
-    """Note that a sandbox running ``python`` finished its completion warm-up."""
-    _warmed_marker(python).touch()
+def make_home(scratch: Path) -> Path:
+    """``SCRATCH/home``, the kernel's HOME, with an empty ``.cache`` (see :func:`seed_completer`)."""
+    home = scratch / "home"
+    (home / ".cache").mkdir(parents=True)
+    return home
+
+
+def seed_completer(home: Path, python: str) -> None:
+    """Copy the published jedi cache of ``python``'s sandboxes, if there is one, into
+    ``HOME/.cache/jedi``: about 6 MB, 25 ms here, so it runs beside the kernel's boot (a
+    kernel's jedi reads its cache at its first completion, which comes after the start). Copied
+    into a folder of its own, then renamed into place: a sandbox whose jedi made its folder
+    first keeps it. Blocking."""
+    published = completer_cache(python)
+    if not published.is_dir():
+        return
+    copy = home / ".cache" / f".jedi-{secrets.token_hex(4)}"
+    try:
+        shutil.copytree(published, copy)
+        copy.rename(home / ".cache" / "jedi")
+    except OSError:  # published meanwhile, half-removed, or the folder exists: the sandbox builds its own
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def _whole_pickle(path: Path) -> bool:
+    """Whether ``path`` holds one whole pickle, read opcode by opcode up to its STOP without
+    running any (a truncated file ends before it): the files come from the sandbox."""
+    try:
+        with open(path, "rb") as f:
+            for _ in pickletools.genops(f):
+                pass
+            return not f.read(1)
+    except Exception:  # noqa: BLE001 - pickletools raises ValueError and others on a damaged file
+        return False
+
+
+def publish_completer(home: Path, python: str) -> bool:
+    """Publish the jedi cache a sandbox's warm-up built (``HOME/.cache/jedi``) as the cache of
+    ``python``'s sandboxes, unless one is published already: copied into a folder beside it,
+    each file checked to be one whole pickle, then renamed into place in one step, so that no
+    sandbox ever copies a cache half-written or damaged. Returns whether it was published.
+    Blocking (a few hundred milliseconds: it runs after the warm-up, in a thread)."""
+    published = completer_cache(python)
+    source = home / ".cache" / "jedi"
+    if published.exists() or not source.is_dir():
+        return False
+    published.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    copy = published.parent / f".{published.name}-{secrets.token_hex(4)}"
+    try:
+        shutil.copytree(source, copy, ignore=shutil.ignore_patterns("*.tmp", "PARSO-CACHE-LOCK"))
+        if not all(_whole_pickle(path) for path in copy.rglob("*.pkl")):
+            return False
+        copy.rename(published)
+        return True
+    except OSError:  # another sandbox published first, or the source went away
+        return False
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
 
 
 async def launch(command: Callable[[Path, str], list[str]], environment: Callable[[], dict[str, str]],
-                 ttl: float, ready_timeout: float) -> tuple[str, dict[str, Any]]:
-    """Start a pooled kernel: ``command(runtime, connection_file)`` in a scratch directory of
+                 ttl: float, ready_timeout: float, python: str) -> tuple[str, dict[str, Any]]:
+    """Start a pooled kernel: ``command(runtime, connection_file)`` (its interpreter ``python``,
+    whose published jedi cache its HOME gets: :func:`seed_completer`) in a scratch directory of
     its own, in its own process session (it outlives this process), waiting on its claim
     socket for ``ttl`` seconds. Returns its name and registry record once its kernel is ready
     (within ``ready_timeout`` seconds).
@@ -204,7 +258,7 @@ async def launch(command: Callable[[Path, str], list[str]], environment: Callabl
     """
     scratch = Path(tempfile.mkdtemp(prefix=POOL_PREFIX))
     runtime = Path(tempfile.mkdtemp(prefix=f"{POOL_PREFIX}conn-"))
-    make_home(scratch)
+    await asyncio.to_thread(seed_completer, make_home(scratch), python)
     connection_file, info = write_connection_file(str(runtime / "kernel.json"), transport="ipc", ip=str(runtime / "k"))
     claim_path = runtime / CLAIM_SOCKET
     (runtime / "launch.py").write_text(POOLED_LAUNCH.format(runtime=str(runtime), ttl=ttl, claim=str(claim_path))
