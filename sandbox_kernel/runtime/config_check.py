@@ -110,7 +110,7 @@ def unknown_options(config: Config, classes: Iterable[type[Configurable]], secti
     """
     ours = _ours(list(classes))
     loaded = _loaded_classes()
-    backends = backend_class_names()
+    backends: set[str] | None = None  # read from the entry points only for a section no loaded class has (10 ms)
     messages = []
     for section in sorted(config) if sections is None else [s for s in sections if s in config]:
         value = config[section]
@@ -120,7 +120,7 @@ def unknown_options(config: Config, classes: Iterable[type[Configurable]], secti
             for unknown in unknown_names(value, _names(section, ours[section] + loaded.get(section, []))):
                 messages.append(f"unknown option {prefix}{section}.{unknown.name}" + (
                     f"; did you mean {prefix}{section}.{unknown.closest}?" if unknown.closest else ""))
-        elif section not in loaded and section not in backends:
+        elif section not in loaded and section not in (backends := backend_class_names() if backends is None else backends):
             if close := closest(section, {*ours, *backends}, cutoff=0.8):
                 names = ", ".join(f"{prefix}{section}.{key}" for key in value)
                 messages.append(f"unknown option {names}: no class is named {section}; did you mean {close}?")
