@@ -13,6 +13,8 @@ import secrets
 import shutil
 import subprocess
 import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -99,9 +101,28 @@ def lab_server(clone: Path):
                                f"--LabApp.user_settings_dir={clone / 'settings'} --LabApp.expose_app_in_browser=True"],
                               cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env={"PATH": os.environ["PATH"], "HOME": str(clone.parent)}, start_new_session=True)
-    url = next(m.group(1) for line in server.stdout if (m := re.search(r"(http://127\.0\.0\.1:\d+/)lab", line)))
-    threading.Thread(target=server.stdout.read, daemon=True).start()  # keep its pipe drained
-    return server, url, token
+    log: list[str] = []
+    url = None
+    for line in server.stdout:
+        log.append(line)
+        if m := re.search(r"(http://127\.0\.0\.1:\d+/)lab", line):
+            url = m.group(1)
+            break
+    if url is None:
+        raise AssertionError(f"jupyter lab ended (status {server.wait()}) without an address; its log's end:\n"
+                             + "".join(log[-30:]))
+    threading.Thread(target=lambda: log.extend(server.stdout), daemon=True).start()  # keep its pipe drained
+    deadline = time.monotonic() + 60
+    while True:  # it printed its address: it answers, or its log says why not (a run's page met a refused connection)
+        try:
+            with urllib.request.urlopen(f"{url}api/status?token={token}", timeout=5):
+                return server, url, token
+        except OSError as exc:
+            if server.poll() is not None or time.monotonic() > deadline:
+                os.killpg(server.pid, 15)
+                raise AssertionError(f"jupyter lab does not answer at {url} ({exc}); its log's end:\n"
+                                     + "".join(log[-30:])) from exc
+            time.sleep(0.2)
 
 
 ALL_NUMBERED = """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]

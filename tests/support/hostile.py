@@ -7,6 +7,7 @@ read-only cases share (the plugin's; a module using them runs on its module's ev
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import time
@@ -34,9 +35,12 @@ def host_listener():
 
     client = docker.from_env()
     try:
-        gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+        ipam = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
     finally:
         client.close()
+    # an engine that found docker0 already made (a restarted daemon) lists only the Subnet; the
+    # bridge driver's gateway is then the subnet's first address, which docker0 holds
+    gateway = ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
     with socket.create_server((gateway, 0)) as listener:
         listener.setblocking(False)
         yield listener.getsockname()[:2]
