@@ -288,15 +288,24 @@ def _machine_image(image: str) -> tuple[Any, str]:
 def spawner_hook(limits: Limits = Limits(), image: str = "sandbox-kernel:latest") -> Any:
     """A JupyterHub ``Spawner.pre_spawn_hook`` that starts the user's engine (in a thread: the
     first start copies the image) and gives the user's server its DOCKER_HOST. A failure is shown
-    to the user on the hub's spawn page ("Spawn failed: ..."), not only in the hub's log."""
+    to the user on the hub's page, not only in the hub's log: raised as tornado's ``HTTPError``
+    with a ``jupyterhub_message``. JupyterHub (6.1) shows that message on the spawn-pending page
+    ("Spawn failed: ...") for a spawn that fails after its first second; one that fails within it
+    is answered at once, and there only an ``HTTPError`` passes through
+    (``jupyterhub/handlers/pages.py``: any other exception becomes "500: Unhandled error starting
+    server", the reason in the hub's log only), as an engine whose start fails at once did."""
     import asyncio
 
     async def hook(spawner: Any) -> None:
         try:
             address = await asyncio.to_thread(start, spawner.user.name, limits, image)
-        except SandboxError as exc:  # JupyterHub shows an exception's jupyterhub_message on the spawn page
-            exc.jupyterhub_message = f"The engine of your sandboxes could not be prepared. {exc}"
-            raise
+        except SandboxError as exc:
+            from tornado.web import HTTPError  # the hub's (JupyterHub is a tornado app)
+
+            message = f"The engine of your sandboxes could not be prepared. {exc}"
+            error = HTTPError(500, "%s", message)
+            error.jupyterhub_message = message
+            raise error from exc
         spawner.environment = {**spawner.environment, "DOCKER_HOST": address}  # a new dict: the config's is shared
     return hook
 
