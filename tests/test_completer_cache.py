@@ -4,7 +4,9 @@ End to end, through real kernels: tests/test_kernel.py."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
 
 import pytest
 
@@ -70,7 +72,25 @@ def test_a_sandbox_whose_jedi_made_its_folder_first_keeps_it(caches):
     assert [p.name for p in (home / ".cache" / "jedi").iterdir()] == ["own.pkl"]
 
 
+def test_an_empty_cache_is_not_published(caches):
+    home = pooled.make_home(caches / "first")
+    (home / ".cache" / "jedi" / "CPython-311-33").mkdir(parents=True)
+    assert not pooled.publish_completer(home, PYTHON)
+    assert not pooled.completer_cached(PYTHON)
+
+
 def test_no_published_cache_leaves_the_sandbox_s_cache_empty(caches):
     home = pooled.make_home(caches / "first")
     pooled.seed_completer(home, PYTHON)
     assert list((home / ".cache").iterdir()) == []
+
+
+def test_a_copy_left_by_a_killed_publisher_is_removed_by_the_next(caches):
+    root = pooled.completer_cache(PYTHON).parent
+    stale, fresh = root / ".left-by-a-killed-one", root / ".another-publishing-now"
+    for folder in (stale, fresh):
+        (folder / "CPython-311-33").mkdir(parents=True)
+    old = time.time() - pooled.STALE_COPY_S - 60
+    os.utime(stale, (old, old))
+    assert pooled.publish_completer(warmed_home(caches, "first", {"a.pkl": WHOLE}), PYTHON)
+    assert sorted(p.name for p in root.iterdir()) == sorted([fresh.name, pooled.completer_cache(PYTHON).name])

@@ -271,10 +271,10 @@ def test_local_sandbox_starts_with_the_kernel_then_first_cell_and_first_tab_are_
             time.sleep(0.5)
         assert "zip" in kc.complete("zi", 2, reply=True, timeout=30)["content"]["matches"]  # after the warm-up
         published = cache / "sandbox-kernel" / "jedi-caches"
-        while not any(published.glob("*/*/*.pkl")):  # published in a thread after the warm-up's reply
+        while not any(published.glob("[!.]*/*/*.pkl")):  # published in a thread after the warm-up's reply
             assert time.monotonic() < warm_deadline, "the warm-up published no cache for the next sandbox"
             time.sleep(0.2)
-    built = {path: path.stat().st_mtime_ns for path in published.glob("*/*/*.pkl")}
+    built = {path: path.stat().st_mtime_ns for path in published.glob("[!.]*/*/*.pkl")}
     with kernel("local", XDG_CACHE_HOME=str(cache)) as (_, kc):
         assert run(kc, "1 + 1")[0]["status"] == "ok"
         time.sleep(2)  # a warm-up would have parsed typeshed's builtins by now
@@ -282,7 +282,7 @@ def test_local_sandbox_starts_with_the_kernel_then_first_cell_and_first_tab_are_
         assert "zip" in kc.complete("zi", 2, reply=True, timeout=30)["content"]["matches"]
         assert stdout(run(kc, JEDI_PARSED)[1]) != "0\n"
     # the first Tab read the builtins from its copy of the cache: nothing parsed again, nothing published written over
-    assert {path: path.stat().st_mtime_ns for path in published.glob("*/*/*.pkl")} == built
+    assert {path: path.stat().st_mtime_ns for path in published.glob("[!.]*/*/*.pkl")} == built
 
 
 def test_a_sandbox_that_damaged_its_jedi_cache_leaves_the_next_sandboxes_completing(tmp_path):
@@ -294,7 +294,7 @@ def test_a_sandbox_that_damaged_its_jedi_cache_leaves_the_next_sandboxes_complet
     cache = tmp_path / "cache"
     with kernel("local", XDG_CACHE_HOME=str(cache)) as (_, kc):  # warms up and publishes the cache
         deadline = time.monotonic() + 60
-        while not any((cache / "sandbox-kernel" / "jedi-caches").glob("*/*/*.pkl")):
+        while not any((cache / "sandbox-kernel" / "jedi-caches").glob("[!.]*/*/*.pkl")):
             assert time.monotonic() < deadline, "the warm-up published no cache"
             time.sleep(0.2)
     damage = ("import glob, os\nfiles = sorted(glob.glob(os.path.expanduser('~/.cache/jedi/*/*.pkl')))\n"

@@ -9,13 +9,13 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import pickletools
 import re
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -209,16 +209,30 @@ def seed_completer(home: Path, python: str) -> None:
         shutil.rmtree(copy, ignore_errors=True)
 
 
-def _whole_pickle(path: Path) -> bool:
-    """Whether ``path`` holds one whole pickle, read opcode by opcode up to its STOP without
-    running any (a truncated file ends before it): the files come from the sandbox."""
-    try:
-        with open(path, "rb") as f:
-            for _ in pickletools.genops(f):
-                pass
-            return not f.read(1)
-    except Exception:  # noqa: BLE001 - pickletools raises ValueError and others on a damaged file
-        return False
+WHOLE_PICKLES = """import pickletools, sys
+for name in sys.argv[1:]:
+    with open(name, "rb") as f:
+        for _ in pickletools.genops(f):
+            pass
+        if f.read(1):
+            sys.exit(name + ": data after its STOP")
+"""
+"""Checks that each file named on its command line holds one whole pickle, read opcode by opcode up
+to its STOP without running any (a truncated file ends before it; the files come from a sandbox);
+exits non-zero otherwise."""
+
+
+def _whole_pickles(paths: list[Path]) -> bool:
+    """Whether each of ``paths`` holds one whole pickle (:data:`WHOLE_PICKLES`), checked in a
+    process of its own: 4.6 MB of jedi's cache take about a second of pure Python, which in this
+    process would hold the GIL from the kernel's relay."""
+    check = subprocess.run([sys.executable, "-S", "-E", "-c", WHOLE_PICKLES, *map(str, paths)],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    return check.returncode == 0
+
+
+STALE_COPY_S = 600.0
+"""Seconds after which a copy left beside the published caches is a killed publisher's, removed."""
 
 
 def publish_completer(home: Path, python: str) -> bool:
@@ -226,20 +240,25 @@ def publish_completer(home: Path, python: str) -> bool:
     ``python``'s sandboxes, unless one is published already: copied into a folder beside it,
     each file checked to be one whole pickle, then renamed into place in one step, so that no
     sandbox ever copies a cache half-written or damaged. Returns whether it was published.
-    Blocking (a few hundred milliseconds: it runs after the warm-up, in a thread)."""
+    Blocking (about a second, once per interpreter: it runs after the warm-up, in a thread)."""
     published = completer_cache(python)
     source = home / ".cache" / "jedi"
     if published.exists() or not source.is_dir():
         return False
     published.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for stale in published.parent.glob(".*"):  # a copy whose wrapper was killed while checking it
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > STALE_COPY_S:
+                shutil.rmtree(stale, ignore_errors=True)
     copy = published.parent / f".{published.name}-{secrets.token_hex(4)}"
     try:
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns("*.tmp", "PARSO-CACHE-LOCK"))
-        if not all(_whole_pickle(path) for path in copy.rglob("*.pkl")):
+        pickles = list(copy.rglob("*.pkl"))
+        if not pickles or not _whole_pickles(pickles):  # none: jedi wrote nothing, nothing to share
             return False
         copy.rename(published)
         return True
-    except OSError:  # another sandbox published first, or the source went away
+    except (OSError, subprocess.SubprocessError):  # published first by another, the source gone, a stuck check
         return False
     finally:
         shutil.rmtree(copy, ignore_errors=True)
