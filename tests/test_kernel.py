@@ -306,3 +306,33 @@ def test_a_sandbox_that_damaged_its_jedi_cache_leaves_the_next_sandboxes_complet
     with kernel("local", XDG_CACHE_HOME=str(cache)) as (_, kc):
         run(kc, "only_in_sandbox = [1, 2]")
         assert kc.complete("only_in_s", 9, reply=True, timeout=30)["content"]["matches"] == ["only_in_sandbox"]
+
+
+async def test_a_local_start_cancelled_while_its_completer_cache_is_copied_leaves_no_kernel(monkeypatch):
+    """The copy of the completer cache runs after the kernel's spawn (beside its boot): a start
+    cancelled there ends the kernel it spawned, as one cancelled later does."""
+    import asyncio
+    import threading
+
+    from sandbox_kernel.backends.local import LocalBackend, pooled
+
+    copying, release = threading.Event(), threading.Event()
+
+    def slow_copy(home, python):
+        copying.set()
+        release.wait(30)
+
+    monkeypatch.setattr(pooled, "seed_completer", slow_copy)
+    backend = LocalBackend(checkpoints=False)
+    start = asyncio.ensure_future(backend.start())
+    try:
+        assert await asyncio.to_thread(copying.wait, 60), "the start never copied the cache"
+        process, scratch = backend._proc, backend._scratch
+        assert process is not None and process.poll() is None
+        start.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await start
+        assert process.poll() is not None and not scratch.exists()
+    finally:
+        release.set()
+        await backend.shutdown()

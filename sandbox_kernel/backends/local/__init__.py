@@ -235,7 +235,11 @@ class LocalBackend(CheckpointOptions, Forking):
         except OSError as exc:
             raise SandboxStartError(f"Could not start the local kernel with {self.python!r}: {exc}.") from exc
         record_kernel(self._runtime, self._proc.pid)  # stopped by whoever removes a killed owner's leftovers
-        await asyncio.to_thread(pooled.seed_completer, home, self.python)  # beside the kernel's boot
+        try:
+            await asyncio.to_thread(pooled.seed_completer, home, self.python)  # beside the kernel's boot
+        except BaseException:  # cancelled: start() ends only what _launch returned
+            await self._terminate()
+            raise
         return info
 
     def _workspace(self) -> list[str]:
