@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from tests.browser import drag_slider, jupyterlab
+from tests.browser import NETWORK_CHANGED, drag_slider, jupyterlab
 from tests.support.backends import prepared
 
 pytestmark = [pytest.mark.browser, pytest.mark.kernel, pytest.mark.timeout(1200)]
@@ -73,12 +73,6 @@ def shut_down(server, kernel_id: str) -> None:
                                      headers={"Authorization": f"token {server.token}"})
     with urllib.request.urlopen(request, timeout=60):
         pass
-
-
-NETWORK_CHANGED = "ERR_NETWORK_CHANGED"
-"""What Chromium calls aborting its requests when this host's network interfaces change (on a shared
-machine, each container started elsewhere adds one): Voilà's page then misses a script chunk
-(``ChunkLoadError``) and never starts. A person reloads; so does this test, once per load."""
 
 
 def open_dashboard(context, url: str):
