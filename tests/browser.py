@@ -278,15 +278,21 @@ def wait_ready(page, timeout: float = 180) -> None:
 
     deadline = time.monotonic() + timeout
     reloaded = False
+
+    def reload_once() -> bool:
+        nonlocal reloaded
+        if reloaded or not _network_changed(page):
+            return False
+        reloaded = True
+        page.reload(wait_until="commit")
+        return True
+
     while True:  # the notebook's first cell: up to the deadline, in 5 s steps, so a broken load is seen
         try:
             page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=5_000)
             break
         except PlaywrightTimeout:
-            if not reloaded and _network_changed(page):
-                reloaded = True
-                page.reload(wait_until="commit")
-            elif time.monotonic() > deadline:
+            if not reload_once() and time.monotonic() > deadline:
                 raise
     while True:
         dismiss_dialog(page)
@@ -294,9 +300,7 @@ def wait_ready(page, timeout: float = 180) -> None:
             page.wait_for_function(KERNEL_READY, timeout=5_000)
             break
         except PlaywrightTimeout:
-            if not reloaded and _network_changed(page):
-                reloaded = True
-                page.reload(wait_until="commit")
+            if reload_once():
                 continue
             if time.monotonic() > deadline:
                 state, shot = page.evaluate(KERNEL_STATE), "none"
