@@ -38,16 +38,18 @@ WHOLE = pickle.dumps({"module": list(range(1000))}, pickle.HIGHEST_PROTOCOL)
 
 def test_a_warm_up_s_cache_is_published_and_the_next_sandbox_gets_a_copy(caches):
     home = warmed_home(caches, "first", {"a.pkl": WHOLE, "b.pkl": WHOLE})
-    assert not pooled.completer_cached(PYTHON)
+    assert not pooled.completer_cache(PYTHON).is_dir()
     assert pooled.publish_completer(home, PYTHON)
-    assert pooled.completer_cached(PYTHON)
+    assert pooled.completer_cache(PYTHON).is_dir()
     assert not pooled.publish_completer(home, PYTHON)  # published once
     published = pooled.completer_cache(PYTHON)
     assert sorted(p.name for p in published.rglob("*.pkl")) == ["a.pkl", "b.pkl"]
     assert [p.name for p in published.parent.iterdir()] == [published.name]  # no copy left beside it
 
     second = pooled.make_home(caches / "second")
+    assert not pooled.completer_seeded(second)
     pooled.seed_completer(second, PYTHON)
+    assert pooled.completer_seeded(second)
     copy = second / ".cache" / "jedi" / "CPython-311-33" / "a.pkl"
     assert copy.read_bytes() == WHOLE
     copy.write_bytes(b"")  # what the sandbox writes stays in its copy
@@ -58,7 +60,7 @@ def test_a_warm_up_s_cache_is_published_and_the_next_sandbox_gets_a_copy(caches)
 def test_a_cache_with_a_damaged_file_is_not_published(caches, damaged):
     home = warmed_home(caches, "first", {"a.pkl": WHOLE, "b.pkl": damaged})
     assert not pooled.publish_completer(home, PYTHON)
-    assert not pooled.completer_cached(PYTHON)
+    assert not pooled.completer_cache(PYTHON).is_dir()
     assert not any(pooled.completer_cache(PYTHON).parent.iterdir())  # its copy removed
 
 
@@ -76,13 +78,13 @@ def test_an_empty_cache_is_not_published(caches):
     home = pooled.make_home(caches / "first")
     (home / ".cache" / "jedi" / "CPython-311-33").mkdir(parents=True)
     assert not pooled.publish_completer(home, PYTHON)
-    assert not pooled.completer_cached(PYTHON)
+    assert not pooled.completer_cache(PYTHON).is_dir()
 
 
 def test_no_published_cache_leaves_the_sandbox_s_cache_empty(caches):
     home = pooled.make_home(caches / "first")
     pooled.seed_completer(home, PYTHON)
-    assert list((home / ".cache").iterdir()) == []
+    assert list((home / ".cache").iterdir()) == [] and not pooled.completer_seeded(home)
 
 
 def test_a_copy_left_by_a_killed_publisher_is_removed_by_the_next(caches):

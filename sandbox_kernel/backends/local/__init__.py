@@ -124,9 +124,10 @@ class LocalBackend(CheckpointOptions, Forking):
 
     @property
     def completer_cached(self) -> bool:
-        """Whether an earlier local sandbox published jedi's cache (:func:`.pooled.completer_cache`):
-        then this one starts with a copy, its first Tab reads it, and no warm-up is needed."""
-        return pooled.completer_cached(self.python)
+        """Whether this sandbox started with a copy of the jedi cache an earlier one published
+        (:func:`.pooled.completer_seeded`): its first Tab reads it, and no warm-up is needed. Read
+        from its own HOME, so a cache published while it started does not skip its warm-up."""
+        return self._scratch is not None and pooled.completer_seeded(self._scratch / "home")
 
     async def _completer_warmed(self) -> None:
         """Publish the cache this sandbox's warm-up built, for the next sandboxes."""

@@ -179,10 +179,11 @@ def completer_cache(python: str) -> Path:
     return _caches_root() / hashlib.sha256(python.encode()).hexdigest()[:16]
 
 
-def completer_cached(python: str) -> bool:
-    """Whether a local sandbox running ``python`` starts with jedi's cache built: one was
-    published (:func:`publish_completer`)."""
-    return completer_cache(python).is_dir()
+def completer_seeded(home: Path) -> bool:
+    """Whether the sandbox whose HOME is ``home`` started with jedi's cache built: it got a copy
+    of a published one (:func:`seed_completer`). Its own jedi makes the folder only at its first
+    completion, which comes after the start."""
+    return (home / ".cache" / "jedi").is_dir()
 
 
 def make_home(scratch: Path) -> Path:
