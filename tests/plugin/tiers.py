@@ -16,6 +16,7 @@ cells share one kernel); tests that hold a machine lock exclusively (:mod:`.lock
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -147,7 +148,8 @@ def pytest_runtest_setup(item: pytest.Item):
 # -- minutes per tier, at the end of a run with --durations (.ci/run) -----------------------------
 class TierMinutes:
     """Adds each phase's seconds to its test's tier (on xdist's controller, from the workers'
-    reports) and prints the minutes at the end."""
+    reports) and prints the minutes at the end; every test's seconds go to build/test-seconds.json
+    (``node id: seconds``, heaviest first)."""
 
     MODULES = 15
     """How many of the heaviest modules the summary names."""
@@ -155,12 +157,14 @@ class TierMinutes:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.modules: dict[str, float] = {}
+        self.tests: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tier = next((tier for tier in reversed(TIERS) if tier in report.keywords), "untiered")
         self.seconds[tier] = self.seconds.get(tier, 0.0) + report.duration
         module = report.nodeid.split("::")[0].split("@")[0]
         self.modules[module] = self.modules.get(module, 0.0) + report.duration
+        self.tests[report.nodeid] = round(self.tests.get(report.nodeid, 0.0) + report.duration, 2)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         parts = ", ".join(f"{tier} {self.seconds[tier] / 60:.1f}" for tier in (*TIERS, "untiered") if tier in self.seconds)
@@ -168,6 +172,10 @@ class TierMinutes:
         heaviest = sorted(self.modules.items(), key=lambda item: -item[1])[:self.MODULES]
         terminalreporter.write_line(f"minutes of the {len(heaviest)} heaviest modules: " + ", ".join(
             f"{Path(module).name} {seconds / 60:.1f}" for module, seconds in heaviest))
+        path = terminalreporter.config.rootpath / "build" / "test-seconds.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(dict(sorted(self.tests.items(), key=lambda item: -item[1])), indent=0))
+        terminalreporter.write_line(f"seconds of every test (set-up, call and teardown): {path}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
