@@ -29,7 +29,7 @@ from tests.support.hostile import (  # noqa: F401 - collected here
     test_root_is_read_only_tmp_and_workdir_are_writable,
     test_workdir_has_a_size_limit,
 )
-from tests.targets.docker import NOTHING, SocketProxy, held_by
+from tests.targets.docker import NOTHING, SocketProxy, engine_requests, held_by
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180), pytest.mark.asyncio(loop_scope="module")]
 
@@ -222,6 +222,20 @@ async def test_restart_is_a_new_container_and_shutdown_removes_everything(make, 
     assert hostdir is None or not hostdir.exists()
     await backend.shutdown()
     assert held_by(docker_client, os.getpid()) == held
+
+
+async def test_a_start_asks_the_engine_one_ping_and_one_description(make, monkeypatch):
+    """The API version comes from the ping's headers, and one ``/info`` says whether the engine
+    is here and rootless. Before: ``/version`` twice (docker-py's probe, then "is it Podman?") and
+    ``/info`` twice; on Podman each costs 0.3 s of the start (tests/test_docker_podman.py)."""
+    paths = engine_requests(monkeypatch)
+    backend = make()
+    try:
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+        assert not backend._link.podman
+    finally:
+        await backend.shutdown()
+    assert paths.count("/_ping") == 1 and paths.count("/info") == 1 and "/version" not in paths, paths
 
 
 async def test_a_second_start_waits_for_the_first_to_end(make, tmp_path):

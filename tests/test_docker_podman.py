@@ -16,7 +16,7 @@ from sandbox_kernel.core.errors import ConfigError, SandboxDied
 from tests.support.backends import backends, prepared
 from tests.support.hostile import run, test_workdir_has_a_size_limit  # noqa: F401 - collected here
 from tests.targets import env_vars
-from tests.targets.docker import NOTHING, held_by
+from tests.targets.docker import NOTHING, engine_requests, held_by
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 
@@ -49,6 +49,18 @@ async def test_options_podman_would_ignore_are_refused_before_anything_starts(ma
                                           r"OCI runtime\. Fix: leave runtime empty"):
         await backend.execute("1", lambda event: None)
     assert ours() == before
+
+
+async def test_a_start_asks_podman_one_ping_and_one_description_never_its_version(make, monkeypatch):
+    """Podman 4.3 runs dpkg-query at each ``/version`` and ``/info`` (0.3 s of a start each, and
+    half the CPU of a sandbox's whole life): a sandbox's start pings once, whose headers give the
+    API version and say Podman (so ``runtime`` is refused, as above), and asks ``/info`` once.
+    Before: ``/version`` twice (docker-py's probe, then ours) and ``/info`` twice."""
+    paths = engine_requests(monkeypatch)
+    async with make() as backend:
+        assert (await run(backend, "1 + 1"))[1].result() == "2"
+        assert backend._link.podman
+    assert paths.count("/_ping") == 1 and paths.count("/info") == 1 and "/version" not in paths, paths
 
 
 async def test_memory_bomb_says_it_was_most_likely_out_of_memory(make):

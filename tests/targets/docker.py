@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -78,6 +79,22 @@ def held_by(client, pid: int, host: str | None = None) -> dict[str, list[str]]:
 
 
 NOTHING = {"containers": [], "volumes": [], "hostdirs": []}
+
+
+def engine_requests(monkeypatch) -> list[str]:
+    """A list that gets the path of every request docker-py sends from now on in this process
+    (``/_ping``, ``/info``, ``/containers/create`` ...: the API version's prefix left out), in
+    order. requests' ``Session.send`` is wrapped: each request still goes to the engine."""
+    import requests
+
+    paths, send = [], requests.Session.send
+
+    def recorded(session, request, **kwargs):
+        paths.append(re.sub(r"^/v[0-9.]+/", "/", request.path_url.split("?")[0]))
+        return send(session, request, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "send", recorded)
+    return paths
 
 
 def as_host(name: str) -> list[str]:

@@ -47,33 +47,53 @@ def hostdir_root() -> Path:
 def connect() -> Any:
     """A ``docker.DockerClient`` for the engine named by the environment (DOCKER_HOST with
     DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, else the current docker context, else the local
-    socket), checked with a ping; a TLS engine's own CA is kept (:func:`_client_class`).
-    Blocking: run it in a thread.
+    socket), checked with one ping that also gives its API version and says which engine it is
+    (:func:`_client_class`); a TLS engine's own CA is kept. Blocking: run
+    it in a thread.
 
     Raises:
         BackendUnavailable: docker-py is missing, or no engine answers.
     """
     with engine_errors("connect"):
-        client = _client_class().from_env(timeout=30)
-        client.ping()
-    return client
+        return _client_class().from_env(timeout=30)
 
 
 @functools.cache
 def _client_class() -> type:
-    """``docker.DockerClient``, whose engine's CA (``DOCKER_CERT_PATH/ca.pem``) wins over
-    REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE. requests lets these variables replace a session's own
-    ``verify`` at each request (psf/requests#3829), so where they are set (for a proxy's CA) a TLS
-    engine with its own CA fails with "certificate verify failed". Only ``verify`` changes:
-    proxies and everything else still come from the environment. The fix is in place before the
-    constructor's first request, the API version probe."""
+    """``docker.DockerClient`` with two changes to docker-py 7's.
+
+    - The engine's CA (``DOCKER_CERT_PATH/ca.pem``) wins over REQUESTS_CA_BUNDLE and
+      CURL_CA_BUNDLE. requests lets these variables replace a session's own ``verify`` at each
+      request (psf/requests#3829), so where they are set (for a proxy's CA) a TLS engine with its
+      own CA fails with "certificate verify failed". Only ``verify`` changes: proxies and
+      everything else still come from the environment. The fix is in place before the
+      constructor's first request, the API version probe.
+    - That probe is ``GET /_ping``, whose ``Api-Version`` header is the engine's API version (as
+      the Docker CLI negotiates it; Engine API, "Ping"), not docker-py's ``GET /version``. The
+      answer's headers are kept (``client.api.ping_headers``): Podman's carry
+      ``Libpod-Api-Version`` (its API reference, SystemPing), so nothing else need be asked to
+      tell the engines apart. Podman 4.3 runs dpkg-query for the package of each of its helpers
+      at every ``/version`` and ``/info``: measured here, these were about half the CPU of a
+      Podman sandbox's whole life (2.3 s), and 0.3 s of its start each. An engine whose ping has
+      no ``Api-Version`` is asked ``/version``, as docker-py does."""
     docker = load_docker()
 
     class APIClient(docker.APIClient):
+        ping_headers = None
+
         def merge_environment_settings(self, url, proxies, stream, verify, cert):  # requests.Session's
             if verify is None and self.verify is not True:  # docker-py set a CA path, or False (no TLS check)
                 verify = self.verify
             return super().merge_environment_settings(url, proxies, stream, verify, cert)
+
+        def _retrieve_server_version(self):  # docker-py 7's constructor calls it for version "auto"
+            try:
+                response = self._get(self._url("/_ping", versioned_api=False))
+                self._raise_for_status(response)
+            except Exception as exc:  # as docker-py's own probe words it
+                raise docker.errors.DockerException(f"Error while fetching server API version: {exc}") from exc
+            self.ping_headers = response.headers
+            return response.headers.get("Api-Version") or super()._retrieve_server_version()
 
     class DockerClient(docker.DockerClient):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -88,19 +108,25 @@ def _over_local_socket(client: Any) -> bool:
     return client.api.base_url.startswith("http+docker://localhost")
 
 
-def engine_is_here(client: Any) -> bool:
-    """Whether the engine runs on this machine and shares its filesystem: reached over a unix
-    socket of this machine, its ``info()["Name"]`` (the engine host's hostname) is ours, and it
-    is not Docker Desktop (whose engine runs in a VM, even on Linux). Then host paths (the ipc
-    transport's directory, ``mounts``) mean the same to it as to us. Blocking.
+def engine_info(client: Any) -> dict[str, Any]:
+    """The engine's description (``GET /info``), asked once per backend: :func:`engine_is_here`
+    and :func:`.rootless.is_rootless` read it. Blocking.
 
     Raises:
         BackendUnavailable: the engine stopped answering.
     """
+    with engine_errors("read the engine's description"):
+        return client.info()
+
+
+def engine_is_here(client: Any, info: dict[str, Any]) -> bool:
+    """Whether the engine runs on this machine and shares its filesystem: reached over a unix
+    socket of this machine, its ``info["Name"]`` (the engine host's hostname; ``info``:
+    :func:`engine_info`) is ours, and it is not Docker Desktop (whose engine runs in a VM, even
+    on Linux). Then host paths (the ipc transport's directory, ``mounts``) mean the same to it
+    as to us."""
     if not _over_local_socket(client):
         return False
-    with engine_errors("read the engine's description"):
-        info = client.info()
     return info.get("Name") == socket.gethostname() and "docker desktop" not in str(info.get("OperatingSystem", "")).lower()
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.events import Emit
-from .engine import choose_transport, connect, engine_is_here
+from .engine import choose_transport, connect, engine_info, engine_is_here
 from .image import BuildProgress, seeds_completer
 from .images.for_kernel import build_command
 from .podman import is_podman, refuse_ignored
@@ -72,8 +72,8 @@ class EngineLink:
     async def choose_transport(self, asked: str) -> str:
         """What ``transport`` (``asked``: auto, ipc, api) means for this engine, looked up once."""
         if not self.transport:
-            self.here = await run_blocking(engine_is_here, self.client)
-            self.rootless = await run_blocking(is_rootless, self.client)
+            info = await run_blocking(engine_info, self.client)
+            self.here, self.rootless = engine_is_here(self.client, info), is_rootless(info)
             self.transport = choose_transport(self.client, asked, self.here and not self.rootless)
         return self.transport
 

@@ -20,6 +20,8 @@ from typing import Any
 from ...core.errors import ConfigError
 from .boundary import engine_errors
 
+LIBPOD_HEADER = "Libpod-Api-Version"
+"""The header Podman adds to its answer to ``GET /_ping`` (its API reference, SystemPing)."""
 ENGINE_NAME = "Podman Engine"
 """The name of the engine's component in ``GET /version`` (Docker's is "Engine")."""
 
@@ -31,7 +33,16 @@ EVENTS_WAIT_S = 0.2
 
 
 def is_podman(client: Any) -> bool:
-    """True when ``client`` talks to Podman (``GET /version``). Blocking."""
+    """True when ``client`` talks to Podman: its ping's headers carry ``Libpod-Api-Version``
+    (``client.api.ping_headers``: :func:`.engine.connect`); for a client made otherwise, ``GET /version`` lists the
+    component "Podman Engine". Blocking.
+
+    Raises:
+        BackendUnavailable: the engine stopped answering (only where ``/version`` is asked).
+    """
+    headers = getattr(client.api, "ping_headers", None)
+    if headers is not None:
+        return LIBPOD_HEADER in headers
     with engine_errors("ask the engine its version"):
         components = client.version().get("Components") or []
     return any(c.get("Name") == ENGINE_NAME for c in components)

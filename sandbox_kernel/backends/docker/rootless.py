@@ -21,18 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from ...runtime.traits import format_bytes
-from .boundary import engine_errors
 
 
-def is_rootless(client: Any) -> bool:
-    """True when the engine runs as a user: Podman's ``/info`` says ``Rootless``, Docker's lists
-    ``name=rootless`` in ``SecurityOptions``. Blocking.
-
-    Raises:
-        BackendUnavailable: the engine stopped answering.
-    """
-    with engine_errors("read the engine's description"):
-        info = client.info()
+def is_rootless(info: dict[str, Any]) -> bool:
+    """True when the engine runs as a user: Podman's ``/info`` (``info``: :func:`.engine.engine_info`)
+    says ``Rootless``, Docker's lists ``name=rootless`` in ``SecurityOptions``."""
     return bool(info.get("Rootless")) or any("name=rootless" in option for option in info.get("SecurityOptions") or [])
 
 
