@@ -24,6 +24,7 @@ from ...core.errors import ConfigError, EngineLost, FileTooLarge, Missing, Refus
 from ...runtime.owners import owned_here, owner, owner_is_gone
 from ...runtime.owners import start_time as _start_time
 from ..bounded import write_chunks
+from . import podman
 from .boundary import engine_errors, load_docker
 from .podman import EVENTS_WAIT_S as PODMAN_EVENTS_WAIT_S
 
@@ -307,15 +308,20 @@ WAIT_CHUNK_S = 300  # the wait long-poll is renewed this often; a dead engine is
 
 
 def wait_for_exit(client: Any, container_id: str) -> None:
-    """Block until the container stops (``POST /containers/{id}/wait``). Blocking.
+    """Block until the container stops (``POST /containers/{id}/wait``; on Podman its own wait
+    endpoint, :func:`.podman.wait`). Blocking.
 
     Raises:
         EngineLost: the engine stopped answering (the connection broke and a ping fails).
     """
+    libpod = podman.libpod_version(client)
     while True:
         try:
             with engine_errors("wait for the sandbox container"):
-                client.api.wait(container_id, timeout=WAIT_CHUNK_S)
+                if libpod:
+                    podman.wait(client, container_id, libpod, timeout=WAIT_CHUNK_S)
+                else:
+                    client.api.wait(container_id, timeout=WAIT_CHUNK_S)
             return
         except Missing:
             return
