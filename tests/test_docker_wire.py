@@ -120,3 +120,54 @@ async def _client_that_reads_late() -> None:
         client.stop_channels()
         bridge.close()
         engine.close()
+
+
+def test_a_request_sent_after_the_bridge_closed_raises_instead_of_blocking():
+    """The bridge closes its inproc endpoints when the container's stream ends (the sandbox
+    died). libzmq does not reconnect inproc, so a DEALER connected to them has no peer, and
+    jupyter_client's send (on a blocking shadow of the socket, in the event loop's thread) blocked
+    for ever: a control request sent as a user's sandbox was OOM-killed froze the whole test
+    worker, its death watch and pytest-timeout's alarm included (a CI run hung). Now each of
+    the client's sends gives up after SEND_TIMEOUT_MS with one SandboxError. The send runs in a
+    thread here, so the old behaviour fails this test instead of hanging it."""
+    import time
+
+    from sandbox_kernel.backends.kernel_client.client import SEND_TIMEOUT_MS
+    from sandbox_kernel.core.errors import SandboxError
+
+    async def scenario() -> tuple[SandboxKernelClient, AttachBridge, socket.socket]:
+        host, engine = socket.socketpair()
+        bridge = AttachBridge(host, argv=["kernel"], launcher=None, max_frame=1024**2,
+                              on_drop=lambda channel: None, on_end=lambda: None)
+        bridge.start()
+        client = SandboxKernelClient(context=bridge.context)
+        client.load_connection_info(bridge.connection)
+        client.start_channels(shell=True, stdin=False, control=True, hb=False)
+        await asyncio.sleep(0.2)
+        bridge.close()  # as when the container's stream ends
+        await asyncio.sleep(0.2)
+        return client, bridge, engine
+
+    client, bridge, engine = asyncio.run(scenario())
+    raised: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            client.control_channel.send(client.session.msg("interrupt_request", {}))
+        except BaseException as exc:  # noqa: BLE001 - what the send raised is the result
+            raised.append(exc)
+
+    started = time.monotonic()
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    sender.join(SEND_TIMEOUT_MS / 1000 + 10)
+    try:
+        assert not sender.is_alive(), "the send to a closed bridge still blocks"
+        assert time.monotonic() - started < SEND_TIMEOUT_MS / 1000 + 5
+        assert len(raised) == 1 and isinstance(raised[0], SandboxError), raised
+        assert str(raised[0]) == (f"The sandbox's kernel did not take interrupt_request within {SEND_TIMEOUT_MS / 1000:g} s: "
+                                  "its connection is gone (the sandbox stopped) or it reads nothing.")
+    finally:
+        if not sender.is_alive():
+            client.stop_channels()
+        engine.close()

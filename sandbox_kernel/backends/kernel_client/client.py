@@ -21,7 +21,7 @@ from jupyter_client.session import Session
 from traitlets import Callable as CallableTrait
 from traitlets import CaselessStrEnum, Integer, Type, default
 
-from ...core.errors import SandboxStartError
+from ...core.errors import SandboxError, SandboxStartError
 
 _CONTEXTS: dict[int, zmq.asyncio.Context] = {}
 
@@ -50,6 +50,17 @@ behind (the receive high-water mark, set to this over ``max_message_bytes``, at 
 messages): libzmq counts messages, 1000 by default, each up to the frame bound, so a sandbox
 flooding with large outputs grew the wrapper by 572 to 858 MiB (60 displays of 20 MB; 171 to
 190 MiB with this bound). What libzmq does not take waits in the sandbox, under its limits."""
+
+SEND_TIMEOUT_MS = 5000
+"""Milliseconds a message to the kernel (shell, control, stdin) may wait for libzmq to take it
+(``ZMQ_SNDTIMEO``); then :class:`SendChannel` raises. jupyter_client's ``Session.send`` writes on
+a blocking shadow of the channel's socket, in the event loop's thread, and a DEALER whose peer is
+gone blocks there for ever: on the docker ``api`` transport the kernel's endpoints are ``inproc``
+sockets of the bridge, which closes them when the container dies, and libzmq does not reconnect
+``inproc``. A control request sent just then (its kernel OOM-killed in a user's engine) froze the
+whole process, its death watch and pytest-timeout's alarm included (a CI run hung 20 minutes).
+On tcp and ipc the connection's pipe stays and queues, so this bounds only a kernel that reads
+nothing while 2,000 messages wait."""
 
 FILES_PER_SESSION = 64
 """File descriptors a new session must find free in this process before its sandbox starts.
@@ -110,6 +121,20 @@ class IOPubChannel(AsyncZMQSocketChannel):
         return self.session.deserialize(message)
 
 
+class SendChannel(AsyncZMQSocketChannel):
+    """jupyter_client's channel, whose ``send`` raises SandboxError where libzmq does not take
+    the message within :data:`SEND_TIMEOUT_MS` (the socket's ``ZMQ_SNDTIMEO``) instead of
+    blocking the event loop for ever."""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        try:
+            super().send(msg)
+        except zmq.Again as exc:
+            raise SandboxError(
+                f"The sandbox's kernel did not take {msg['header']['msg_type']} within "
+                f"{SEND_TIMEOUT_MS / 1000:g} s: its connection is gone (the sandbox stopped) or it reads nothing.") from exc
+
+
 class SandboxKernelClient(AsyncKernelClient):
     """jupyter_client's async client, with what a sandbox's kernel needs of it:
 
@@ -123,6 +148,9 @@ class SandboxKernelClient(AsyncKernelClient):
     - a proof that the stdin channel is connected (:meth:`stdin_connected`): the kernel's stdin
       ROUTER silently drops an ``input_request`` addressed to a peer whose connection is not
       complete, and the first cell's ``input()`` then waits for ever;
+    - sends on shell, control and stdin that give up after :data:`SEND_TIMEOUT_MS` with a
+      SandboxError (:class:`SendChannel`), where jupyter_client's blocked for ever on a kernel
+      whose connection was gone;
     - ``iopub_taken``, told the size in bytes of each IOPub message read (:class:`IOPubChannel`):
       the docker ``api`` transport's bridge counts what waits in libzmq's queue towards this
       client, which libzmq bounds in messages only.
@@ -132,6 +160,9 @@ class SandboxKernelClient(AsyncKernelClient):
     transport = CaselessStrEnum(["tcp", "ipc", "inproc"], default_value="tcp")
     max_message_bytes = Integer(0, help="Bytes; a frame from the kernel over it is refused (0: no bound).")
     iopub_channel_class = Type(IOPubChannel)
+    shell_channel_class = Type(SendChannel)
+    control_channel_class = Type(SendChannel)
+    stdin_channel_class = Type(SendChannel)
     iopub_taken = CallableTrait(None, allow_none=True, help="Called with the size in bytes of each IOPub message read.")
 
     _handshake: zmq.asyncio.Socket | None = None  # the stdin socket's monitor, until the proof is taken
@@ -151,6 +182,7 @@ class SandboxKernelClient(AsyncKernelClient):
         sock.linger = 1000  # as jupyter_client: no hang at exit
         sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes if self.max_message_bytes > 0 else -1)
+        sock.sndtimeo = SEND_TIMEOUT_MS
         if channel == "iopub" and self.max_message_bytes > 0:
             sock.rcvhwm = max(2, QUEUED_BYTES // self.max_message_bytes)
         if identity:
