@@ -57,6 +57,10 @@ e2b.api.client_async |  | get_transport | e2b 2.63 | backends/e2b/stream.py sand
 tornado.websocket | WebSocketProtocol | close | tornado 6.4, 6.6 | backends/gateway/ws.py _on_local_close: wraps conn.protocol.close to learn close code 1009
 threading |  | _register_atexit | CPython 3.10-3.13 | runtime/loop_thread.py: the loop thread stops before the interpreter's executors refuse work
 mitmproxy.proxy.layers.http._http1 |  | make_error_response | mitmproxy 12.3.1 (in the egress proxy's image only: not importable here, so tests/test_egress.py checks it there) | backends/egress/heads.py own_bad_requests: the project's refusal for a request head mitmproxy cannot read
+docker.api.client | APIClient | _retrieve_server_version | docker 7.2 | backends/docker/engine.py _client_class: the constructor's API version probe, overridden to ask GET /_ping (its Api-Version and Libpod-Api-Version headers), not GET /version
+docker.api.client | APIClient | _url | docker 7.2 | backends/docker/engine.py _client_class: the unversioned /_ping address in that probe
+docker.api.client | APIClient | _get | docker 7.2 | backends/docker/engine.py _client_class: that probe's request, with the client's timeout
+docker.api.client | APIClient | _raise_for_status | docker 7.2 | backends/docker/engine.py _client_class: that probe's HTTP error as docker-py's own
 docker.api.client |  | SSHHTTPAdapter | docker 7.2 (paramiko 5.1) | backends/docker/boundary.py load_docker: docker-py imported with paramiko held back; the name APIClient reads for an ssh:// base_url is set to _ssh_adapter, which imports the real adapter then
 signal | Signals | _value2member_map_ | CPython 3.10-3.13 | backends/docker/engine.py death_reason: a signal number's name, if it has one
 """
