@@ -49,8 +49,7 @@ def connect() -> Any:
     """A ``docker.DockerClient`` for the engine named by the environment (DOCKER_HOST with
     DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, else the current docker context, else the local
     socket), checked with one ping that also gives its API version and says which engine it is
-    (:func:`_client_class`); a TLS engine's own CA is kept. Blocking: run
-    it in a thread.
+    (:func:`_client_class`); a TLS engine's own CA is kept. Blocking: run it in a thread.
 
     Raises:
         BackendUnavailable: docker-py is missing, or no engine answers.
